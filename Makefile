@@ -1,0 +1,41 @@
+# rflens: two commands do everything on a fresh machine with Python 3.11.
+#   make book   set-up, data, the tiny-scale reproduction and the built book
+#   make test   set-up and every test
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+SCALE  ?= tiny
+
+.PHONY: setup browser data book test test-fast clean
+
+# (Re)create the virtual environment when it is missing or older than the requirements.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	@touch $@
+
+setup: $(STAMP)
+
+# Headless Chromium for the browser test of the built book (Debian packages; needs root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "chromium not found: the browser test will be skipped (install Debian's chromium)"; fi; }
+
+data: setup
+	$(PY) -m rflens data --corpus all --scale $(SCALE)
+
+book: setup
+	$(PY) -m rflens reproduce --scale $(SCALE)
+
+test: setup browser
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not notebook and not browser"
+
+clean:
+	rm -rf _build runs

@@ -1,0 +1,286 @@
+"""Settings for models, data, training and evaluation.
+
+Every experiment in the book is described by four small dataclasses. A setting is checked
+when the dataclass is made, so a bad value fails at once with one line that names the
+field and what is allowed (:class:`rflens.errors.ConfigError`), before any work is done.
+
+Names follow the paper (Chi et al., 2023, Section 2): ``n_layer`` is R, ``n_head`` is H,
+``d_model`` is d, ``l_tr`` is the training length L_tr; ``slope_shift`` is the Delta of
+Section 3, ``window`` the w of Eq. (3), ``d_bar`` the d-bar of Sandwich (Eq. 5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field, fields
+
+from .errors import ConfigError
+
+# Positional schemes, selected by name (see rflens.positional for what each one is).
+SCHEMES = (
+    "nope",  # no positional information at all
+    "sinusoidal",  # absolute, added to the input embeddings
+    "rotary",  # rotates q and k
+    "alibi",  # linear bias -(m - n) / 2^h
+    "window",  # windowed attention, Eq. (3): no bias, only the last `window` positions
+    "sandwich",  # Eq. (5)-(6), parameter-free
+    "sandwich_learned",  # Sandwich with learnable compression ratios
+    "smoothed",  # a * log(1 + |m - n|) + b
+    "kerple_log",  # -r1 * log(1 + r2 |m - n|), learnable
+    "kerple_power",  # -r1 * |m - n|^r2, learnable
+    "t5",  # learned per-head bias over log-binned buckets
+)
+ALIBI_SLOPE_SETS = ("paper", "official")
+KERNELS = ("auto", "sdpa", "flex", "chunked")
+CORPORA = ("prose", "code", "math")
+SOURCES = ("embedded", "hub", "files")
+PROTOCOLS = ("last_token", "non_overlapping", "sliding")
+DTYPES = ("fp32", "bf16")
+
+
+def _positive(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(name, value, "must be a positive number" + (" or None" if allow_none else ""))
+
+
+def _choice(name: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ConfigError(name, value, "allowed values are " + ", ".join(map(str, allowed)))
+
+
+class _Settings:
+    """Shared behaviour: dict round trip and ``key=value`` overrides."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(unknown[0], d[unknown[0]], f"unknown {cls.__name__} field; known: {', '.join(sorted(known))}")
+        d = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        return cls(**d)
+
+    def replace(self, **changes):
+        return self.from_dict({**self.to_dict(), **changes})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Settings):
+    """A decoder-only transformer LM (paper Section 2) and its positional scheme."""
+
+    pos: str = "alibi"
+    n_layer: int = 12  # R
+    n_head: int = 12  # H
+    d_model: int = 768  # d
+    vocab_size: int = 8192  # v
+    tie_weights: bool = True
+    # windowed attention (Eq. 3): attend only to positions with m - n < window; any scheme
+    window: int | None = None
+    # ALiBi (Section 3): h = n * 8 / H (+ slope_shift); same_slope sets one h for every head
+    slopes: str = "paper"
+    slope_shift: float = 0.0
+    same_slope: float | None = None
+    # Sandwich (Eq. 5-6): d_bar frequencies / 2, compression ratios h_c = n * 8 / H
+    d_bar: int = 128
+    # smoothed Sandwich: a * log(1 + |m - n|) + b
+    smooth_a: float = -0.825
+    smooth_b: float = -0.8
+    # KERPLE: initial values of the learnable r1, r2 (kept positive)
+    kerple_r1: float = 1.0
+    kerple_r2: float = 1.0
+    # T5 relative buckets (causal)
+    num_buckets: int = 32
+    max_distance: int = 128
+    rotary_base: float = 10000.0
+
+    def __post_init__(self):
+        _choice("pos", self.pos, SCHEMES)
+        for name in ("n_layer", "n_head", "d_model", "vocab_size", "num_buckets", "max_distance"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ConfigError(name, v, "must be a positive integer")
+        if self.d_model % self.n_head:
+            raise ConfigError("d_model", self.d_model, f"must be divisible by n_head={self.n_head}")
+        if self.pos == "rotary" and (self.d_model // self.n_head) % 2:
+            raise ConfigError("d_model", self.d_model, "rotary needs an even head size d_model / n_head")
+        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0):
+            raise ConfigError("window", self.window, "must be a positive integer number of positions, or None")
+        if self.pos == "window" and self.window is None:
+            raise ConfigError("window", None, "pos='window' needs a window size, e.g. window=32")
+        _choice("slopes", self.slopes, ALIBI_SLOPE_SETS)
+        if isinstance(self.d_bar, bool) or not isinstance(self.d_bar, int) or self.d_bar <= 0 or self.d_bar % 2:
+            raise ConfigError("d_bar", self.d_bar, "must be a positive even integer")
+        _positive("kerple_r1", self.kerple_r1)
+        _positive("kerple_r2", self.kerple_r2)
+        if self.pos == "kerple_power" and self.kerple_r2 > 2:
+            raise ConfigError("kerple_r2", self.kerple_r2, "the power variant needs 0 < r2 <= 2")
+        _positive("rotary_base", self.rotary_base)
+        if self.num_buckets < 2:
+            raise ConfigError("num_buckets", self.num_buckets, "must be at least 2")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+
+@dataclass(frozen=True)
+class DataConfig(_Settings):
+    """Which text the model reads and how it is tokenized (see rflens.data)."""
+
+    corpus: str = "prose"
+    source: str = "embedded"
+    vocab_size: int = 8192
+    max_bytes: int | None = None  # use only a prefix of the corpus (tests, smoke scale)
+    files: tuple[str, ...] = ()  # for source="files"
+    hub_name: str | None = None  # for source="hub"; None: the paper's Pile subset for `corpus`
+    split_seed: int = 0
+
+    def __post_init__(self):
+        _choice("source", self.source, SOURCES)
+        if self.source == "embedded":
+            _choice("corpus", self.corpus, CORPORA)
+        if self.source == "files" and not self.files:
+            raise ConfigError("files", self.files, "source='files' needs at least one path")
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 260:
+            raise ConfigError("vocab_size", self.vocab_size, "must be an integer >= 260 (256 bytes + specials)")
+        _positive("max_bytes", self.max_bytes, allow_none=True)
+
+
+@dataclass(frozen=True)
+class TrainConfig(_Settings):
+    """The training recipe (defaults: shared by KERPLE and the paper, scaled by presets)."""
+
+    l_tr: int = 512  # L_tr
+    batch_size: int = 32  # global batch, in sequences
+    steps: int = 50_000
+    lr: float = 6e-4
+    beta1: float = 0.9
+    beta2: float = 0.999
+    weight_decay: float = 0.0
+    warmup_frac: float = 0.01
+    min_lr_frac: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_interval: int = 0  # steps between validation losses; 0: only at the end
+    eval_batches: int = 4
+    ckpt_interval: int = 0  # steps between checkpoints; 0: only at the end
+    dtype: str = "fp32"  # "bf16": autocast on GPU
+    compile: bool = False
+
+    def __post_init__(self):
+        for name in ("l_tr", "batch_size", "steps", "eval_batches"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ConfigError(name, v, "must be a positive integer")
+        for name in ("eval_interval", "ckpt_interval", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(name, v, "must be a non-negative integer")
+        _positive("lr", self.lr)
+        for name in ("beta1", "beta2", "warmup_frac", "min_lr_frac"):
+            v = getattr(self, name)
+            if not 0 <= v < 1:
+                raise ConfigError(name, v, "must be in [0, 1)")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ConfigError("grad_clip" if self.grad_clip < 0 else "weight_decay",
+                              min(self.grad_clip, self.weight_decay), "must be >= 0")
+        _choice("dtype", self.dtype, DTYPES)
+
+
+@dataclass(frozen=True)
+class EvalConfig(_Settings):
+    """How models are measured (rflens.evaluate, rflens.receptive)."""
+
+    length_mults: tuple[int, ...] = (1, 2, 4, 8, 16)  # L_ex = L_tr x these
+    n_segments: int = 1000  # N (the paper: 1000)
+    protocol: str = "last_token"
+    stride: int | None = None  # sliding-window protocol; None: L_tr / 2
+    batch_size: int = 8
+    seed: int = 0
+    erf_length_mult: int = 4  # receptive-field analysis on segments of 4 x L_tr
+    erf_samples: int = 64
+    erf_threshold: float = 0.99
+
+    def __post_init__(self):
+        if not self.length_mults or any(isinstance(m, bool) or not isinstance(m, int) or m <= 0 for m in self.length_mults):
+            raise ConfigError("length_mults", self.length_mults, "must be positive integers, e.g. 1,2,4,8,16")
+        for name in ("n_segments", "batch_size", "erf_length_mult", "erf_samples"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ConfigError(name, v, "must be a positive integer")
+        _choice("protocol", self.protocol, PROTOCOLS)
+        _positive("stride", self.stride, allow_none=True)
+        if not 0 < self.erf_threshold <= 1:
+            raise ConfigError("erf_threshold", self.erf_threshold, "must be in (0, 1]")
+
+
+SETTINGS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "eval": EvalConfig}
+
+
+def _coerce(cls, name: str, text: str):
+    """Turn the text of ``--set name=text`` into the type of field ``name`` of ``cls``."""
+    hint = typing.get_type_hints(cls)[name]
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    if optional and text.lower() in ("none", "null", ""):
+        return None
+    is_union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    base = next(a for a in args if a is not type(None)) if is_union else hint
+    origin = typing.get_origin(base)
+    try:
+        if origin is tuple:
+            item = typing.get_args(base)[0]
+            return tuple(item(x) for x in text.replace(" ", "").split(",") if x)
+        if base is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if base is int:
+            return int(text)
+        if base is float:
+            return float(text)
+        return str(text)
+    except ValueError:
+        type_name = getattr(base, "__name__", str(base))
+        raise ConfigError(name, text, f"expected a value of type {type_name}") from None
+
+
+def parse_overrides(pairs: list[str] | tuple[str, ...] | None) -> dict[str, dict]:
+    """Parse ``["key=value", ...]`` into ``{"model": {...}, "train": {...}, ...}``.
+
+    A key may be bare (``window=32``: found in whichever settings class has it) or
+    qualified (``train.steps=100``). Unknown keys and wrong types raise ConfigError.
+    """
+    out: dict[str, dict] = {k: {} for k in SETTINGS}
+    for pair in pairs or ():
+        if "=" not in pair:
+            raise ConfigError("--set", pair, "expected key=value, e.g. --set window=32")
+        key, text = pair.split("=", 1)
+        key = key.strip()
+        if "." in key:
+            section, name = key.split(".", 1)
+            if section not in SETTINGS:
+                raise ConfigError("--set", key, "sections are " + ", ".join(SETTINGS))
+            sections = [section] if name in {f.name for f in fields(SETTINGS[section])} else []
+        else:
+            name = key
+            sections = [s for s, cls in SETTINGS.items() if name in {f.name for f in fields(cls)}]
+        if not sections:
+            known = sorted({f.name for cls in SETTINGS.values() for f in fields(cls)})
+            raise ConfigError("--set", key, "unknown setting; known: " + ", ".join(known))
+        for section in sections:  # e.g. vocab_size lives in model and data
+            out[section][name] = _coerce(SETTINGS[section], name, text)
+    return out

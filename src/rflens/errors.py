@@ -1,0 +1,20 @@
+"""One exception type for user mistakes.
+
+Anything a user can get wrong (a bad setting, a missing data set, a corrupted file) raises
+:class:`UserError` with a one-line message that names the fix. The command line prints the
+message and exits with code 2; it never shows a traceback for these.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A mistake in the input: printed as one line, exit code 2."""
+
+
+class ConfigError(UserError, ValueError):
+    """A setting that is not allowed; the message names the field and the allowed values."""
+
+    def __init__(self, field: str, value, allowed: str):
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"invalid {field}={value!r}: {allowed}")
