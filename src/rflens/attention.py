@@ -1,0 +1,216 @@
+"""Causal self-attention with an additive relative bias, three interchangeable kernels.
+
+All kernels compute softmax(q k^T / sqrt(hd) + bias) v over keys n <= m, where the bias of
+a relative scheme (rflens.positional) is a per-head function of the distance m - n only,
+given as one (H, L) table; the window of Eq. (3) of Chi et al. (ACL 2023) puts -inf at
+m - n >= w. The bias is added to the *scaled* logits (as in ALiBi's and Sandwich's code).
+
+* ``"sdpa"``: ``F.scaled_dot_product_attention``. No bias and no window: the ``is_causal``
+  fast path. Otherwise one float mask (1, H, L, L) -- 4-D, since SDPA falls back to a
+  slower path for a 3-D mask -- built once per forward pass and shared by every layer.
+  The fast CPU training path; gradients reach learnable biases through the mask.
+* ``"flex"``: FlexAttention with a ``score_mod`` that reads the table and a BlockMask for
+  causality and the window (fully masked blocks are skipped: small windows are cheap).
+  The GPU path; on CPU torch 2.13 has no backward for it, and eager mode materialises
+  the scores, so it is only for forward checks there.
+* ``"chunked"``: memory-bounded. Queries are processed in blocks (up to 512 queries, fewer
+  so that one block's scores stay under 128 MB); each block builds the bias for its own
+  keys only (H, block, keys), and a windowed model only reads the keys inside the window.
+  No (H, L, L) tensor is ever made: for evaluation at 16 x L_tr. (Without a bias or a
+  window it is SDPA's causal kernel, which is memory-bounded already.)
+* ``"auto"``: flex on CUDA; on CPU sdpa below 4096 positions, chunked from 4096 on.
+
+A :class:`Plan` holds what is shared by the layers of one forward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .config import KERNELS
+from .errors import ConfigError, UserError
+
+AUTO_CHUNK_FROM = 4096  # CPU: from this length on, "auto" takes the memory-bounded kernel
+QUERY_BLOCK = 512  # at most this many queries per block of the chunked kernel
+CHUNK_ELEMENTS = 2**25  # and at most this many scores (B x H x queries x keys, 128 MB in fp32) per block
+
+
+@dataclass
+class Plan:
+    """What the layers of one forward pass share: the kernel, the length and the bias.
+
+    ``table``: (H, L) bias by distance with -inf beyond the window, or None when the
+    attention is plain causal (no bias, no window). ``raw_table``: the same without the
+    window's -inf (FlexAttention handles the window in its block mask).
+    """
+
+    kernel: str
+    length: int
+    window: int | None
+    table: Tensor | None
+    raw_table: Tensor | None
+    _masks: dict = field(default_factory=dict)
+
+    # -- sdpa --------------------------------------------------------------------------
+    def sdpa_mask(self, q_start: int) -> Tensor:
+        """(1, H, L - q_start, L) float mask for queries q_start..L-1, built once and cached."""
+        key = ("sdpa", q_start)
+        if key not in self._masks:
+            full = self._masks.get(("sdpa", 0))
+            if full is not None:
+                self._masks[key] = full[:, :, q_start:]
+            else:
+                self._masks[key] = relative_mask(self.table, q_start, self.length, 0, self.length)[None]
+        return self._masks[key]
+
+    # -- flex --------------------------------------------------------------------------
+    def block_mask(self, q_start: int, device):
+        key = ("flex", q_start)
+        if key not in self._masks:
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            window = self.window
+
+            def mask_mod(b, h, q_idx, kv_idx):
+                m = q_idx + q_start
+                keep = m >= kv_idx
+                if window is not None:
+                    keep = keep & (m - kv_idx < window)
+                return keep
+
+            self._masks[key] = create_block_mask(mask_mod, None, None, self.length - q_start, self.length,
+                                                 device=device)
+        return self._masks[key]
+
+
+def make_plan(scheme, window: int | None, length: int, device, kernel: str = "auto") -> Plan:
+    """Choose the kernel and compute the bias table once for a forward pass of ``length``."""
+    if kernel not in KERNELS:
+        raise ConfigError("kernel", kernel, "allowed values are " + ", ".join(KERNELS))
+    if kernel == "auto":
+        dev = torch.device(device)
+        if dev.type == "cuda":
+            kernel = "flex"
+        else:
+            kernel = "chunked" if length >= AUTO_CHUNK_FROM else "sdpa"
+    raw = None
+    if scheme.kind == "relative":
+        raw = scheme.distance_bias(length)  # (H, L)
+        if raw.device != torch.device(device):
+            raw = raw.to(device)
+    elif window is not None:
+        raw = torch.zeros(scheme.n_head, length, device=device)
+    table = None
+    if raw is not None:
+        table = raw
+        if window is not None and window < length:
+            k = torch.arange(length, device=raw.device)
+            table = raw.masked_fill(k >= window, float("-inf"))  # Eq. (3)
+    return Plan(kernel=kernel, length=length, window=window, table=table, raw_table=raw)
+
+
+def relative_mask(table: Tensor, q_start: int, q_end: int, k_start: int, k_end: int) -> Tensor:
+    """(H, q_end - q_start, k_end - k_start) bias for queries m in [q_start, q_end) and keys
+    n in [k_start, k_end): table[h, m - n], -inf where n > m."""
+    m = torch.arange(q_start, q_end, device=table.device)
+    n = torch.arange(k_start, k_end, device=table.device)
+    dist = m[:, None] - n[None, :]  # (Lq, Lk)
+    out = table[:, dist.clamp(min=0)]  # (H, Lq, Lk)
+    return out.masked_fill(dist < 0, float("-inf"))
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, plan: Plan) -> Tensor:
+    """Attention of queries q (B, H, Lq, hd) -- the last Lq positions -- over all keys and
+    values k, v (B, H, L, hd). Returns (B, H, Lq, hd)."""
+    L, Lq = k.shape[2], q.shape[2]
+    q_start = L - Lq
+    if plan.kernel == "sdpa":
+        return _sdpa(q, k, v, plan, q_start)
+    if plan.kernel == "chunked":
+        return _chunked(q, k, v, plan, q_start)
+    if plan.kernel == "flex":
+        return _flex(q, k, v, plan, q_start)
+    raise ConfigError("kernel", plan.kernel, "allowed values are " + ", ".join(KERNELS))
+
+
+def _sdpa(q, k, v, plan: Plan, q_start: int) -> Tensor:
+    if plan.table is None:
+        if q_start == 0:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if q.shape[2] == 1:  # the last query sees every key
+            return F.scaled_dot_product_attention(q, k, v)
+        return _chunked(q, k, v, plan, q_start)
+    mask = plan.sdpa_mask(q_start).to(q.dtype)  # (1, H, Lq, L)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _chunked(q, k, v, plan: Plan, q_start: int, block: int | None = None) -> Tensor:
+    L, Lq = k.shape[2], q.shape[2]
+    if block is None:  # bound the (B, H, block, keys) scores of one block
+        keys = L if plan.window is None else min(L, QUERY_BLOCK + plan.window)
+        block = min(QUERY_BLOCK, max(16, CHUNK_ELEMENTS // max(1, q.shape[0] * q.shape[1] * keys)))
+    if plan.table is None and q_start == 0:
+        # plain causal attention: SDPA's causal kernel is already memory-bounded
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    table = plan.table
+    if table is None:  # causal only, but a query suffix: a zero table gives the causal mask
+        table = torch.zeros(q.shape[1], L, device=q.device, dtype=q.dtype)
+    outs = []
+    for s in range(q_start, L, block):
+        e = min(s + block, L)
+        k0 = 0 if plan.window is None else max(0, s - plan.window + 1)  # keys inside the window only
+        mask = relative_mask(table, s, e, k0, e).to(q.dtype)[None]  # (1, H, Bq, e - k0)
+        qb = q[:, :, s - q_start : e - q_start]
+        outs.append(F.scaled_dot_product_attention(qb, k[:, :, k0:e], v[:, :, k0:e], attn_mask=mask))
+    return torch.cat(outs, dim=2)
+
+
+_COMPILED_FLEX = None
+
+
+def _flex_fn(device):
+    """FlexAttention: compiled on CUDA (the fused kernel); eager on CPU (forward checks)."""
+    global _COMPILED_FLEX
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if torch.device(device).type == "cpu":
+        return flex_attention
+    if _COMPILED_FLEX is None:
+        _COMPILED_FLEX = torch.compile(flex_attention, dynamic=False)
+    return _COMPILED_FLEX
+
+
+def _flex(q, k, v, plan: Plan, q_start: int) -> Tensor:
+    import warnings
+
+    if q.device.type == "cpu" and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise UserError("kernel='flex' has no backward on CPU in torch 2.13: use kernel='sdpa' for training, "
+                        "or call the model under torch.no_grad()")
+    block_mask = plan.block_mask(q_start, q.device)
+    score_mod = None
+    if plan.raw_table is not None:
+        table = plan.raw_table.to(q.dtype)
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            # masked (n > m) pairs are excluded by the block mask; clamp keeps the index valid
+            return score + table[h, (q_idx + q_start - kv_idx).clamp(min=0)]
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+        return _flex_fn(q.device)(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def attention_flops(n_layer: int, d_model: int, length: int, window: int | None = None) -> float:
+    """Training FLOPs per token of the attention scores and the weighted sum (fwd + bwd).
+
+    Forward, per layer and query: 2 d FLOPs per key for q.k and 2 d for the sum over v;
+    backward twice that: 12 d per key. A causal query sees (L + 1) / 2 keys on average
+    (fewer with a window): the work needed, not the masked square SDPA computes.
+    """
+    w = length if window is None else min(window, length)
+    keys = (w * (w + 1) / 2 + (length - w) * w) / length  # mean over m of min(m + 1, w)
+    return 12.0 * n_layer * d_model * keys

@@ -1,0 +1,468 @@
+"""Every positional scheme of Chi et al. (ACL 2023), one registry selected by a string.
+
+A scheme is a small ``nn.Module`` of one of four kinds (fixed constants such as ALiBi's
+slopes are non-persistent buffers, rebuilt from the config; only learnable parameters go
+into a checkpoint):
+
+* ``"none"``      -- no positional information (``nope``);
+* ``"absolute"``  -- a vector added to the input embeddings (``sinusoidal``, Section 5);
+* ``"rotary"``    -- rotates queries and keys (``rotary``, Section 5);
+* ``"relative"``  -- an additive bias on the attention logits that depends only on the
+  distance k = m - n between query m and key n: ALiBi (Section 2-3), windowed attention
+  (Eq. 3), Sandwich (Eq. 5-6), the smoothed Sandwich, KERPLE and T5 (Section 7).
+
+A relative scheme only has to say what bias it gives to each distance:
+``distance_bias(n) -> (H, n)`` for k = 0..n-1. The attention kernels (rflens.attention)
+turn that one table into the (m, n) bias by indexing it with m - n, and add the causal
+mask (n > m) and the window mask (m - n >= w) as -inf. So "depends only on m - n" holds
+by construction, and the table is computed once per forward pass for all layers.
+
+The window ``w`` (``ModelConfig.window``) combines with any scheme; ``pos="window"`` is
+the paper's windowed attention alone (no bias).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from .config import ModelConfig, parse_overrides
+from .errors import UserError
+
+# ----------------------------------------------------------------------------------------
+# Closed forms (pure functions; the schemes below and the tests use them)
+
+
+def alibi_exponents(n_head: int, slopes: str = "paper") -> Tensor:
+    """The exponents h of ALiBi's slopes 1/2^h, one per head, before any shift.
+
+    ``"paper"``: h = n * 8 / H for n = 1..H (Section 2 of the paper).
+    ``"official"``: the set of the ALiBi reference code. For H a power of two it is the
+    same as the paper's. Otherwise, with c the largest power of two below H, it takes the
+    c exponents of the c-head set, then fills the H - c remaining heads with every other
+    exponent of the 2c-head set, starting from its first one (these interleave between
+    the first ones). For H = 12: h = 1..8, then 0.5, 1.5, 2.5, 3.5.
+    """
+    if slopes == "paper":
+        return torch.arange(1, n_head + 1, dtype=torch.float64) * 8.0 / n_head
+    if slopes != "official":
+        raise UserError(f"unknown ALiBi slope set {slopes!r}: use 'paper' or 'official'")
+    c = 2 ** int(math.floor(math.log2(n_head)))
+    base = torch.arange(1, c + 1, dtype=torch.float64) * 8.0 / c
+    if c == n_head:
+        return base
+    finer = torch.arange(1, 2 * c + 1, dtype=torch.float64) * 8.0 / (2 * c)  # the 2c-head set
+    return torch.cat([base, finer[0::2][: n_head - c]])
+
+
+def alibi_slopes(n_head: int, slopes: str = "paper", slope_shift: float = 0.0,
+                 same_slope: float | None = None) -> Tensor:
+    """ALiBi's per-head slopes 1/2^h, shape (H,).
+
+    Section 3 of the paper: ``slope_shift`` (Delta) is added to every head's h (Delta < 0:
+    steeper slopes, a narrower window); ``same_slope`` gives every head the one exponent h.
+    """
+    if same_slope is not None:
+        h = torch.full((n_head,), float(same_slope), dtype=torch.float64)
+    else:
+        h = alibi_exponents(n_head, slopes) + float(slope_shift)
+    return torch.pow(2.0, -h).float()
+
+
+def sandwich_compression(n_head: int) -> Tensor:
+    """Sandwich's compression ratios h_c = n * 8 / H for n = 1..H, shape (H,)."""
+    return torch.arange(1, n_head + 1, dtype=torch.float32) * 8.0 / n_head
+
+
+def sandwich_bias(distance: Tensor, d_bar: int, compression: Tensor) -> Tensor:
+    """Sandwich bias, Eq. (5)-(6): (p_m . p_n - d_bar / 2) / h_c for distance k = m - n.
+
+    p_m . p_n of two sinusoidal embeddings of size d_bar is sum_i cos(k / 10000^(2i/d_bar))
+    over the d_bar / 2 frequencies i = 0..d_bar/2 - 1; it peaks at d_bar / 2 when k = 0,
+    so the bias is 0 at distance 0 and negative elsewhere. Returns (H, *distance.shape).
+    Differentiable in ``compression`` (the learnable variant).
+    """
+    i = torch.arange(d_bar // 2, dtype=torch.float64, device=distance.device)
+    inv_freq = torch.pow(10000.0, -2.0 * i / d_bar)  # (d_bar/2,)
+    k = distance.to(torch.float64)
+    # sum of cosines computed in float64: at long distances it is a small difference of large sums
+    dot = torch.cos(k.unsqueeze(-1) * inv_freq).sum(-1)  # (*distance.shape)
+    centred = (dot - d_bar / 2).to(compression.dtype)
+    shape = (-1,) + (1,) * distance.dim()
+    return centred.unsqueeze(0) / compression.reshape(shape)  # (H, *distance.shape)
+
+
+def t5_bucket(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """Causal T5 bucket of each distance k = m - n >= 0 (negative values are treated as 0).
+
+    Half of the buckets hold one distance each (0, 1, ..., num_buckets // 2 - 1); the other
+    half cover distances up to ``max_distance`` in logarithmically growing bins; every
+    distance >= max_distance shares the last bucket, num_buckets - 1. Monotone
+    non-decreasing in k.
+    """
+    k = torch.as_tensor(relative_position).long().clamp(min=0)
+    exact = num_buckets // 2
+    span = num_buckets - exact  # buckets for the logarithmic part
+    if max_distance > exact:
+        # position of k between `exact` and `max_distance` on a log scale, in [0, 1) below max_distance
+        frac = torch.log(k.clamp(min=1).double() / exact) / math.log(max_distance / exact)
+        log_bucket = exact + (frac * span).floor().long()
+    else:  # degenerate: no room for logarithmic bins, all long distances share the last bucket
+        log_bucket = torch.full_like(k, num_buckets - 1)
+    log_bucket = log_bucket.clamp(max=num_buckets - 1)
+    bucket = torch.where(k < exact, k, log_bucket)
+    # from max_distance on, one shared bucket (also when max_distance < num_buckets // 2)
+    return torch.where(k >= max_distance, torch.full_like(k, num_buckets - 1), bucket)
+
+
+def _positive(p: Tensor, low: float = 0.01, high: float | None = None) -> Tensor:
+    """Clamp a learnable value into [low, high] in the forward pass while letting the
+    gradient through unchanged (straight-through), so a clamped parameter is never stuck.
+    The same effect as KERPLE's official in-place clamp, without mutating the parameter."""
+    clamped = p.clamp(min=low, max=high)
+    return p + (clamped - p).detach()
+
+
+# ----------------------------------------------------------------------------------------
+# Schemes
+
+
+class Scheme(nn.Module):
+    """Base class: a positional scheme for H heads (see the module docstring)."""
+
+    kind: str = "none"
+    learnable: bool = False
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self._cache: Tensor | None = None  # fixed relative schemes: table for the longest n seen
+
+    def distance_bias(self, n: int) -> Tensor:
+        """(H, n): the bias at distances 0..n-1 (zeros for non-relative schemes)."""
+        if self.learnable:
+            return self._table(n)
+        c = self._cache
+        if c is None or c.shape[1] < n:
+            c = self._table(n).detach()
+            self._cache = c
+        return c[:, :n]
+
+    def _table(self, n: int) -> Tensor:
+        return torch.zeros(self.n_head, n)
+
+    def embed(self, positions: Tensor) -> Tensor:
+        raise TypeError(f"{type(self).__name__} adds nothing to the embeddings")
+
+    def rotate(self, q: Tensor, k: Tensor, positions: Tensor):
+        raise TypeError(f"{type(self).__name__} does not rotate queries and keys")
+
+    def _apply(self, fn, *args, **kwargs):  # .to(device) etc.: drop the cached table
+        self._cache = None
+        return super()._apply(fn, *args, **kwargs)
+
+    def _distances(self, n: int, device=None) -> Tensor:
+        return torch.arange(n, dtype=torch.float32, device=device)
+
+
+class NoPE(Scheme):
+    """No positional information: causal attention alone (``nope``)."""
+
+    kind = "none"
+
+
+class Sinusoidal(Scheme):
+    """Sinusoidal absolute embeddings (Vaswani et al.), added to the input embeddings:
+    p[m, 2i] = sin(m / 10000^(2i/d)), p[m, 2i+1] = cos(m / 10000^(2i/d)). Computed for any
+    position, so a model can be run at lengths it never saw (Section 5)."""
+
+    kind = "absolute"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.d_model = cfg.d_model
+
+    def embed(self, positions: Tensor) -> Tensor:
+        d = self.d_model
+        i = torch.arange(0, d, 2, dtype=torch.float64, device=positions.device)
+        angle = positions.to(torch.float64).unsqueeze(-1) * torch.pow(10000.0, -i / d)  # (L, ceil(d/2))
+        p = torch.zeros(*positions.shape, d, dtype=torch.float64, device=positions.device)
+        p[..., 0::2] = torch.sin(angle)
+        p[..., 1::2] = torch.cos(angle[..., : d // 2])
+        return p.float()  # (L, d)
+
+
+class Rotary(Scheme):
+    """Rotary position embedding (Su et al.): rotate each (x_j, x_{j+hd/2}) pair of q and k
+    by the angle m / base^(2j/hd), so q_m . k_n depends on m - n through the angles."""
+
+    kind = "rotary"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        hd = cfg.head_dim
+        inv_freq = torch.pow(float(cfg.rotary_base), -torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+
+    def rotate(self, q: Tensor, k: Tensor, positions: Tensor):
+        # q, k: (B, H, L, hd); positions: (L,) for the L rows of both
+        angle = positions.to(torch.float32).unsqueeze(-1) * self.inv_freq  # (L, hd/2)
+        cos = torch.cat([angle.cos(), angle.cos()], -1)  # (L, hd)
+        sin = torch.cat([angle.sin(), angle.sin()], -1)
+        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], -1)  # (x1, x2) -> (-x2, x1)
+    return x * cos.to(x.dtype) + turned * sin.to(x.dtype)
+
+
+class Window(Scheme):
+    """Windowed attention alone, Eq. (3): no bias; the window mask (m - n >= w -> -inf)
+    is added by the attention kernels from ``ModelConfig.window``."""
+
+    kind = "relative"
+
+
+class ALiBi(Scheme):
+    """ALiBi: bias -(m - n) / 2^h per head (Press et al.; Sections 2-3 of the paper).
+    ``slopes`` (buffer, (H,)) holds 1/2^h after ``slope_shift`` / ``same_slope``."""
+
+    kind = "relative"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        slopes = alibi_slopes(cfg.n_head, cfg.slopes, cfg.slope_shift, cfg.same_slope)
+        self.register_buffer("slopes", slopes, persistent=False)  # (H,)
+
+    def _table(self, n: int) -> Tensor:
+        # 0 - slope * k rather than -slope * k: distance 0 gets +0.0, not -0.0
+        return 0.0 - self.slopes[:, None] * self._distances(n, self.slopes.device)  # (H, n)
+
+
+class Sandwich(Scheme):
+    """Sandwich, Eq. (5)-(6): the centred inner product of two sinusoidal embeddings of
+    size ``d_bar``, divided by the compression ratio h_c = n * 8 / H of each head."""
+
+    kind = "relative"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.d_bar = cfg.d_bar
+        self.register_buffer("compression", sandwich_compression(cfg.n_head), persistent=False)
+
+    def _table(self, n: int) -> Tensor:
+        return sandwich_bias(self._distances(n, self.compression.device), self.d_bar, self.compression)
+
+
+class SandwichLearned(Scheme):
+    """Sandwich with learnable compression ratios (the paper's suggested extension),
+    initialised at h_c = n * 8 / H and kept >= 0.01."""
+
+    kind = "relative"
+    learnable = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.d_bar = cfg.d_bar
+        self.compression = nn.Parameter(sandwich_compression(cfg.n_head))
+        # the un-compressed Sandwich curve does not depend on any parameter: cache it
+        self._shape_cache: Tensor | None = None
+
+    def _table(self, n: int) -> Tensor:
+        c = self._shape_cache
+        if c is None or c.shape[1] < n or c.device != self.compression.device:
+            ones = torch.ones(1, device=self.compression.device)
+            c = sandwich_bias(self._distances(n, ones.device), self.d_bar, ones)  # (1, n)
+            self._shape_cache = c
+        return c[:, :n] / _positive(self.compression)[:, None]  # (H, n)
+
+
+class Smoothed(Scheme):
+    """Smoothed Sandwich (Section 7): a * log(1 + |m - n|) + b, the same for every head
+    (defaults a = -0.825, b = -0.8: a log-curve fit of Sandwich with d_bar = 128, h_c = 8)."""
+
+    kind = "relative"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.register_buffer("a", torch.tensor(float(cfg.smooth_a)), persistent=False)
+        self.register_buffer("b", torch.tensor(float(cfg.smooth_b)), persistent=False)
+
+    def _table(self, n: int) -> Tensor:
+        curve = self.a * torch.log1p(self._distances(n, self.a.device)) + self.b  # (n,)
+        return curve.expand(self.n_head, n)
+
+
+class KerpleLog(Scheme):
+    """KERPLE, logarithmic variant (Chi et al., 2022): -r1 * log(1 + r2 * |m - n|) with
+    learnable r1, r2 > 0 per head (kept >= 0.01)."""
+
+    kind = "relative"
+    learnable = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.r1 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r1)))
+        self.r2 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r2)))
+
+    def _table(self, n: int) -> Tensor:
+        k = self._distances(n, self.r1.device)
+        return -_positive(self.r1)[:, None] * torch.log1p(_positive(self.r2)[:, None] * k)  # (H, n)
+
+
+class KerplePower(Scheme):
+    """KERPLE, power variant: -r1 * |m - n|^r2 with learnable r1 > 0 and 0 < r2 <= 2."""
+
+    kind = "relative"
+    learnable = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.r1 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r1)))
+        self.r2 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r2)))
+
+    def _table(self, n: int) -> Tensor:
+        k = self._distances(n, self.r1.device)
+        # k^r2 written as exp(r2 log k) with k = 0 handled apart (0^r2 = 0, gradient 0)
+        logk = torch.log(k.clamp(min=1.0))
+        powed = torch.where(k > 0, torch.exp(_positive(self.r2, 0.01, 2.0)[:, None] * logk), torch.zeros_like(k))
+        return -_positive(self.r1)[:, None] * powed  # (H, n)
+
+
+class T5(Scheme):
+    """T5 relative bias (Raffel et al.): one learned scalar per (head, bucket), buckets from
+    :func:`t5_bucket` (causal). Initialised at zero."""
+
+    kind = "relative"
+    learnable = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.num_buckets, self.max_distance = cfg.num_buckets, cfg.max_distance
+        self.relative_attention_bias = nn.Parameter(torch.zeros(cfg.n_head, cfg.num_buckets))
+
+    def _table(self, n: int) -> Tensor:
+        dev = self.relative_attention_bias.device
+        buckets = t5_bucket(torch.arange(n, device=dev), self.num_buckets, self.max_distance)  # (n,)
+        return self.relative_attention_bias[:, buckets]  # (H, n)
+
+
+REGISTRY: dict[str, type[Scheme]] = {
+    "nope": NoPE,
+    "sinusoidal": Sinusoidal,
+    "rotary": Rotary,
+    "alibi": ALiBi,
+    "window": Window,
+    "sandwich": Sandwich,
+    "sandwich_learned": SandwichLearned,
+    "smoothed": Smoothed,
+    "kerple_log": KerpleLog,
+    "kerple_power": KerplePower,
+    "t5": T5,
+}
+
+
+def build(cfg: ModelConfig) -> Scheme:
+    """The positional scheme named by ``cfg.pos``."""
+    try:
+        cls = REGISTRY[cfg.pos]
+    except KeyError:
+        raise UserError(f"unknown positional scheme {cfg.pos!r}; known: {', '.join(REGISTRY)}") from None
+    return cls(cfg)
+
+
+# ----------------------------------------------------------------------------------------
+# Views of a scheme's bias (for plots and the `bias` command)
+
+
+def window_table(table: Tensor, window: int | None) -> Tensor:
+    """Put -inf at the distances k >= window of an (H, n) distance table (Eq. 3)."""
+    if window is None or window >= table.shape[-1]:
+        return table
+    k = torch.arange(table.shape[-1], device=table.device)
+    return table.masked_fill(k >= window, float("-inf"))
+
+
+def bias_matrix(cfg: ModelConfig, length: int) -> Tensor:
+    """(H, L, L): the bias query m gives to key n, with -inf for n > m (causal) and for
+    m - n >= window. Zeros (plus masks) for schemes without a relative bias. For plots."""
+    with torch.no_grad():
+        table = window_table(build(cfg).distance_bias(length), cfg.window)  # (H, L)
+        pos = torch.arange(length)
+        dist = pos[:, None] - pos[None, :]  # (L, L): m - n
+        out = table[:, dist.clamp(min=0)]  # (H, L, L)
+        return out.masked_fill(dist < 0, float("-inf"))
+
+
+def last_query_bias(cfg: ModelConfig, length: int) -> Tensor:
+    """(H, L): the bias the last query gives to distances 0..L-1 (-inf beyond the window).
+
+    Raises UserError for schemes without a relative bias (nope, sinusoidal, rotary) unless a
+    window is set, in which case their "bias" is the window mask (0 inside, -inf outside).
+    """
+    scheme = build(cfg)
+    if scheme.kind != "relative" and cfg.window is None:
+        what = {"none": "no positional information", "absolute": "an absolute scheme (added to the embeddings)",
+                "rotary": "a rotation of queries and keys"}[scheme.kind]
+        raise UserError(f"{cfg.pos} has no relative bias ({what}); try e.g. --pos alibi, or add --set window=W")
+    if length <= 0:
+        raise UserError(f"--length must be a positive number of distances, got {length}")
+    with torch.no_grad():
+        return window_table(scheme.distance_bias(length), cfg.window).clone()
+
+
+def _fmt(x: float) -> str:
+    return "-inf" if x == float("-inf") else f"{x + 0.0:.4g}"  # + 0.0: no "-0"
+
+
+def _json_value(x: float):
+    # float32 values written with the 7 significant digits they hold; JSON has no -inf
+    return float(f"{x + 0.0:.7g}") if math.isfinite(x) else "-inf"
+
+
+def cli_bias(args) -> int:
+    """``python -m rflens bias``: each head's bias over distances 0..L-1 at initialisation.
+
+    JSON output: ``{"pos", "heads", "length", "window", "bias": {"0": [...], ...}}`` with
+    one list per head (distance 0 first); a masked distance is the string ``"-inf"`` (JSON
+    has no infinity). Human output: a table with one row per head; for long L only the
+    first and last distances are shown.
+    """
+    if args.heads is None or args.heads <= 0:
+        raise UserError(f"--heads must be a positive integer, got {args.heads}")
+    over = parse_overrides(args.overrides)["model"]
+    for fixed in ("pos", "n_head"):
+        if fixed in over:
+            raise UserError(f"set {fixed} with --{'pos' if fixed == 'pos' else 'heads'}, not --set")
+    over.setdefault("d_model", args.heads * 8)  # any size divisible by H: the bias does not depend on d
+    cfg = ModelConfig(**{**over, "pos": args.pos, "n_head": args.heads})
+    bias = last_query_bias(cfg, args.length)  # (H, L)
+    if args.json:
+        rows = {str(h): [_json_value(v) for v in bias[h].tolist()] for h in range(cfg.n_head)}
+        _print(json.dumps({"pos": cfg.pos, "heads": cfg.n_head, "length": args.length, "window": cfg.window, "bias": rows}))
+        return 0
+    L = args.length
+    cols = list(range(L)) if L <= 12 else list(range(8)) + [None] + list(range(L - 3, L))
+    head = ["head"] + ["..." if c is None else f"k={c}" for c in cols]
+    table = [head] + [[str(h)] + ["..." if c is None else _fmt(bias[h, c].item()) for c in cols] for h in range(cfg.n_head)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    extra = f", window={cfg.window}" if cfg.window is not None else ""
+    lines = [f"{cfg.pos}: bias the last query gives to distance k = m - n (H={cfg.n_head}, L={L}{extra})"]
+    lines += ["  ".join(x.rjust(w) for x, w in zip(r, widths)) for r in table]
+    _print("\n".join(lines))
+    return 0
+
+
+def _print(text: str) -> None:
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # e.g. piped into `head`: not an error
+        sys.stdout = open(os.devnull, "w")

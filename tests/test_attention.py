@@ -1,0 +1,152 @@
+"""The attention kernels (sdpa, chunked, flex) compute the same attention.
+
+Tolerance: 1e-5 absolute in fp32 against a float64 reference softmax(q k^T / sqrt(hd) + bias) v.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rflens import attention, positional
+from rflens.config import ModelConfig
+from rflens.errors import ConfigError, UserError
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+H, HD = 3, 8
+
+
+def make_scheme(pos, window=None):
+    cfg = ModelConfig(pos=pos, n_layer=1, n_head=H, d_model=H * HD, vocab_size=300, window=window)
+    s = positional.build(cfg)
+    if s.learnable:
+        with torch.no_grad():
+            for p in s.parameters():
+                p.add_(0.3 * torch.rand_like(p))
+    return s
+
+
+def reference(q, k, v, scheme, window):
+    """Plain float64 attention with the bias of the (m, n) matrix."""
+    L, Lq = k.shape[2], q.shape[2]
+    table = scheme.distance_bias(L).double() if scheme.kind == "relative" else torch.zeros(H, L, dtype=torch.float64)
+    m = torch.arange(L - Lq, L)[:, None]
+    n = torch.arange(L)[None, :]
+    bias = table[:, (m - n).clamp(min=0)]
+    masked = (n > m) | ((m - n >= window) if window is not None else torch.zeros_like(n > m))
+    bias = bias.masked_fill(masked, float("-inf"))
+    scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias
+    return (scores.softmax(-1) @ v.double()).float()
+
+
+def qkv(L, Lq=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, H, L, HD, generator=g) for _ in range(3))
+    return q[:, :, L - (Lq or L):], k, v
+
+
+@pytest.mark.parametrize("pos", ["nope", "alibi", "sandwich", "t5", "kerple_log"])
+@pytest.mark.parametrize("window", [None, 1, 70])
+@pytest.mark.parametrize("L", [1, 13, 150])
+def test_kernels_agree(pos, window, L, monkeypatch):
+    monkeypatch.setattr(attention, "QUERY_BLOCK", 32)  # several blocks, the last one partial
+    scheme = make_scheme(pos, window)
+    q, k, v = qkv(L)
+    ref = reference(q, k, v, scheme, window)
+    # eager FlexAttention on CPU costs ~0.3 s a call: checked on a subset of the grid
+    kernels = ("sdpa", "chunked", "flex") if pos in ("nope", "alibi", "t5") and L > 1 else ("sdpa", "chunked")
+    with torch.no_grad():
+        for kernel in kernels:
+            plan = attention.make_plan(scheme, window, L, "cpu", kernel)
+            torch.testing.assert_close(attention.attend(q, k, v, plan), ref, **TOL, msg=kernel)
+
+
+@pytest.mark.parametrize("pos,window", [("alibi", None), ("nope", None), ("t5", 4), ("window", 9)])
+@pytest.mark.parametrize("Lq", [1, 3])
+def test_query_suffix(pos, window, Lq, monkeypatch):
+    # the last Lq queries over all keys: what the last layer of a last_only forward does
+    monkeypatch.setattr(attention, "QUERY_BLOCK", 2)
+    scheme = make_scheme(pos, window or (9 if pos == "window" else None))
+    window = window if pos != "window" else 9
+    q, k, v = qkv(40, Lq)
+    ref = reference(q, k, v, scheme, window)
+    with torch.no_grad():
+        for kernel in ("sdpa", "chunked", "flex"):
+            plan = attention.make_plan(scheme, window, 40, "cpu", kernel)
+            torch.testing.assert_close(attention.attend(q, k, v, plan), ref, **TOL, msg=kernel)
+
+
+def test_chunked_never_builds_the_full_bias(monkeypatch):
+    monkeypatch.setattr(attention, "QUERY_BLOCK", 16)
+    shapes = []
+    real = attention.relative_mask
+
+    def spy(table, qs, qe, ks, ke):
+        shapes.append((qe - qs, ke - ks))
+        return real(table, qs, qe, ks, ke)
+
+    monkeypatch.setattr(attention, "relative_mask", spy)
+    L = 200
+    q, k, v = qkv(L)
+    for window in (None, 6):
+        shapes.clear()
+        scheme = make_scheme("alibi", window)
+        plan = attention.make_plan(scheme, window, L, "cpu", "chunked")
+        out = attention.attend(q, k, v, plan)
+        torch.testing.assert_close(out, reference(q, k, v, scheme, window), **TOL)
+        assert shapes and all(bq <= 16 for bq, _ in shapes)
+        if window is None:
+            assert max(bk for _, bk in shapes) == L  # the last block reads every key
+            assert max(bq * bk for bq, bk in shapes) < L * L / 4
+        else:  # only the keys inside the window: block + w - 1
+            assert max(bk for _, bk in shapes) <= 16 + window - 1
+
+
+def test_learnable_bias_gets_the_same_gradient_through_sdpa_and_chunked(monkeypatch):
+    monkeypatch.setattr(attention, "QUERY_BLOCK", 8)
+    grads = {}
+    for kernel in ("sdpa", "chunked"):
+        torch.manual_seed(0)
+        scheme = make_scheme("t5", 12)
+        q, k, v = qkv(30)
+        plan = attention.make_plan(scheme, 12, 30, "cpu", kernel)
+        attention.attend(q, k, v, plan).pow(2).sum().backward()
+        grads[kernel] = scheme.relative_attention_bias.grad.clone()
+    assert grads["sdpa"].abs().sum() > 0
+    torch.testing.assert_close(grads["sdpa"], grads["chunked"], rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_builds_one_4d_bias_per_plan():
+    scheme = make_scheme("alibi")
+    plan = attention.make_plan(scheme, None, 20, "cpu", "sdpa")
+    m1 = plan.sdpa_mask(0)
+    assert m1.shape == (1, H, 20, 20)
+    assert plan.sdpa_mask(0) is m1  # shared by every layer
+    assert plan.sdpa_mask(19).shape == (1, H, 1, 20)
+    # no bias and no window: no mask at all (SDPA's causal fast path)
+    assert attention.make_plan(make_scheme("rotary"), None, 20, "cpu", "sdpa").table is None
+
+
+def test_auto_kernel_choice_and_bad_kernel():
+    s = make_scheme("alibi")
+    assert attention.make_plan(s, None, 4095, "cpu", "auto").kernel == "sdpa"
+    assert attention.make_plan(s, None, 4096, "cpu", "auto").kernel == "chunked"
+    with pytest.raises(ConfigError, match="kernel"):
+        attention.make_plan(s, None, 10, "cpu", "fast")
+
+
+def test_flex_refuses_backward_on_cpu():
+    q, k, v = qkv(10)
+    q.requires_grad_(True)
+    plan = attention.make_plan(make_scheme("alibi"), None, 10, "cpu", "flex")
+    with pytest.raises(UserError, match="no backward on CPU"):
+        attention.attend(q, k, v, plan)
+
+
+def test_attention_flops():
+    # 12 d per key and layer; causal: (L + 1) / 2 keys per query on average
+    assert attention.attention_flops(2, 64, 9) == pytest.approx(12 * 2 * 64 * 5)
+    # window 1: one key per query
+    assert attention.attention_flops(1, 10, 100, window=1) == pytest.approx(12 * 10)
