@@ -1,0 +1,461 @@
+"""The run store: every trained model, found again by its configuration.
+
+Every chapter of the book asks for models by configuration (``get_run("tiny", "alibi",
+"prose", slope_shift=-3)`` for a row of Table 1 of Chi et al., ACL 2023). The first call
+trains the model; later calls return the stored one at once. A model lives in
+``runs/<key>/`` (``RFLENS_RUNS`` overrides the folder)::
+
+    config.json        the model, data and train settings, the scale, the data fingerprint
+    model.safetensors  the weights
+    manifest.json      sha256 of every stored file; written last, so its presence means "complete"
+    metrics.json       loss curve, validation losses, tokens/s, training seconds
+    results/           JSON caches of evaluations (Run.cached)
+    checkpoint-*.pt    training state while a run is in progress (removed when it completes)
+
+The key is a short sha256 of the three settings, the data fingerprint and a code version,
+so a changed setting, corpus or model code never hands back a stale model.
+
+This module imports neither torch nor the model: listing the store and finding a stored
+run stay fast (``python -m rflens train`` on a stored run answers in well under 2 s).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import fields
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+from . import scales
+from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig
+from .errors import ConfigError, UserError
+
+# Modules whose code decides the trained weights. data.py is left out on purpose: the
+# data fingerprint already identifies the exact token stream, so a change in data.py that
+# changes the tokens changes the key through the fingerprint, and one that does not (a
+# faster loader, a new message) keeps every stored model valid.
+CODE_MODULES = ("model.py", "positional.py", "attention.py", "train.py")
+KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collisions among a few thousand runs
+WEIGHTS = "model.safetensors"
+
+
+# ----------------------------------------------------------------------------- locations
+
+def runs_dir() -> Path:
+    """``$RFLENS_RUNS`` if set, else ``<repo>/runs`` (the repository found as rflens.data finds it)."""
+    env = os.environ.get("RFLENS_RUNS")
+    if env:
+        return Path(env).expanduser().resolve()
+    from .data import _repo_root  # one rule for the project folder, shared with the data store
+
+    return _repo_root() / "runs"
+
+
+# ----------------------------------------------------------------------------- keys
+
+def _strip(tree: ast.AST) -> ast.AST:
+    """Drop docstrings and ``cli_*`` functions: they never change trained weights."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        body[:] = [n for n in body if not (isinstance(n, ast.FunctionDef) and n.name.startswith("cli_"))]
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body.pop(0)
+    return tree
+
+
+_code_version_cache: str | None = None
+
+
+def code_version() -> str:
+    """sha256 of the code that shapes the weights, insensitive to comments and formatting.
+
+    The source is parsed, docstrings and command-line functions are dropped and the
+    syntax tree is hashed; the torch version is included because bitwise results depend
+    on it.
+    """
+    global _code_version_cache
+    if _code_version_cache is None:
+        h = hashlib.sha256()
+        pkg = Path(__file__).resolve().parent
+        for name in CODE_MODULES:
+            path = pkg / name
+            text = path.read_text() if path.exists() else ""
+            h.update(name.encode() + b"\0" + ast.dump(_strip(ast.parse(text))).encode() + b"\0")
+        try:
+            h.update(metadata.version("torch").encode())
+        except metadata.PackageNotFoundError:  # pragma: no cover
+            pass
+        _code_version_cache = h.hexdigest()[:KEY_LENGTH]
+    return _code_version_cache
+
+
+def run_key(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, fingerprint: str,
+            code: str | None = None) -> str:
+    """The store key of a model: sha256 of its settings, its data and the code version."""
+    payload = {"model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(),
+               "data_fingerprint": fingerprint, "code": code or code_version()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:KEY_LENGTH]
+
+
+# ----------------------------------------------------------------------------- files
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_json(path: Path, obj) -> None:
+    """Write JSON atomically: a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    """An exclusive lock, so two processes never train the same run at once."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# ----------------------------------------------------------------------------- settings
+
+def resolve(scale: str = "tiny", pos: str = "alibi", corpus: str = "prose",
+            overrides: dict | None = None) -> tuple[scales.Scale, ModelConfig, DataConfig, TrainConfig]:
+    """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied.
+
+    ``overrides`` is either flat (``{"window": 8, "l_tr": 256}``: each key goes to every
+    settings class that has it, e.g. vocab_size to model and data) or by section
+    (``{"model": {...}, "train": {...}}``, as from :func:`rflens.config.parse_overrides`).
+    Evaluation settings are rejected here: they do not change a trained model.
+    """
+    s = scales.get(scale)
+    sections = {"model": {}, "data": {}, "train": {}}
+    overrides = dict(overrides or {})
+    if overrides and set(overrides) <= set(SETTINGS) and all(isinstance(v, dict) for v in overrides.values()):
+        if overrides.get("eval"):
+            name = next(iter(overrides["eval"]))
+            raise ConfigError(name, overrides["eval"][name], "an evaluation setting does not change a trained "
+                              "model: pass it to evaluate or erf, not to train")
+        for k in sections:
+            sections[k].update(overrides.get(k, {}))
+    else:
+        names = {k: {f.name for f in fields(cls)} for k, cls in SETTINGS.items()}
+        for key, value in overrides.items():
+            hit = [k for k in sections if key in names[k]]
+            if not hit:
+                allowed = sorted(names["model"] | names["data"] | names["train"])
+                extra = " (an evaluation setting: pass it to evaluate or erf)" if key in names["eval"] else ""
+                raise ConfigError(key, value, f"unknown training setting{extra}; known: {', '.join(allowed)}")
+            for k in hit:
+                sections[k][key] = value
+    for key in ("pos", "corpus"):
+        for k in sections:
+            if key in sections[k]:
+                raise ConfigError(key, sections[k][key], f"give {key} as its own argument, not as an override")
+    model_cfg = s.model.replace(pos=pos, **sections["model"])
+    data_cfg = s.data.replace(corpus=corpus, **sections["data"])
+    train_cfg = s.train.replace(**sections["train"])
+    if model_cfg.vocab_size != data_cfg.vocab_size:
+        raise ConfigError("vocab_size", model_cfg.vocab_size,
+                          f"the model's vocabulary must equal the data's ({data_cfg.vocab_size}); set vocab_size once")
+    return s, model_cfg, data_cfg, train_cfg
+
+
+def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, scale: str) -> dict:
+    """The settings that differ from the preset (what makes this run special)."""
+    s = scales.get(scale)
+    out = {}
+    for base, cfg in ((s.model, model_cfg), (s.data, data_cfg), (s.train, train_cfg)):
+        for k, v in cfg.to_dict().items():
+            if k in ("pos", "corpus"):
+                continue
+            if v != getattr(base, k) and not (isinstance(v, list) and tuple(v) == getattr(base, k)):
+                out[k] = v
+    return out
+
+
+def train_command(scale: str, pos: str, corpus: str, changed: dict) -> str:
+    sets = " ".join(f"--set {k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                    for k, v in sorted(changed.items()))
+    return f"python -m rflens train --scale {scale} --pos {pos} --corpus {corpus}" + (f" {sets}" if sets else "")
+
+
+# ----------------------------------------------------------------------------- Run
+
+class Run:
+    """A stored model: its settings, metrics, weights and cached results."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.key = self.path.name
+        cfg = _read_json(self.path / "config.json")
+        self.config = cfg
+        self.scale: str = cfg["scale"]
+        self.model_cfg = ModelConfig.from_dict(cfg["model"])
+        self.data_cfg = DataConfig.from_dict(cfg["data"])
+        self.train_cfg = TrainConfig.from_dict(cfg["train"])
+        self.data_fingerprint: str = cfg["data_fingerprint"]
+        self._metrics: dict | None = None
+        self._corpus = None
+        self.reused = True  # False right after get_run trained it
+
+    def __repr__(self) -> str:
+        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
+        extra = "".join(f", {k}={v}" for k, v in sorted(changed.items()))
+        return f"Run({self.key}: {self.scale} {self.model_cfg.pos} on {self.data_cfg.corpus}{extra})"
+
+    @property
+    def pos(self) -> str:
+        return self.model_cfg.pos
+
+    @property
+    def l_tr(self) -> int:
+        return self.train_cfg.l_tr
+
+    @property
+    def eval_cfg(self):
+        """The preset's evaluation settings for this run's scale."""
+        return scales.get(self.scale).eval
+
+    @property
+    def metrics(self) -> dict:
+        if self._metrics is None:
+            self._metrics = _read_json(self.path / "metrics.json")
+        return self._metrics
+
+    @property
+    def command(self) -> str:
+        """The command line that trains this run."""
+        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
+        return train_command(self.scale, self.pos, self.data_cfg.corpus, changed)
+
+    def verify(self) -> None:
+        """Check every stored file against the manifest; UserError naming the fix if not."""
+        manifest = _read_json(self.path / "manifest.json")
+        for name, digest in manifest["sha256"].items():
+            p = self.path / name
+            if not p.is_file() or sha256_file(p) != digest:
+                raise UserError(f"stored run {self.path} is corrupted ({name} fails its sha256 check): "
+                                f"train it again with `{self.command} --retrain`")
+
+    def load_model(self):
+        """The trained TransformerLM, in eval mode on the CPU."""
+        from safetensors.torch import load_model
+
+        from .model import TransformerLM
+
+        self.verify()
+        model = TransformerLM(self.model_cfg)
+        load_model(model, str(self.path / WEIGHTS), device="cpu")
+        return model.eval()
+
+    def corpus(self):
+        """The corpus the model was trained on (prepared if this machine lacks it)."""
+        if self._corpus is None:
+            from . import data
+
+            self._corpus = data.prepare(self.data_cfg, progress=False)
+        return self._corpus
+
+    def cached(self, name: str, params: dict, compute: Callable[[], dict]) -> dict:
+        """``compute()``'s result, stored as JSON under results/ keyed by ``name`` and ``params``.
+
+        ``params`` must be JSON-serialisable and hold everything the result depends on
+        besides the model (lengths, N, protocol, seed...).
+        """
+        digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        path = self.path / "results" / f"{safe}-{digest}.json"
+        if path.is_file():
+            try:
+                stored = _read_json(path)
+                if stored.get("params") == json.loads(json.dumps(params, default=str)):
+                    return stored["result"]
+            except (OSError, ValueError):
+                pass  # an unreadable cache entry is recomputed
+        result = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"name": name, "params": params, "result": result, "created": time.time()})
+        return json.loads(json.dumps(result, default=str))  # the same types as a later cache hit
+
+
+def is_complete(path: Path) -> bool:
+    return (path / "manifest.json").is_file()
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def get_run(scale: str = "tiny", pos: str = "alibi", corpus: str = "prose", *, train: bool = True,
+            progress: bool = True, retrain: bool = False, **overrides) -> Run:
+    """The model for these settings: the stored one, or trained now and stored.
+
+    ``overrides`` are any ModelConfig / DataConfig / TrainConfig fields (``window=8``,
+    ``slope_shift=-3``, ``l_tr=256``). With ``train=False`` a missing model raises
+    UserError naming the command that trains it; ``retrain=True`` trains it again.
+    ``run.reused`` says whether the stored model was returned.
+    """
+    return obtain(scale, pos, corpus, overrides, train=train, progress=progress, retrain=retrain)
+
+
+def obtain(scale: str, pos: str, corpus: str, overrides: dict | None, *, train: bool = True,
+           progress: bool = True, retrain: bool = False) -> Run:
+    """:func:`get_run` with the overrides as one dict, flat or by section (see :func:`resolve`)."""
+    _, model_cfg, data_cfg, train_cfg = resolve(scale, pos, corpus, overrides)
+    changed = describe(model_cfg, data_cfg, train_cfg, scale)
+    command = train_command(scale, pos, corpus, changed)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed and train:
+        from .train import init_distributed
+
+        init_distributed()
+    corpus_obj = _prepare_data(data_cfg, progress=progress, distributed=distributed and train)
+    if corpus_obj.vocab_size > model_cfg.vocab_size:
+        raise ConfigError("vocab_size", model_cfg.vocab_size,
+                          f"the {data_cfg.corpus} tokenizer has {corpus_obj.vocab_size} tokens; the model needs as many")
+    key = run_key(model_cfg, data_cfg, train_cfg, corpus_obj.fingerprint)
+    path = runs_dir() / key
+
+    def stored() -> Run:
+        run = Run(path)
+        run.verify()  # a corrupted file is reported (with the fix), never loaded
+        run._corpus, run.reused = corpus_obj, True
+        return run
+
+    if is_complete(path) and not retrain:
+        return stored()
+    if not train:
+        raise UserError(f"no stored model for {scale} {pos} on {corpus}"
+                        f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
+    if not retrain:
+        from .train import read_checkpoint_pointer
+
+        read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work
+    from .train import barrier, train as train_model
+
+    with _lock(runs_dir() / f".{key}.lock") if _rank() == 0 else contextlib.nullcontext():
+        if is_complete(path) and not retrain:  # another process finished it while we waited
+            return stored()
+        if _rank() == 0:
+            if retrain and path.exists():
+                shutil.rmtree(path)
+            path.mkdir(parents=True, exist_ok=True)
+            if not (path / "config.json").is_file():
+                write_json(path / "config.json", {
+                    "key": key, "scale": scale, "model": model_cfg.to_dict(), "data": data_cfg.to_dict(),
+                    "train": train_cfg.to_dict(), "data_fingerprint": corpus_obj.fingerprint,
+                    "code_version": code_version(), "command": command, "created": time.time()})
+        barrier()  # the other ranks wait until rank 0 has laid out the folder
+        train_model(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
+    run = Run(path)
+    run._corpus, run.reused = corpus_obj, False
+    return run
+
+
+def _prepare_data(data_cfg: DataConfig, *, progress: bool, distributed: bool):
+    """rflens.data.prepare; under torchrun rank 0 builds first and the others then load."""
+    from . import data
+
+    if not distributed:
+        return data.prepare(data_cfg, progress=progress)
+    from .train import barrier
+
+    corpus_obj = data.prepare(data_cfg, progress=progress) if _rank() == 0 else None
+    barrier()
+    return corpus_obj if corpus_obj is not None else data.prepare(data_cfg, progress=False)
+
+
+# ----------------------------------------------------------------------------- listing
+
+def list_runs(root: Path | None = None) -> list[dict]:
+    """One row per stored run: scheme, settings, scale, corpus, steps, losses, size."""
+    root = Path(root) if root is not None else runs_dir()
+    rows = []
+    if not root.is_dir():
+        return rows
+    for path in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.json").is_file()):
+        try:
+            run = Run(path)
+        except (OSError, ValueError, KeyError, UserError):
+            rows.append({"key": path.name, "status": "unreadable", "size_bytes": _dir_size(path)})
+            continue
+        row = {"key": run.key, "pos": run.pos, "scale": run.scale, "corpus": run.data_cfg.corpus,
+               "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
+               "steps": run.train_cfg.steps, "size_bytes": _dir_size(path)}
+        if is_complete(path):
+            m = run.metrics
+            row.update(status="complete", final_loss=m.get("val_loss"), train_loss=m.get("final_train_loss"),
+                       tokens_per_s=m.get("tokens_per_s"), train_seconds=m.get("train_seconds"))
+        else:
+            ck = path / "checkpoint.json"
+            step = _read_json(ck)["step"] if ck.is_file() else 0
+            row.update(status=f"in progress ({step}/{run.train_cfg.steps})", final_loss=None)
+        rows.append(row)
+    return rows
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def cli_runs(args) -> int:
+    rows = list_runs()
+    if getattr(args, "json", False):
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print(f"no stored runs in {runs_dir()}")
+        return 0
+    header = ("key", "scheme", "settings", "scale", "corpus", "steps", "final loss", "size", "status")
+    table = [header]
+    for r in rows:
+        settings = " ".join(f"{k}={v}" for k, v in sorted(r.get("settings", {}).items())) or "-"
+        loss = r.get("final_loss")
+        table.append((r["key"], r.get("pos", "?"), settings, r.get("scale", "?"), r.get("corpus", "?"),
+                      str(r.get("steps", "?")), f"{loss:.3f}" if loss is not None else "-",
+                      _size(r["size_bytes"]), r["status"]))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    total = sum(r["size_bytes"] for r in rows)
+    print(f"{len(rows)} runs, {_size(total)} in {runs_dir()}")
+    return 0

@@ -1,0 +1,220 @@
+"""Scale presets: the same experiments at four sizes.
+
+Chi et al. (ACL 2023) train R = 12 layers, H = 12 heads, d = 768 at L_tr = 512 for 50k steps
+(Section 2 and the KERPLE recipe in shared/paper/NOTES.md). That is the ``full`` preset. The
+smaller presets shrink the model and the training length but keep what the paper's
+arguments depend on:
+
+* evaluation lengths are multiples of L_tr (L_ex = L_tr x 1, 2, 4, 8, 16);
+* the receptive-field analysis looks at segments of 4 x L_tr;
+* every sweep puts points on both sides of the phenomenon it shows: a window w whose
+  theoretical receptive field R * w fits inside L_tr and one that does not (Section 3 and
+  4), ALiBi slopes steep enough to act as a window and ones so flat that they do not,
+  a Sandwich d_bar below and above the paper's 128 (Figure 10).
+
+``get(name)`` returns a :class:`Scale`; ``rflens.runs.get_run`` starts from it and applies
+the overrides of one experiment (``window=16``, ``slope_shift=-3``, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
+from .errors import UserError
+
+SCALES = ("smoke", "tiny", "small", "full")
+
+# Positional schemes of Table 3 (Section 6): the parameter-free ones, Sandwich and its
+# smoothed form, and the learnable KERPLE and T5.
+TABLE3_POS = ["sinusoidal", "rotary", "alibi", "sandwich", "smoothed", "kerple_log", "t5"]
+# OpenWebText2, GitHub and ArXiv in the paper; prose, code and math here.
+CORPORA = ["prose", "code", "math"]
+
+
+@dataclass(frozen=True)
+class Scale:
+    """One preset: the four settings and the sweeps the book runs at this size."""
+
+    name: str
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    eval: EvalConfig
+    sweeps: dict = field(default_factory=dict)
+    about: str = ""
+
+    @property
+    def lengths(self) -> list[int]:
+        """The evaluation lengths L_ex = L_tr x length_mults."""
+        return [self.train.l_tr * m for m in self.eval.length_mults]
+
+
+def _smoke() -> Scale:
+    vocab = 512  # smallest BPE vocabulary that still merges common words on 1.5 MB of text
+    return Scale(
+        name="smoke",
+        about="for tests: every model trains in about a second",
+        model=ModelConfig(n_layer=2, n_head=2, d_model=32, vocab_size=vocab),
+        # 1.5 MB prefix: enough text for 30 steps of 8 x 16 tokens (and its own tokenizer) in < 1 s
+        data=DataConfig(vocab_size=vocab, max_bytes=1_500_000),
+        train=TrainConfig(
+            l_tr=16,  # L_tr: short, so the evaluation lengths stay <= 256 tokens
+            batch_size=8,
+            steps=30,  # a few dozen steps: the tests check plumbing, not language modelling
+            lr=2e-3,  # small models and short runs take a larger learning rate than 6e-4
+            warmup_frac=0.1,  # 3 steps of warm-up
+            eval_interval=10,
+            eval_batches=2,
+            ckpt_interval=10,
+        ),
+        eval=EvalConfig(n_segments=16, erf_samples=4, batch_size=8),
+        # one point on each side of every phenomenon, so the book's code paths all run
+        sweeps={
+            "slope_shift": [-3, 6],
+            "same_slope": [0, 8],
+            "window": [4, 16],  # R * w = 8 < L_tr = 16 and R * w = 32 > L_tr
+            "d_bar": [32, 128],
+            "sinusoidal_l_tr": [8, 16],
+            "table2": [{"pos": "window", "window": 16, "l_tr": 64, "batch_size": 2}],
+            "table3_pos": ["alibi", "sandwich", "t5"],
+            "corpora": ["prose"],
+        },
+    )
+
+
+def _tiny() -> Scale:
+    vocab = 2048  # the tiny model's embedding (2048 x 128) stays smaller than its layers
+    l_tr = 64
+    return Scale(
+        name="tiny",
+        about="CPU default: the whole book (~35 models) trains, evaluates and builds in <= 30 min on 2 cores",
+        model=ModelConfig(n_layer=2, n_head=4, d_model=128, vocab_size=vocab),
+        data=DataConfig(vocab_size=vocab),  # the full embedded corpora
+        train=TrainConfig(
+            l_tr=l_tr,  # L_tr = 64: 16 x L_tr = 1024 is the longest evaluation, still quick on CPU
+            batch_size=16,  # 16 x 64 = 1024 tokens a step
+            steps=300,  # ~300k tokens: the loss is well below the unigram level, ~20-30 s a model
+            lr=2e-3,
+            warmup_frac=0.05,  # 15 steps
+            eval_interval=100,
+            eval_batches=4,
+            ckpt_interval=100,
+        ),
+        eval=EvalConfig(n_segments=128, erf_samples=32, length_mults=(1, 2, 4, 8, 16)),
+        sweeps={
+            # Table 1(a): h -> h + Delta. With H = 4 the paper's h = n * 8 / H gives slopes 1/4..1/256;
+            # Delta = -3 makes the steepest head a slope of 2 (a hard window of a few tokens),
+            # Delta = 6 makes every slope <= 1/256, i.e. almost no bias over 64 tokens (fails).
+            "slope_shift": [-3, 0, 3, 6],
+            # Table 1(b): one h for all heads, from slope 1 (h = 0, extrapolates) to 1/256 (h = 8, fails).
+            "same_slope": [0, 2, 4, 8],
+            # Table 1(c), Eq. (3): the paper's w / L_tr = 40/512 .. 320/512. With R = 2 the
+            # theoretical receptive field R * w is 16, 32 (< L_tr), 64 (= L_tr) and 128 (> L_tr).
+            "window": [8, 16, 32, 64],
+            # Figure 10: a larger d_bar windows more strongly; 128 is the paper's value.
+            "d_bar": [32, 64, 128, 256],
+            # Figure 7: Sinusoidal's gradient spikes at absolute position L_tr, for two L_tr.
+            "sinusoidal_l_tr": [32, 64],
+            # Table 2: the models of Table 1 that fail are retrained with L_tr x 4 (256 covers
+            # their receptive field); batch / 4 keeps the 1024 tokens a step of Table 1.
+            "table2": [
+                {"pos": "window", "window": 64, "l_tr": 4 * l_tr, "batch_size": 4},
+                {"pos": "alibi", "slope_shift": 6, "l_tr": 4 * l_tr, "batch_size": 4},
+            ],
+            "table3_pos": list(TABLE3_POS),
+            "corpora": list(CORPORA),
+        },
+    )
+
+
+def _small() -> Scale:
+    vocab = 8192
+    l_tr = 128
+    return Scale(
+        name="small",
+        about="a CPU afternoon or minutes on one GPU; closer to the paper",
+        model=ModelConfig(n_layer=4, n_head=8, d_model=256, vocab_size=vocab),
+        data=DataConfig(vocab_size=vocab),
+        train=TrainConfig(
+            l_tr=l_tr,  # L_tr = 128: the paper's Sinusoidal example of Figure 7 uses 128 too
+            batch_size=32,
+            steps=3000,  # ~12M tokens
+            lr=1e-3,
+            warmup_frac=0.02,
+            eval_interval=500,
+            eval_batches=8,
+            ckpt_interval=500,
+        ),
+        eval=EvalConfig(n_segments=500, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
+        sweeps={
+            # the paper's full grids of Table 1 (slope exponents do not scale with L_tr)
+            "slope_shift": [-3, 0, 3, 6, 8],
+            "same_slope": [0, 2, 4, 6, 8],
+            # the paper's w = 40..320 at L_tr = 512 scaled by 128/512 (10, 20, 40, 80), plus
+            # w = L_tr; with R = 4 the theoretical field R * w runs from 40 (< L_tr) to 512
+            "window": [10, 20, 40, 80, 128],
+            "d_bar": [32, 64, 128, 256],
+            "sinusoidal_l_tr": [64, 128],
+            "table2": [
+                {"pos": "window", "window": 80, "l_tr": 4 * l_tr, "batch_size": 8},
+                {"pos": "alibi", "slope_shift": 6, "l_tr": 4 * l_tr, "batch_size": 8},
+            ],
+            "table3_pos": list(TABLE3_POS),
+            "corpora": list(CORPORA),
+        },
+    )
+
+
+def _full() -> Scale:
+    # The paper: GPT-2 BPE on the Pile. The Pile needs the Hugging Face hub; on a machine
+    # without it, `--set source=embedded --set vocab_size=8192` trains on the embedded corpora.
+    vocab = 50257
+    return Scale(
+        name="full",
+        about="the paper: R=12, H=12, d=768, L_tr=512, 50k steps, bf16 on GPUs",
+        model=ModelConfig(n_layer=12, n_head=12, d_model=768, vocab_size=vocab),
+        data=DataConfig(source="hub", vocab_size=vocab),
+        train=TrainConfig(
+            l_tr=512,
+            batch_size=32,  # global batch; the paper's 32 per GPU on N GPUs is batch_size=32*N
+            steps=50_000,
+            lr=6e-4,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            warmup_frac=0.01,  # cosine decay with 1% warm-up (KERPLE / GPT-NeoX)
+            min_lr_frac=0.1,
+            grad_clip=1.0,
+            eval_interval=1000,
+            eval_batches=20,
+            ckpt_interval=1000,
+            dtype="bf16",
+            compile=True,  # used on GPUs only (no speed-up on CPU, see notes/performance.md)
+        ),
+        eval=EvalConfig(n_segments=1000, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
+        sweeps={
+            # exactly the paper's grids (Table 1, Table 2, Figure 7, Figure 10, Table 3)
+            "slope_shift": [-3, 0, 3, 6, 8],
+            "same_slope": [0, 2, 4, 6, 8],
+            "window": [40, 80, 100, 120, 160, 320],
+            "d_bar": [64, 128, 256, 512],
+            "sinusoidal_l_tr": [128, 512],
+            "table2": [
+                {"pos": "window", "window": 160, "l_tr": 1024},
+                {"pos": "alibi", "slope_shift": 6, "l_tr": 2048},
+            ],
+            "table3_pos": list(TABLE3_POS),
+            "corpora": list(CORPORA),
+        },
+    )
+
+
+_BUILDERS = {"smoke": _smoke, "tiny": _tiny, "small": _small, "full": _full}
+
+
+def get(name: str) -> Scale:
+    """The preset called ``name`` (one of :data:`SCALES`)."""
+    if name not in _BUILDERS:
+        raise UserError(f"unknown scale {name!r}: choose one of {', '.join(SCALES)}")
+    return _BUILDERS[name]()

@@ -1,0 +1,405 @@
+"""Training: the recipe the paper follows, resumable, deterministic, on one or many devices.
+
+Chi et al. (ACL 2023) train their models with the KERPLE / GPT-NeoX recipe (notes in
+shared/paper/NOTES.md): Adam(W) with lr 6e-4, betas (0.9, 0.999), 1% linear warm-up then
+cosine decay, gradient clipping at 1.0, no dropout, bf16 on GPUs. The presets in
+:mod:`rflens.scales` scale the recipe down for CPUs.
+
+A training batch is ``batch_size`` random windows of ``l_tr + 1`` tokens from the train
+split, drawn by a seeded numpy generator whose state goes into every checkpoint. That
+makes a run reproducible to the bit on a CPU: two runs of one configuration end with the
+same weights, and a run killed at any moment (even with SIGKILL) and started again
+resumes from its last checkpoint and ends with the weights of an uninterrupted run.
+
+Several processes (``torchrun --nproc_per_node N -m rflens train ...``) train with
+DistributedDataParallel: every rank draws the same global batch and takes its own slice,
+so the batch and the result do not depend on N. Only rank 0 writes files.
+
+torch is imported inside the functions: ``python -m rflens train`` on a model that is
+already stored answers without loading torch at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .config import DataConfig, ModelConfig, TrainConfig
+from .errors import UserError
+
+CHECKPOINT_POINTER = "checkpoint.json"  # names the current checkpoint file and its sha256
+WEIGHTS = "model.safetensors"
+
+
+# ----------------------------------------------------------------------------- schedule
+
+def warmup_steps(cfg: TrainConfig) -> int:
+    return max(1, round(cfg.warmup_frac * cfg.steps)) if cfg.warmup_frac > 0 else 0
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning rate of step ``step`` (0-based): linear warm-up, then cosine to min_lr_frac * lr."""
+    warmup = warmup_steps(cfg)
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, cfg.steps - warmup))
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 -> 0
+    return cfg.lr * (cfg.min_lr_frac + (1.0 - cfg.min_lr_frac) * cosine)
+
+
+# ----------------------------------------------------------------------------- batches
+
+class Batches:
+    """Random training windows: the global batch of a step, and this rank's slice of it.
+
+    Every rank runs the same generator and draws the same ``batch_size`` start offsets;
+    rank r keeps rows ``r * B / N .. (r + 1) * B / N``. Hence the global batch, and with
+    it the training run, is the same for any number of ranks N.
+    """
+
+    def __init__(self, tokens: np.ndarray, l_tr: int, batch_size: int, seed: int, rank: int = 0, world: int = 1):
+        if len(tokens) < l_tr + 2:
+            raise UserError(f"the train split has {len(tokens)} tokens, fewer than one window of l_tr + 1 = {l_tr + 1}: "
+                            "use a smaller l_tr or more data (max_bytes)")
+        if batch_size % world:
+            raise UserError(f"batch_size={batch_size} cannot be split evenly over {world} processes: "
+                            "choose a multiple of --nproc_per_node")
+        self.tokens, self.l_tr, self.batch_size = tokens, l_tr, batch_size
+        self.lo, self.hi = rank * batch_size // world, (rank + 1) * batch_size // world
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+
+    def starts(self) -> np.ndarray:
+        # a window [s, s + l_tr] must end inside the split: s <= len - l_tr - 1
+        return self.rng.integers(0, len(self.tokens) - self.l_tr, size=self.batch_size)
+
+    def next(self) -> np.ndarray:
+        """(B / N, l_tr + 1) int64 token windows of this rank."""
+        starts = self.starts()[self.lo:self.hi]
+        return self.tokens[starts[:, None] + np.arange(self.l_tr + 1)].astype(np.int64)
+
+    def state(self) -> dict:
+        return self.rng.bit_generator.state
+
+    def set_state(self, state: dict) -> None:
+        self.rng.bit_generator.state = state
+
+
+def validation_windows(tokens: np.ndarray, l_tr: int, n: int, seed: int) -> np.ndarray:
+    """A fixed set of ``n`` validation windows (n, l_tr + 1): the same at every evaluation."""
+    if len(tokens) < l_tr + 2:
+        raise UserError(f"the validation split has {len(tokens)} tokens, fewer than one window of {l_tr + 1}: "
+                        "use a smaller l_tr or more data (max_bytes)")
+    rng = np.random.Generator(np.random.PCG64([seed, 1]))  # its own stream: never moves the training batches
+    starts = rng.integers(0, len(tokens) - l_tr, size=n)
+    return tokens[starts[:, None] + np.arange(l_tr + 1)].astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- distributed
+
+def dist_info() -> tuple[int, int, int]:
+    """(rank, world size, local rank) from torchrun's environment (0, 1, 0 without it)."""
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
+
+
+def init_distributed() -> None:
+    """Join the process group torchrun set up: gloo on CPUs, nccl on GPUs. Idempotent."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world, local = dist_info()
+    if world <= 1 or dist.is_initialized():
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    else:
+        dist.init_process_group("gloo")
+
+
+def barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def _sha256(path: Path) -> str:
+    from .runs import sha256_file
+
+    return sha256_file(path)
+
+
+def read_checkpoint_pointer(out_dir: Path) -> dict | None:
+    """The pointer to the last checkpoint, after checking the file's sha256 (UserError if bad)."""
+    pointer = Path(out_dir) / CHECKPOINT_POINTER
+    if not pointer.is_file():
+        return None
+    try:
+        info = json.loads(pointer.read_text())
+        path = Path(out_dir) / info["file"]
+        ok = path.is_file() and _sha256(path) == info["sha256"]
+    except (OSError, ValueError, KeyError):
+        ok = False
+    if not ok:
+        raise UserError(f"the training checkpoint in {out_dir} is corrupted (sha256 mismatch): "
+                        "start over with --retrain")
+    return info
+
+
+def _save_checkpoint(out_dir: Path, state: dict, step: int) -> None:
+    """Write checkpoint-<step>.pt, then switch the pointer to it, then drop older ones.
+
+    The pointer is replaced atomically, so a kill at any moment leaves either the old or
+    the new checkpoint as the valid one, never a half-written file behind the pointer.
+    """
+    import torch
+
+    from .runs import write_json
+
+    name = f"checkpoint-{step:08d}.pt"
+    tmp = out_dir / f".{name}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, out_dir / name)
+    write_json(out_dir / CHECKPOINT_POINTER, {"file": name, "sha256": _sha256(out_dir / name), "step": step})
+    for old in out_dir.glob("checkpoint-*.pt"):
+        if old.name != name:
+            old.unlink(missing_ok=True)
+
+
+def _remove_checkpoints(out_dir: Path) -> None:
+    (out_dir / CHECKPOINT_POINTER).unlink(missing_ok=True)
+    for old in out_dir.glob("checkpoint-*.pt"):
+        old.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- training
+
+def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, *, out_dir, progress: bool = True,
+          corpus=None) -> dict:
+    """Train a model into ``out_dir`` (resuming from its checkpoint if there is one).
+
+    Writes model.safetensors, metrics.json and manifest.json (last) into ``out_dir`` and
+    returns the metrics: per-step training loss, validation losses, tokens/s, seconds.
+    """
+    import torch
+    import torch.nn as nn
+    from safetensors.torch import save_model
+    from tqdm.auto import tqdm
+
+    from .model import TransformerLM
+    from .runs import sha256_file, write_json
+
+    out_dir = Path(out_dir)
+    init_distributed()
+    rank, world, local = dist_info()
+    main = rank == 0
+    if main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
+    if corpus is None:
+        from . import data as data_mod
+
+        corpus = data_mod.prepare(data_cfg, progress=progress and main)
+    if corpus.vocab_size > model_cfg.vocab_size:
+        raise UserError(f"the corpus has {corpus.vocab_size} tokens but the model only {model_cfg.vocab_size}: "
+                        f"--set vocab_size={corpus.vocab_size}")
+    cfg = train_cfg
+    batches = Batches(corpus.tokens("train"), cfg.l_tr, cfg.batch_size, cfg.seed, rank, world)
+    val = validation_windows(corpus.tokens("validation"), cfg.l_tr, cfg.eval_batches * cfg.batch_size, cfg.seed)
+    val = val[rank * len(val) // world:(rank + 1) * len(val) // world]  # this rank's share
+
+    # The model is built on the CPU from the seed, so its initial weights do not depend on the device.
+    torch.manual_seed(cfg.seed)
+    model = TransformerLM(model_cfg)
+    model.to(device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]  # matrices and embeddings
+    no_decay = [p for p in model.parameters() if p.dim() < 2]  # norms, biases, learnable scalars
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
+
+    start, train_loss, val_curve, elapsed, step_seconds = 0, [], [], 0.0, 0.0
+    info = read_checkpoint_pointer(out_dir)
+    if info is not None:
+        state = torch.load(out_dir / info["file"], map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        batches.set_state(state["batches"])
+        torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        start, train_loss, val_curve = state["step"], state["train_loss"], state["val_curve"]
+        elapsed, step_seconds = state["elapsed"], state["step_seconds"]
+        if main and progress:
+            print(f"resuming {out_dir.name} from step {start}", file=sys.stderr)
+
+    class LossModule(nn.Module):
+        """forward() = the LM loss, so that DistributedDataParallel sees (and syncs) the call."""
+
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, idx, targets):
+            return self.lm.loss(idx, targets)
+
+    step_fn = LossModule(model)
+    if cfg.compile:
+        step_fn = torch.compile(step_fn)
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        step_fn = DistributedDataParallel(step_fn, device_ids=[local] if device.type == "cuda" else None)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.dtype == "bf16")
+
+    def all_mean(values: list) -> list[float]:
+        """Mean over ranks of per-rank means (equal shares), as Python floats."""
+        t = torch.stack(values).float()
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(t)
+            t /= world
+        return t.tolist()
+
+    @torch.no_grad()
+    def validate() -> float:
+        model.eval()
+        per = max(1, cfg.batch_size // world)
+        total = torch.zeros((), device=device, dtype=torch.float64)
+        for i in range(0, len(val), per):
+            chunk = torch.from_numpy(val[i:i + per]).to(device)
+            with autocast:
+                loss = model.loss(chunk[:, :-1], chunk[:, 1:])
+            total += loss.double() * len(chunk)
+        model.train()
+        return all_mean([total / len(val)])[0]
+
+    def checkpoint(step: int) -> None:
+        if not main:
+            return
+        _save_checkpoint(out_dir, {
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "batches": batches.state(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "step": step, "train_loss": train_loss, "val_curve": val_curve,
+            "elapsed": elapsed + time.perf_counter() - t_start, "step_seconds": step_seconds,
+            "model_cfg": model_cfg.to_dict(), "train_cfg": cfg.to_dict(),
+        }, step)
+
+    tokens_per_step = cfg.batch_size * cfg.l_tr
+    bar = tqdm(total=cfg.steps, initial=start, disable=not (progress and main), unit="step", dynamic_ncols=True,
+               desc=f"train {model_cfg.pos}", file=sys.stderr)
+    pending: list = []  # losses still on the device; fetched every few steps (no sync per step on GPUs)
+    flush_every = 10
+    session = 0.0  # seconds in training steps since this process started (for the bar's tokens/s)
+    model.train()
+    t_start = time.perf_counter()
+    for step in range(start, cfg.steps):
+        t0 = time.perf_counter()
+        chunk = torch.from_numpy(batches.next()).to(device, non_blocking=True)
+        lr = lr_at(step, cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with autocast:
+            loss = step_fn(chunk[:, :-1], chunk[:, 1:])
+        loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        pending.append(loss.detach())
+        done = step + 1
+        if len(pending) >= flush_every or done == cfg.steps or (cfg.ckpt_interval and done % cfg.ckpt_interval == 0) \
+                or (cfg.eval_interval and done % cfg.eval_interval == 0):
+            train_loss.extend(all_mean(pending))
+            pending = []
+            step_seconds += time.perf_counter() - t0  # includes the sync of the losses
+            session += time.perf_counter() - t0
+            bar.set_postfix(loss=f"{train_loss[-1]:.3f}", tok_s=f"{tokens_per_step * (done - start) / session:,.0f}",
+                            refresh=False)
+        else:
+            step_seconds += time.perf_counter() - t0
+            session += time.perf_counter() - t0
+        bar.update(1)
+        if cfg.eval_interval and done % cfg.eval_interval == 0 and done != cfg.steps:
+            val_curve.append([done, validate()])
+        if cfg.ckpt_interval and done % cfg.ckpt_interval == 0 and done != cfg.steps:
+            checkpoint(done)
+    bar.close()
+
+    val_loss = validate()
+    if not val_curve or val_curve[-1][0] != cfg.steps:
+        val_curve.append([cfg.steps, val_loss])
+    elapsed += time.perf_counter() - t_start
+    tail = train_loss[-max(1, len(train_loss) // 10):]
+    metrics = {
+        "steps": cfg.steps, "tokens": cfg.steps * tokens_per_step, "train_loss": train_loss,
+        "final_train_loss": float(np.mean(tail)), "val_curve": val_curve, "val_loss": val_loss,
+        "tokens_per_s": cfg.steps * tokens_per_step / max(step_seconds, 1e-9), "train_seconds": elapsed,
+        "num_params": model.num_params(non_embedding=False),
+        "num_params_non_embedding": model.num_params(non_embedding=True),
+        "world_size": world, "device": device.type, "dtype": cfg.dtype, "torch": torch.__version__,
+        "threads": torch.get_num_threads(), "resumed_from": start,
+    }
+    if main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = out_dir / f".{WEIGHTS}.{os.getpid()}.tmp"
+        save_model(model.cpu() if device.type != "cpu" else model, str(tmp))
+        os.replace(tmp, out_dir / WEIGHTS)
+        write_json(out_dir / "metrics.json", metrics)
+        files = [WEIGHTS] + (["config.json"] if (out_dir / "config.json").is_file() else [])
+        # written last: its presence marks the run as complete
+        write_json(out_dir / "manifest.json", {"sha256": {f: sha256_file(out_dir / f) for f in files}})
+        _remove_checkpoints(out_dir)
+    barrier()
+    return metrics
+
+
+# ----------------------------------------------------------------------------- command line
+
+def cli_train(args) -> int:
+    """``python -m rflens train``: train, or report the stored run."""
+    from . import runs
+    from .config import parse_overrides
+
+    rank = dist_info()[0]
+    overrides = parse_overrides(args.overrides)
+    # every setting is checked before any data is touched or anything is written
+    runs.resolve(args.scale, args.pos, args.corpus, overrides)
+    t0 = time.perf_counter()
+    run = runs.obtain(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet, retrain=args.retrain)
+    seconds = time.perf_counter() - t0
+    if rank != 0:
+        return 0
+    m = run.metrics
+    summary = {
+        "key": run.key, "path": str(run.path), "reused": run.reused, "scale": run.scale, "pos": run.pos,
+        "corpus": run.data_cfg.corpus, "settings": runs.describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
+        "steps": m["steps"], "val_loss": m["val_loss"], "final_train_loss": m["final_train_loss"],
+        "tokens_per_s": m["tokens_per_s"], "train_seconds": m["train_seconds"], "num_params": m["num_params"],
+        "seconds": seconds,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0
+    what = f"{run.scale} {run.pos} on {summary['corpus']}" + "".join(f", {k}={v}" for k, v in sorted(summary["settings"].items()))
+    facts = (f"{m['steps']} steps, val loss {m['val_loss']:.3f}, {m['num_params']:,} parameters, "
+             f"trained in {m['train_seconds']:.1f} s at {m['tokens_per_s']:,.0f} tokens/s")
+    if run.reused:
+        print(f"reused the stored run {run.path} ({what}: {facts}); --retrain trains it again")
+    else:
+        print(f"trained {what}: {facts}; stored in {run.path}")
+    return 0
+

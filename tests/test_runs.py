@@ -1,0 +1,158 @@
+"""The run store: one call trains a model or hands back the stored one, never a stale one."""
+
+import ast
+import json
+import time
+
+import pytest
+
+from rflens import runs, scales
+from rflens.errors import ConfigError, UserError
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A fresh run store and data folder for this module (smoke scale)."""
+    root = tmp_path_factory.mktemp("store")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RFLENS_RUNS", str(root / "runs"))
+        mp.setenv("RFLENS_DATA", str(root / "data"))
+        yield root / "runs"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(store):
+    return runs.get_run("smoke", "alibi", "prose", progress=False)
+
+
+def test_runs_dir_follows_the_environment(store):
+    assert runs.runs_dir() == store.resolve()
+
+
+def _configs(**over):
+    return runs.resolve("smoke", "alibi", "prose", over)[1:]
+
+
+def test_the_key_changes_with_every_setting_the_data_and_the_code():
+    m, d, t = _configs()
+    key = runs.run_key(m, d, t, "fp")
+    assert key == runs.run_key(*_configs(), "fp")  # stable
+    assert len(key) == runs.KEY_LENGTH
+    others = {
+        runs.run_key(*_configs(window=4), "fp"),  # model
+        runs.run_key(*_configs(max_bytes=1_000_000), "fp"),  # data settings
+        runs.run_key(*_configs(steps=31), "fp"),  # training
+        runs.run_key(m, d, t, "another fingerprint"),  # the tokens themselves
+        runs.run_key(m, d, t, "fp", code="another code version"),
+    }
+    assert key not in others and len(others) == 5
+
+
+def test_code_version_ignores_comments_docstrings_and_the_command_line():
+    a = 'def f(x):\n    """Doc."""\n    return x + 1  # why\n\ndef cli_f(args):\n    return 0\n'
+    b = 'def f(x):\n    return x + 1\n\n\ndef cli_f(args):\n    print("changed")\n'
+    c = 'def f(x):\n    return x + 2\n'
+    dump = lambda src: ast.dump(runs._strip(ast.parse(src)))  # noqa: E731
+    assert dump(a) == dump(b) != dump(c)
+
+
+def test_overrides_go_to_the_settings_that_have_them():
+    _, m, d, t = runs.resolve("smoke", "window", "code", {"window": 8, "l_tr": 32, "vocab_size": 600})
+    assert (m.pos, m.window, t.l_tr, d.corpus) == ("window", 8, 32, "code")
+    assert m.vocab_size == d.vocab_size == 600
+    _, m, d, t = runs.resolve("smoke", "alibi", "prose", {"model": {"slope_shift": -3.0}, "train": {"steps": 5}})
+    assert (m.slope_shift, t.steps) == (-3.0, 5)
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"windw": 8}, "unknown training setting"),
+    ({"n_segments": 8}, "evaluation setting"),
+    ({"pos": "t5"}, "own argument"),
+    ({"steps": "many"}, "positive integer"),
+    ({"model": {"vocab_size": 600}}, "vocabulary"),
+])
+def test_bad_overrides_are_rejected(over, match):
+    with pytest.raises(ConfigError, match=match):
+        runs.resolve("smoke", "alibi", "prose", over)
+
+
+def test_a_missing_model_names_the_command_that_trains_it(store):
+    with pytest.raises(UserError, match=r"python -m rflens train --scale smoke --pos window --corpus prose --set window=5"):
+        runs.get_run("smoke", "window", "prose", train=False, progress=False, window=5)
+
+
+def test_get_run_trains_once_then_returns_the_stored_model(smoke_run):
+    assert not smoke_run.reused
+    for name in ("config.json", "model.safetensors", "manifest.json", "metrics.json"):
+        assert (smoke_run.path / name).is_file()
+    assert not list(smoke_run.path.glob("checkpoint*"))  # training state is dropped when complete
+    m = smoke_run.metrics
+    assert len(m["train_loss"]) == m["steps"] == 30
+    assert m["tokens_per_s"] > 0 and m["val_loss"] > 0
+    t0 = time.perf_counter()
+    again = runs.get_run("smoke", "alibi", "prose", progress=False, train=False)
+    assert time.perf_counter() - t0 < 1.0
+    assert again.reused and again.key == smoke_run.key
+    assert (again.scale, again.pos, again.l_tr) == ("smoke", "alibi", 16)
+
+
+def test_the_stored_model_loads_and_predicts(smoke_run):
+    import torch
+
+    model = smoke_run.load_model()
+    assert not model.training
+    idx = torch.from_numpy(smoke_run.corpus().eval_segments(2, 16)).long()
+    logits = model(idx, last_only=True)
+    assert logits.shape == (2, 1, smoke_run.model_cfg.vocab_size)
+    loss = model.loss(idx[:, :-1], idx[:, 1:]).item()
+    assert loss < 6.0  # below the uniform log(512) = 6.24: the weights were trained and stored
+
+
+def test_results_are_cached_by_name_and_parameters(smoke_run):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"value": len(calls), "lengths": (16, 32)}
+
+    first = smoke_run.cached("demo", {"n": 4}, compute)
+    assert first == {"value": 1, "lengths": [16, 32]}
+    assert smoke_run.cached("demo", {"n": 4}, compute) == first and len(calls) == 1
+    assert smoke_run.cached("demo", {"n": 5}, compute)["value"] == 2
+
+
+def test_listing_shows_the_run(smoke_run, capsys):
+    rows = runs.list_runs()
+    row = next(r for r in rows if r["key"] == smoke_run.key)
+    assert (row["pos"], row["scale"], row["corpus"], row["steps"], row["status"]) == ("alibi", "smoke", "prose", 30, "complete")
+    assert row["final_loss"] == pytest.approx(smoke_run.metrics["val_loss"])
+    assert row["size_bytes"] > (smoke_run.path / "model.safetensors").stat().st_size
+    assert runs.cli_runs(type("A", (), {"json": False})()) == 0
+    out = capsys.readouterr().out
+    assert smoke_run.key in out and "alibi" in out and "final loss" in out
+
+
+def test_a_corrupted_checkpoint_is_detected_and_retrain_fixes_it(store):
+    run = runs.get_run("smoke", "alibi", "prose", progress=False, steps=3, eval_interval=0, ckpt_interval=0)
+    weights = run.path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-5] ^= 0xFF  # one flipped byte in the tensors
+    weights.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="corrupted.*--retrain"):
+        runs.get_run("smoke", "alibi", "prose", progress=False, steps=3, eval_interval=0, ckpt_interval=0)
+    with pytest.raises(UserError, match="corrupted"):
+        run.load_model()
+    fixed = runs.get_run("smoke", "alibi", "prose", progress=False, retrain=True, steps=3, eval_interval=0,
+                         ckpt_interval=0)
+    assert not fixed.reused and fixed.key == run.key
+    fixed.verify()
+    assert json.loads((fixed.path / "manifest.json").read_text())["sha256"]["model.safetensors"] == \
+        runs.sha256_file(weights)
+
+
+def test_sweep_overrides_reach_the_stored_settings(store):
+    over = dict(scales.get("smoke").sweeps["table2"][0])
+    pos = over.pop("pos")
+    m, d, t = runs.resolve("smoke", pos, "prose", over)[1:]
+    assert (m.window, t.l_tr, t.batch_size) == (over["window"], over["l_tr"], over["batch_size"])
+    assert "--set l_tr=64" in runs.train_command("smoke", pos, "prose", runs.describe(m, d, t, "smoke"))
