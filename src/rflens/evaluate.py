@@ -1,0 +1,319 @@
+"""Perplexity at evaluation lengths L_ex beyond the training length L_tr.
+
+Chi et al. (ACL 2023) measure length extrapolation with a *last-token* protocol
+(footnote 2 and Figure 3): take N segments of the test text, and for each context
+length score only the last token of every segment, with exactly that many previous
+tokens in the model's input. The scored tokens are therefore the same at every length
+(and for every model), and a change of perplexity with the length can only come from
+how the model uses the extra context.
+
+The convention used here: segments have ``max(lengths) + 1`` tokens. At context length
+``L`` the model reads ``segment[-(L + 1):-1]`` (``L`` tokens) and predicts
+``segment[-1]``, the segment's final token, from its last position. Only that position's
+logits are computed (``last_only=True``).
+
+Two more protocols are offered for comparison (both use the same API and the same cache):
+
+* ``non_overlapping`` (ALiBi's main protocol): the test stream is cut into consecutive
+  chunks of ``L`` tokens and every token of a chunk is scored; a token early in its chunk
+  sees only a short context (the "early token curse" of Figure 3).
+* ``sliding``: windows of ``L`` tokens moved by a stride ``s``; every window scores only
+  its last ``s`` tokens (the first window scores all of them), so every scored token but
+  the first ``L - s`` sees at least ``L - s`` previous tokens.
+
+For both, ``n`` windows of ``L`` tokens are read at each length (``n x L`` tokens, the
+cost of the last-token protocol), starting at the beginning of the test split.
+
+Confidence intervals: a 95% percentile bootstrap over the evaluation units (segments for
+the last-token protocol, chunks or windows for the others), 1000 resamples with a fixed
+seed; the perplexity of a resample is exp(sum of NLL / number of scored tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .config import PROTOCOLS, ConfigError, EvalConfig
+from .errors import UserError
+
+# Bump when a change here changes the numbers, so cached results are recomputed.
+EVAL_VERSION = 1
+N_BOOTSTRAP = 1000
+CI_LEVEL = 0.95
+# Upper bound on the full (B, L, v) logits of the windowed protocols, in float32 elements.
+MAX_LOGIT_ELEMENTS = 1 << 26  # 256 MB
+# Tokens per forward pass: long inputs are evaluated a few segments at a time, so that the
+# activations (B, L, 4d) stay the same size at 16 x L_tr as at L_tr.
+MAX_TOKENS = 8192
+# From this length on (CPU), attention takes the memory-bounded "chunked" kernel: it never
+# builds the (H, L, L) bias and, measured on one thread, is as fast as SDPA with the full
+# bias from about 1024 positions (bench/eval_memory.py, notes/performance.md).
+CHUNK_FROM = 1024
+
+
+# -----------------------------------------------------------------------------
+# pure functions: a model and token arrays in, NLLs out
+
+
+def _check_lengths(lengths, max_length: int | None = None) -> list[int]:
+    if isinstance(lengths, (int, np.integer)):
+        lengths = [lengths]
+    try:
+        lengths = [int(x) for x in lengths]
+    except (TypeError, ValueError):
+        raise UserError(f"lengths must be integers, got {lengths!r}") from None
+    if not lengths:
+        raise UserError("lengths is empty: give at least one evaluation length, e.g. --lengths 64,128")
+    bad = [x for x in lengths if x <= 1]
+    if bad:
+        raise UserError(f"evaluation length {bad[0]} is too short: every length must be at least 2 tokens")
+    if max_length is not None and max(lengths) > max_length:
+        raise UserError(f"evaluation length {max(lengths)} needs segments of {max(lengths) + 1} tokens, "
+                        f"but the segments have {max_length + 1}: use longer segments or shorter lengths")
+    return lengths
+
+
+def _check_n(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+        raise UserError(f"the number of segments n must be a positive integer, got {n!r}")
+    return int(n)
+
+
+def choose_kernel(model, length: int) -> str:
+    """The attention kernel for an evaluation pass over ``length`` positions.
+
+    "chunked" on CPU from CHUNK_FROM positions on, so that evaluation at 16 x L_tr never
+    holds an (H, L, L) bias; otherwise "auto" (SDPA on CPU, FlexAttention on CUDA).
+    """
+    device = next(model.parameters()).device
+    return "chunked" if device.type == "cpu" and length >= CHUNK_FROM else "auto"
+
+
+def rows_per_pass(length: int, batch_size: int, max_tokens: int = MAX_TOKENS) -> int:
+    """Segments per forward pass: at most ``batch_size`` and at most ``max_tokens`` tokens."""
+    return max(1, min(batch_size, max_tokens // length))
+
+
+@torch.no_grad()
+def last_token_nll(model, segments: np.ndarray, lengths, batch_size: int = 8, progress: bool = True,
+                   kernel: str | None = None, max_tokens: int = MAX_TOKENS) -> np.ndarray:
+    """NLL of each segment's final token, predicted with exactly ``length`` previous tokens.
+
+    ``segments``: (N, S) token ids with S >= max(lengths) + 1. At length L the input is
+    ``segments[:, S - 1 - L : S - 1]`` and the target ``segments[:, S - 1]`` for every L.
+    A forward pass reads at most ``batch_size`` segments and ``max_tokens`` tokens (one
+    segment at least); ``kernel`` None picks one per length (:func:`choose_kernel`).
+    Returns a float64 array (len(lengths), N).
+    """
+    segments = np.asarray(segments)
+    if segments.ndim != 2 or segments.shape[0] == 0:
+        raise UserError(f"segments must be a non-empty (N, length) array, got shape {segments.shape}")
+    n, s = segments.shape
+    lengths = _check_lengths(lengths, s - 1)
+    _check_n(batch_size)
+    device = next(model.parameters()).device
+    seg = torch.as_tensor(segments.astype(np.int64), device=device)
+    target = seg[:, -1]  # (N,) the same token at every length
+    out = np.empty((len(lengths), n), dtype=np.float64)
+    batches = [(i, j, j + rows_per_pass(length, batch_size, max_tokens))
+               for i, length in enumerate(lengths) for j in range(0, n, rows_per_pass(length, batch_size, max_tokens))]
+    for i, j, k in tqdm(batches, desc="last-token NLL", disable=not progress, leave=False):
+        length = lengths[i]
+        idx = seg[j:k, s - 1 - length:s - 1]  # (B, L)
+        logits = model(idx, last_only=True, kernel=kernel or choose_kernel(model, length))[:, -1]  # (B, v)
+        nll = F.cross_entropy(logits.float(), target[j:k], reduction="none")  # (B,)
+        out[i, j:k] = nll.double().cpu().numpy()
+    return out
+
+
+@torch.no_grad()
+def window_nll(model, tokens: np.ndarray, length: int, n: int, stride: int | None = None, batch_size: int = 8,
+               progress: bool = True, kernel: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-window NLL sums and token counts of the non-overlapping / sliding protocols.
+
+    Window k reads ``tokens[k * stride : k * stride + length]`` and predicts the next token at
+    each position; the first window scores all ``length`` targets, later ones only their last
+    ``stride`` targets, so every token after the first is scored once. ``stride = length``
+    (the default) is the non-overlapping protocol. At most ``n`` windows, fewer when the
+    stream is short. Returns (nll_sum (n_used,), count (n_used,)), float64 and int64.
+    """
+    (length,) = _check_lengths([length])
+    n = _check_n(n)
+    stride = length if stride is None else int(stride)
+    if not 1 <= stride <= length:
+        raise UserError(f"stride {stride} must be between 1 and the window length {length}")
+    tokens = np.asarray(tokens).reshape(-1)
+    if tokens.size < length + 1:
+        raise UserError(f"the test split has {tokens.size} tokens, fewer than the {length + 1} that one window "
+                        f"of length {length} needs: use shorter lengths or a larger corpus")
+    n_used = min(n, (tokens.size - 1 - length) // stride + 1)
+    device = next(model.parameters()).device
+    # keep the (B, L, v) logits bounded, whatever the vocabulary and length
+    vocab = model.cfg.vocab_size if hasattr(model, "cfg") else 1
+    batch_size = max(1, min(rows_per_pass(length, batch_size), MAX_LOGIT_ELEMENTS // (length * vocab)))
+    kernel = kernel or choose_kernel(model, length)
+    starts = np.arange(n_used) * stride
+    offsets = np.arange(length + 1)
+    nll_sum = np.zeros(n_used, dtype=np.float64)
+    count = np.full(n_used, stride, dtype=np.int64)
+    count[0] = length
+    for j in tqdm(range(0, n_used, batch_size), desc=f"NLL L={length}", disable=not progress, leave=False):
+        win = torch.as_tensor(tokens[starts[j:j + batch_size, None] + offsets].astype(np.int64), device=device)
+        logits = model(win[:, :-1], kernel=kernel)  # (B, L, v)
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), win[:, 1:].flatten(), reduction="none")
+        nll = nll.view(win.shape[0], length).double()  # (B, L)
+        scored = nll[:, length - stride:].sum(1)  # the last `stride` targets
+        if j == 0:
+            scored[0] = nll[0].sum()  # the first window scores everything
+        nll_sum[j:j + batch_size] = scored.cpu().numpy()
+    return nll_sum, count
+
+
+def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
+                  level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """exp(sum NLL / tokens) and its percentile-bootstrap interval over the units given.
+
+    ``nll_sum``: (U,) summed NLL of each unit (segment, chunk, window); ``count``: its number
+    of scored tokens (1 per unit if None). Returns (ppl, ci_low, ci_high).
+    """
+    nll_sum = np.asarray(nll_sum, dtype=np.float64)
+    count = np.ones_like(nll_sum) if count is None else np.asarray(count, dtype=np.float64)
+    ppl = float(np.exp(nll_sum.sum() / count.sum()))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, nll_sum.size, size=(n_boot, nll_sum.size))  # (n_boot, U)
+    boot = np.exp(nll_sum[idx].sum(1) / count[idx].sum(1))
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return ppl, float(lo), float(hi)
+
+
+# -----------------------------------------------------------------------------
+# a stored model: defaults from its scale, results cached in the run store
+
+
+def eval_config(run) -> EvalConfig:
+    """The evaluation settings of the run's scale (the defaults if it has none)."""
+    from . import scales
+
+    name = getattr(run, "scale", None)
+    return scales.get(name).eval if name else EvalConfig()
+
+
+def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None = None, progress: bool = True,
+               eval_cfg: EvalConfig | None = None) -> dict:
+    """Perplexity of a stored model at several lengths, cached in the run store.
+
+    Defaults come from the run's scale (``eval_cfg`` overrides them): protocol
+    ``last_token``, lengths ``L_tr x length_mults``, ``n = n_segments``. A repeated call
+    with the same settings reads the stored result.
+    """
+    ev = eval_cfg or eval_config(run)
+    protocol = protocol or ev.protocol
+    if protocol not in PROTOCOLS:
+        raise ConfigError("protocol", protocol, "allowed values are " + ", ".join(PROTOCOLS))
+    l_tr = run.train_cfg.l_tr
+    lengths = _check_lengths([l_tr * m for m in ev.length_mults] if lengths is None else lengths)
+    n = _check_n(ev.n_segments if n is None else n)
+    stride = None
+    if protocol == "sliding":
+        stride = ev.stride or max(1, l_tr // 2)
+    params = {"protocol": protocol, "lengths": lengths, "n": n, "seed": ev.seed, "stride": stride,
+              "version": EVAL_VERSION}
+
+    def compute() -> dict:
+        t0 = time.perf_counter()
+        model = run.load_model()
+        corpus = run.corpus()
+        result = {"protocol": protocol, "lengths": lengths, "ppl": [], "ci_low": [], "ci_high": [],
+                  "nll": [], "tokens": [], "units": [], "n": n, "l_tr": l_tr, "seed": ev.seed}
+        if protocol == "last_token":
+            segments = corpus.eval_segments(n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
+            nll = last_token_nll(model, segments, lengths, batch_size=ev.batch_size, progress=progress)
+            for row in nll:
+                ppl, lo, hi = bootstrap_ppl(row, seed=ev.seed)
+                _append(result, ppl, lo, hi, row.mean(), row.size, row.size)
+            # per-segment NLLs: the same tokens for every model, so comparisons can be paired
+            result["nll_per_segment"] = np.round(nll, 6).tolist()
+        else:
+            tokens = corpus.tokens("test")
+            for length in tqdm(lengths, desc=protocol, disable=not progress, leave=False):
+                s = length if protocol == "non_overlapping" else min(stride, length)
+                nll_sum, count = window_nll(model, tokens, length, n, s, batch_size=ev.batch_size,
+                                            progress=progress)
+                ppl, lo, hi = bootstrap_ppl(nll_sum, count, seed=ev.seed)
+                _append(result, ppl, lo, hi, nll_sum.sum() / count.sum(), int(count.sum()), nll_sum.size)
+            result["stride"] = stride
+        result["ci"] = f"{CI_LEVEL:.0%} percentile bootstrap over {_UNIT[protocol]}, {N_BOOTSTRAP} resamples"
+        result["seconds"] = round(time.perf_counter() - t0, 3)
+        return result
+
+    return run.cached(f"perplexity_{protocol}", params, compute)
+
+
+_UNIT = {"last_token": "segments", "non_overlapping": "chunks", "sliding": "windows"}
+
+
+def _append(result: dict, ppl, lo, hi, nll_mean, tokens, units) -> None:
+    result["ppl"].append(ppl)
+    result["ci_low"].append(lo)
+    result["ci_high"].append(hi)
+    result["nll"].append(float(nll_mean))
+    result["tokens"].append(int(tokens))
+    result["units"].append(int(units))
+
+
+# -----------------------------------------------------------------------------
+# command line
+
+
+def run_from_args(args):
+    """The stored model that ``--scale/--pos/--corpus/--set`` select (trained if needed)."""
+    from . import runs
+    from .config import parse_overrides
+
+    sections = parse_overrides(args.overrides)
+    ev_overrides = sections.pop("eval")
+    # by section, so that runs.resolve checks them (and rejects pos / corpus given as overrides)
+    run = runs.get_run(args.scale, args.pos, args.corpus, train=True, progress=not args.quiet,
+                       **{k: v for k, v in sections.items() if v})
+    ev = eval_config(run)
+    if ev_overrides:
+        ev = ev.replace(**ev_overrides)
+    return run, ev
+
+
+def parse_lengths(text: str | None):
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise UserError(f"--lengths must be comma-separated integers, e.g. 64,128,256; got {text!r}") from None
+
+
+def format_table(result: dict) -> str:
+    l_tr = result["l_tr"]
+    head = f"{'L_ex':>7} {'L_ex/L_tr':>9} {'ppl':>10} {'95% CI':>21} {'tokens':>8}"
+    lines = [f"protocol: {result['protocol']}   N = {result['n']}   L_tr = {l_tr}", head, "-" * len(head)]
+    for i, length in enumerate(result["lengths"]):
+        ci = f"[{result['ci_low'][i]:.2f}, {result['ci_high'][i]:.2f}]"
+        lines.append(f"{length:>7} {length / l_tr:>9.3g} {result['ppl'][i]:>10.2f} {ci:>21} {result['tokens'][i]:>8}")
+    return "\n".join(lines)
+
+
+def cli_evaluate(args) -> int:
+    run, ev = run_from_args(args)
+    result = perplexity(run, protocol=args.protocol, lengths=parse_lengths(args.lengths), n=args.n,
+                        progress=not args.quiet, eval_cfg=ev)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"model: {run.key}  ({run.model_cfg.pos}, {run.data_cfg.corpus})")
+        print(format_table(result))
+        print(f"({result['ci']}; {result['seconds']:.1f} s to compute)")
+    return 0

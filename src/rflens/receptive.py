@@ -1,0 +1,199 @@
+"""Receptive-field analysis (Chi et al., ACL 2023, Section 4.1, Figures 5, 7 and 11).
+
+How far back does a model look when it predicts a token? For the last token of each of
+N segments, take the gradient of its loss with respect to every input embedding e_m
+(the token embeddings, before any positional information is added). Its norm per
+position, divided by the sum over positions, is the *normalised gradient*; averaged over
+the N segments it says which share of the prediction's sensitivity lies at each distance.
+Summed from the most recent token backwards it gives the *cumulative* curve, and the
+effective receptive field (ERF) is the number of most recent tokens the cumulative curve
+needs to reach a threshold (0.99 in the paper).
+
+The paper's explanation of length extrapolation: a model extrapolates when its ERF fits
+inside the training length L_tr, because then no prediction depends on distances it never
+saw. For windowed attention (Eq. 3) the *theoretical* receptive field grows like R * w
+(R layers of windows of w positions each).
+
+Convention (shared with :mod:`rflens.evaluate`): a segment has L + 1 tokens; the model
+reads the first L and the loss is that of predicting the final one from the last input
+position. ``normalized[k]`` is the share of the input k positions before that last input
+position (index 0 = the most recent token).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .config import EvalConfig
+from .errors import UserError
+
+# Bump when a change here changes the numbers, so cached results are recomputed.
+ERF_VERSION = 1
+
+
+# -----------------------------------------------------------------------------
+# pure functions
+
+
+def input_gradients(model, segments: np.ndarray, batch_size: int = 8, progress: bool = True,
+                    kernel: str = "auto") -> np.ndarray:
+    """||d loss_last / d e_m|| for every input position m of every segment.
+
+    ``segments``: (N, L + 1) token ids; the model reads ``segments[:, :L]`` and the loss is
+    the cross-entropy of ``segments[:, L]`` at the last position. Returns float64 (N, L)
+    in input order (column L - 1 is the most recent token). Samples do not interact, so one
+    backward of the summed loss of a batch gives each sample's own gradient. Parameters are
+    frozen during the call (no parameter gradients to compute) and restored afterwards.
+    """
+    segments = np.asarray(segments)
+    if segments.ndim != 2 or segments.shape[0] == 0 or segments.shape[1] < 2:
+        raise UserError(f"segments must be an (N, L + 1) array with N >= 1 and L >= 1, got shape {segments.shape}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise UserError(f"batch_size must be a positive integer, got {batch_size!r}")
+    n, length = segments.shape[0], segments.shape[1] - 1
+    device = next(model.parameters()).device
+    seg = torch.as_tensor(segments.astype(np.int64), device=device)
+    out = np.empty((n, length), dtype=np.float64)
+    saved = [(p, p.requires_grad) for p in model.parameters()]
+    try:
+        for p, _ in saved:
+            p.requires_grad_(False)
+        with torch.enable_grad():
+            for j in tqdm(range(0, n, batch_size), desc="input gradients", disable=not progress, leave=False):
+                idx, target = seg[j:j + batch_size, :-1], seg[j:j + batch_size, -1]  # (B, L), (B,)
+                embeds = model.embed(idx).detach().requires_grad_(True)  # (B, L, d)
+                logits = model(embeds=embeds, last_only=True, kernel=kernel)[:, -1]  # (B, v)
+                loss = F.cross_entropy(logits.float(), target, reduction="sum")
+                (grad,) = torch.autograd.grad(loss, embeds)  # (B, L, d)
+                out[j:j + batch_size] = grad.double().norm(dim=-1).cpu().numpy()
+    finally:
+        for p, flag in saved:
+            p.requires_grad_(flag)
+    return out
+
+
+def normalize(norms: np.ndarray) -> np.ndarray:
+    """Per-sample normalised gradients averaged over samples, index 0 = most recent token.
+
+    ``norms``: (N, L) in input order, as from :func:`input_gradients`. Returns (L,) summing to 1.
+    """
+    norms = np.asarray(norms, dtype=np.float64)
+    if norms.ndim == 1:
+        norms = norms[None]
+    total = norms.sum(axis=1, keepdims=True)  # (N, 1)
+    if np.any(total <= 0) or not np.all(np.isfinite(total)):
+        raise UserError("a sample has a zero or non-finite input gradient; the receptive field is undefined")
+    return (norms / total).mean(axis=0)[::-1].copy()  # (L,)
+
+
+def erf_from_normalized(normalized, threshold: float = 0.99) -> int:
+    """The smallest k such that the k most recent tokens hold ``threshold`` of the gradient."""
+    if not 0 < threshold <= 1:
+        raise UserError(f"threshold must be in (0, 1], got {threshold!r}")
+    cumulative = np.cumsum(np.asarray(normalized, dtype=np.float64))
+    # a tiny tolerance so that threshold = 1 is reached despite rounding in the sum
+    reached = np.flatnonzero(cumulative >= threshold * cumulative[-1] - 1e-12)
+    return int(reached[0]) + 1
+
+
+def summarize(normalized, threshold: float, l_tr: int, theoretical: int | None = None) -> dict:
+    """Cumulative curve, ERF and the share of the gradient inside the last L_tr tokens."""
+    normalized = np.asarray(normalized, dtype=np.float64)
+    cumulative = np.cumsum(normalized)
+    return {
+        "length": int(normalized.size),
+        "normalized": normalized.tolist(),
+        "cumulative": cumulative.tolist(),
+        "erf": erf_from_normalized(normalized, threshold),
+        "share_in_ltr": float(cumulative[min(l_tr, normalized.size) - 1]),
+        "theoretical": theoretical,
+        "l_tr": int(l_tr),
+        "threshold": float(threshold),
+    }
+
+
+def theoretical_field(model_cfg) -> int | None:
+    """R * w for windowed attention (each layer reaches w - 1 positions further back), else None."""
+    window = getattr(model_cfg, "window", None)
+    return None if window is None else int(model_cfg.n_layer * window)
+
+
+# -----------------------------------------------------------------------------
+# a stored model
+
+
+def receptive_field(run, *, length: int | None = None, n: int | None = None, threshold: float | None = None,
+                    progress: bool = True, eval_cfg: EvalConfig | None = None) -> dict:
+    """Receptive-field analysis of a stored model; the gradients are cached in the run store.
+
+    Defaults from the run's scale: ``length = erf_length_mult x L_tr``, ``n = erf_samples``,
+    ``threshold = erf_threshold``. The threshold only enters the summary, so changing it
+    reuses the stored gradients.
+    """
+    from .evaluate import eval_config
+
+    ev = eval_cfg or eval_config(run)
+    l_tr = run.train_cfg.l_tr
+    length = ev.erf_length_mult * l_tr if length is None else length
+    n = ev.erf_samples if n is None else n
+    threshold = ev.erf_threshold if threshold is None else threshold
+    for name, value in (("length", length), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+            raise UserError(f"the receptive-field {name} must be a positive integer, got {value!r}")
+    if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        raise UserError(f"the ERF threshold must be in (0, 1], e.g. 0.99; got {threshold!r}")
+    length, n = int(length), int(n)
+    params = {"length": length, "n": n, "seed": ev.seed, "version": ERF_VERSION}
+
+    def compute() -> dict:
+        t0 = time.perf_counter()
+        model = run.load_model()
+        segments = run.corpus().eval_segments(n, length + 1, ev.seed)  # (N, L + 1)
+        norms = input_gradients(model, segments, batch_size=ev.batch_size, progress=progress)
+        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
+                "seconds": round(time.perf_counter() - t0, 3)}
+
+    stored = run.cached("input_gradients", params, compute)
+    result = summarize(stored["normalized"], threshold, l_tr, theoretical_field(run.model_cfg))
+    result.update(n=stored["n"], seed=stored["seed"], seconds=stored["seconds"])
+    return result
+
+
+# -----------------------------------------------------------------------------
+# command line
+
+
+def format_table(result: dict) -> str:
+    l_tr, cum = result["l_tr"], result["cumulative"]
+    lines = [f"ERF ({result['threshold']:g} of the gradient): {result['erf']} tokens   "
+             f"L_tr = {l_tr}   segment length = {result['length']}   N = {result['n']}",
+             f"share of the gradient in the last L_tr tokens: {result['share_in_ltr']:.3f}"]
+    if result["theoretical"] is not None:
+        lines.append(f"theoretical receptive field R*w: {result['theoretical']}")
+    head = f"{'last k tokens':>13} {'k/L_tr':>7} {'cumulative':>11}"
+    lines += [head, "-" * len(head)]
+    ks = sorted({k for k in (1, l_tr // 4, l_tr // 2, l_tr, 2 * l_tr, 4 * l_tr, 8 * l_tr, len(cum))
+                 if 1 <= k <= len(cum)})
+    lines += [f"{k:>13} {k / l_tr:>7.3g} {cum[k - 1]:>11.4f}" for k in ks]
+    return "\n".join(lines)
+
+
+def cli_erf(args) -> int:
+    from .evaluate import run_from_args
+
+    run, ev = run_from_args(args)
+    result = receptive_field(run, length=args.length, n=args.n, threshold=args.threshold,
+                             progress=not args.quiet, eval_cfg=ev)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"model: {run.key}  ({run.model_cfg.pos}, {run.data_cfg.corpus})")
+        print(format_table(result))
+        print(f"({result['seconds']:.1f} s to compute the gradients)")
+    return 0

@@ -1,0 +1,141 @@
+"""Receptive-field analysis (Section 4.1) on models whose answer is known in advance."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rflens import receptive
+from rflens.config import EvalConfig, ModelConfig
+from rflens.errors import UserError
+
+model_mod = pytest.importorskip("rflens.model")
+
+VOCAB = 53
+
+
+def make_model(pos="alibi", seed=0, **kw):
+    cfg = dict(pos=pos, n_layer=2, n_head=2, d_model=32, vocab_size=VOCAB)
+    cfg.update(kw)
+    torch.manual_seed(seed)
+    return model_mod.TransformerLM(ModelConfig(**cfg)).eval()
+
+
+def make_segments(n, length, seed=0):
+    return np.random.default_rng(seed).integers(0, VOCAB, size=(n, length))
+
+
+@pytest.mark.parametrize("n_layer, window", [(1, 5), (2, 4), (3, 3)])
+def test_windowed_model_has_no_gradient_beyond_its_reach(n_layer, window):
+    # one layer reaches w - 1 positions back (Eq. 3), R layers R * (w - 1): nothing beyond
+    model = make_model("window", n_layer=n_layer, window=window)
+    norms = receptive.input_gradients(model, make_segments(4, 31), batch_size=4, progress=False)
+    normalized = receptive.normalize(norms)
+    reach = n_layer * (window - 1) + 1
+    assert np.all(normalized[reach:] == 0)
+    assert np.all(normalized[:reach] > 0)
+    summary = receptive.summarize(normalized, 0.99, l_tr=16, theoretical=n_layer * window)
+    assert summary["erf"] <= reach <= summary["theoretical"]
+    assert receptive.erf_from_normalized(normalized, 1.0) == reach
+
+
+def test_normalised_gradients_sum_to_one_and_erf_grows_with_threshold():
+    model = make_model("alibi")
+    normalized = receptive.normalize(receptive.input_gradients(model, make_segments(5, 41), progress=False))
+    assert normalized.shape == (40,)
+    assert normalized.sum() == pytest.approx(1.0, abs=1e-12)
+    erfs = [receptive.erf_from_normalized(normalized, t) for t in np.linspace(0.05, 1.0, 40)]
+    assert erfs == sorted(erfs) and erfs[0] >= 1 and erfs[-1] <= 40 and erfs[0] < erfs[-1]
+
+
+def test_erf_on_hand_made_curves():
+    curve = [0.5, 0.3, 0.2]
+    assert [receptive.erf_from_normalized(curve, t) for t in (0.4, 0.5, 0.8, 0.81, 1.0)] == [1, 1, 2, 3, 3]
+    s = receptive.summarize(curve, 0.75, l_tr=2)
+    assert s["erf"] == 2 and s["share_in_ltr"] == pytest.approx(0.8) and s["cumulative"][-1] == pytest.approx(1)
+    with pytest.raises(UserError):
+        receptive.erf_from_normalized(curve, 0)
+
+
+def test_index_zero_is_the_most_recent_token():
+    # gradients in input order [oldest ... newest] come back newest first
+    norms = np.array([[1.0, 2.0, 7.0], [0.0, 0.0, 4.0]])
+    np.testing.assert_allclose(receptive.normalize(norms), [(0.7 + 1.0) / 2, 0.1, 0.05])
+
+
+@pytest.mark.parametrize("pos", ["alibi", "sinusoidal", "t5"])
+def test_batched_gradients_equal_per_sample_gradients(pos):
+    model = make_model(pos)
+    segments = make_segments(5, 25)
+    batched = receptive.input_gradients(model, segments, batch_size=5, progress=False)
+    for i in range(len(segments)):
+        one = receptive.input_gradients(model, segments[i:i + 1], batch_size=1, progress=False)
+        np.testing.assert_allclose(batched[i], one[0], rtol=1e-4, atol=1e-9)
+
+
+def test_gradients_match_a_direct_autograd_and_parameters_are_restored():
+    model = make_model("sandwich", d_bar=16)
+    model.blocks[0].mlp.c_fc.weight.requires_grad_(False)  # a mixed state must come back as it was
+    flags = [p.requires_grad for p in model.parameters()]
+    seg = make_segments(1, 13)
+    norms = receptive.input_gradients(model, seg, progress=False)
+    assert [p.requires_grad for p in model.parameters()] == flags
+    idx = torch.as_tensor(seg[:, :-1])
+    e = model.embed(idx).detach().requires_grad_(True)
+    loss = F.cross_entropy(model(embeds=e)[:, -1], torch.as_tensor(seg[:, -1]))  # full logits this time
+    loss.backward()
+    np.testing.assert_allclose(norms[0], e.grad[0].norm(dim=-1).double().numpy(), rtol=1e-4, atol=1e-10)
+
+
+def test_bad_inputs_raise_one_line():
+    model = make_model()
+    for bad in (np.zeros((0, 5), dtype=int), np.zeros((3, 1), dtype=int), np.zeros(5, dtype=int)):
+        with pytest.raises(UserError) as err:
+            receptive.input_gradients(model, bad, progress=False)
+        assert "\n" not in str(err.value)
+
+
+class FakeCorpus:
+    def eval_segments(self, n, length, seed=0):
+        return make_segments(n, length, seed=seed + 11)
+
+
+class FakeRun:
+    scale = None
+
+    def __init__(self, model):
+        self.model, self.model_cfg = model, model.cfg
+        self.train_cfg = type("T", (), {"l_tr": 8})()
+        self.store, self.computed = {}, 0
+
+    def load_model(self):
+        return self.model
+
+    def corpus(self):
+        return FakeCorpus()
+
+    def cached(self, name, params, compute):
+        key = (name, repr(sorted(params.items())))
+        if key not in self.store:
+            self.computed += 1
+            self.store[key] = compute()
+        return self.store[key]
+
+
+def test_receptive_field_of_a_run_uses_the_cache_across_thresholds():
+    run = FakeRun(make_model("window", window=3))
+    ev = EvalConfig(erf_samples=3, erf_length_mult=4)
+    a = receptive.receptive_field(run, progress=False, eval_cfg=ev)
+    assert a["length"] == 32 and a["n"] == 3 and a["theoretical"] == 6 and a["threshold"] == 0.99
+    assert len(a["normalized"]) == len(a["cumulative"]) == 32
+    b = receptive.receptive_field(run, threshold=0.5, progress=False, eval_cfg=ev)
+    assert run.computed == 1 and b["erf"] <= a["erf"] <= 2 * (3 - 1) + 1
+    assert receptive.receptive_field(make_run_alibi(), progress=False, eval_cfg=ev)["theoretical"] is None
+    with pytest.raises(UserError):
+        receptive.receptive_field(run, threshold=1.5, progress=False, eval_cfg=ev)
+    with pytest.raises(UserError):
+        receptive.receptive_field(run, n=0, progress=False, eval_cfg=ev)
+
+
+def make_run_alibi():
+    return FakeRun(make_model("alibi"))
