@@ -1,0 +1,149 @@
+"""Small numerical analyses of the positional biases (Chi et al., ACL 2023, Sections 6-7).
+
+* :func:`fit_log_curve` -- least-squares fit of ``a * log(1 + k) + b`` to a bias curve.
+* :func:`sandwich_log_fit` -- the paper's "smoothed Sandwich": that fit applied to the
+  Sandwich bias (d_bar = 128, one head with compression ratio h_c = 8). Over the distances
+  0..8191 it gives a ~ -0.83, b ~ -0.79, close to the paper's y = -0.825 log(1+k) - 0.8;
+  over only the 50 nearest distances it gives about (-1.02, 0.0) instead.
+* :func:`sandwich_by_d_bar` / :func:`larger_d_bar_is_more_negative` -- Figure 10: a larger
+  d_bar makes the bias more negative at every distance, i.e. a stronger window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .errors import UserError
+from .positional import sandwich_bias
+
+
+def fit_log_curve(distances=None, bias=None) -> tuple[float, float]:
+    """Least squares ``bias ~ a * log(1 + k) + b`` over the given distances k; returns (a, b).
+
+    With no arguments: the paper's fit, the Sandwich bias with d_bar = 128 and h_c = 8 over
+    the distances k = 0..8191.
+    """
+    if distances is None and bias is None:
+        distances = np.arange(8192)
+        bias = sandwich_curve(128, 8.0, 8192)
+    k = np.asarray(distances, dtype=np.float64)
+    y = np.asarray(bias, dtype=np.float64)
+    if k.shape != y.shape or k.ndim != 1 or len(k) < 2:
+        raise UserError("fit_log_curve needs two 1-D arrays of the same length (at least 2 points)")
+    design = np.stack([np.log1p(k), np.ones_like(k)], axis=1)  # (n, 2)
+    (a, b), *_ = np.linalg.lstsq(design, y, rcond=None)
+    return float(a), float(b)
+
+
+def sandwich_curve(d_bar: int = 128, compression: float = 8.0, length: int = 8192) -> np.ndarray:
+    """Sandwich bias of one head (compression ratio h_c) at distances 0..length-1, float64."""
+    k = torch.arange(length, dtype=torch.float64)
+    return sandwich_bias(k, d_bar, torch.tensor([float(compression)], dtype=torch.float64))[0].numpy()
+
+
+def sandwich_log_fit(d_bar: int = 128, compression: float = 8.0, max_distance: int = 8191,
+                     nearest: int | None = None) -> dict:
+    """Fit the log curve to the Sandwich bias over distances 0..max_distance (or the
+    ``nearest`` distances 0..nearest-1). Returns {"a", "b", "rmse", "distances", ...}."""
+    n = (max_distance + 1) if nearest is None else nearest
+    y = sandwich_curve(d_bar, compression, n)
+    k = np.arange(n)
+    a, b = fit_log_curve(k, y)
+    rmse = float(np.sqrt(np.mean((a * np.log1p(k) + b - y) ** 2)))
+    return {"a": a, "b": b, "rmse": rmse, "distances": n, "d_bar": d_bar, "compression": compression}
+
+
+def sandwich_by_d_bar(d_bars=(32, 64, 128, 256), compression: float = 8.0, length: int = 512) -> dict[int, np.ndarray]:
+    """{d_bar: Sandwich bias at distances 0..length-1} for one head."""
+    return {int(d): sandwich_curve(int(d), compression, length) for d in d_bars}
+
+
+def larger_d_bar_is_more_negative(d_bars=(32, 64, 128, 256), compression: float = 8.0, length: int = 512,
+                                  tol: float = 1e-9) -> dict:
+    """Check Figure 10's reading: for d_bar sorted ascending, each larger d_bar gives a
+    bias at least as negative at every distance k > 0 (strictly lower somewhere).
+
+    Returns {"holds": bool, "worst_margin": float, "pairs": [(d_small, d_large, max over k>0 of
+    bias_large - bias_small)]}; a positive margin is a distance where the claim fails.
+    """
+    curves = sandwich_by_d_bar(sorted(d_bars), compression, length)
+    keys = sorted(curves)
+    pairs = []
+    for small, large in zip(keys, keys[1:]):
+        diff = curves[large][1:] - curves[small][1:]  # (length-1,): should be <= 0
+        pairs.append((small, large, float(diff.max())))
+    worst = max(p[2] for p in pairs) if pairs else 0.0
+    return {"holds": bool(pairs) and worst <= tol, "worst_margin": worst, "pairs": pairs}
+
+
+# ----------------------------------------------------------------------------------------
+# What a full reproduction costs (Chapter 10)
+
+
+def model_plan(scale: str) -> list[dict]:
+    """Every model the book trains at ``scale``, from the preset's sweeps, without
+    duplicates: [{"experiment", "pos", "corpus", "overrides": {...}}].
+
+    Table 1 (ALiBi slope shifts and shared slopes, windowed attention), Table 2 (the
+    retrained models), Figure 7 (Sinusoidal at each L_tr, Rotary) and Table 3 (every
+    scheme on every corpus). A model used by two experiments is listed once, under the first.
+    """
+    from . import scales
+
+    sc = scales.get(scale)
+    sw = sc.sweeps
+    plan, seen = [], set()
+
+    def add(experiment, pos, corpus="prose", **overrides):
+        key = (pos, corpus, tuple(sorted(overrides.items())))
+        if key not in seen:
+            seen.add(key)
+            plan.append({"experiment": experiment, "pos": pos, "corpus": corpus, "overrides": overrides})
+
+    for d in sw.get("slope_shift", []):
+        add("Table 1", "alibi", **({"slope_shift": d} if d else {}))
+    for h in sw.get("same_slope", []):
+        add("Table 1", "alibi", same_slope=h)
+    for w in sw.get("window", []):
+        add("Table 1", "window", window=w)
+    for over in sw.get("table2", []):
+        over = dict(over)
+        add("Table 2", over.pop("pos"), **over)
+    for l_tr in sw.get("sinusoidal_l_tr", []):
+        add("Figure 7", "sinusoidal", **({} if l_tr == sc.train.l_tr else {"l_tr": l_tr}))
+    add("Figure 7", "rotary")
+    for corpus in sw.get("corpora", ["prose"]):
+        for pos in sw.get("table3_pos", []):
+            add("Table 3", pos, corpus)
+    return plan
+
+
+def training_cost(scale: str, *, gpu_tflops: float = 312.0, mfu: float = 0.4) -> list[dict]:
+    """FLOPs and GPU-hours of each model of :func:`model_plan`: training (steps x batch x
+    L_tr tokens at ``flops_per_token``) plus last-token evaluation (N segments at each
+    L_ex, forward only: a third of the training FLOPs per token). GPU-hours assume
+    ``gpu_tflops`` peak (312: an A100 in bf16) at ``mfu`` utilisation."""
+    import torch
+
+    from . import scales
+    from .model import TransformerLM
+
+    sc = scales.get(scale)
+    rows = []
+    for item in model_plan(scale):
+        over = dict(item["overrides"])
+        train_keys = {k: over.pop(k) for k in list(over) if k in ("l_tr", "batch_size", "steps")}
+        tcfg = sc.train.replace(**train_keys)
+        mcfg = sc.model.replace(pos=item["pos"], **over)
+        with torch.device("meta"):  # sizes only: no memory, no initialisation
+            model = TransformerLM(mcfg)
+        tokens = tcfg.steps * tcfg.batch_size * tcfg.l_tr
+        train_flops = model.flops_per_token(tcfg.l_tr) * tokens
+        lengths = [tcfg.l_tr * m for m in sc.eval.length_mults]
+        eval_flops = sum(model.flops_per_token(L) / 3.0 * L * sc.eval.n_segments for L in lengths)
+        flops = train_flops + eval_flops
+        rows.append({**item, "params": model.num_params(non_embedding=False), "l_tr": tcfg.l_tr,
+                     "tokens": tokens, "train_flops": train_flops, "eval_flops": eval_flops,
+                     "gpu_hours": flops / (gpu_tflops * 1e12 * mfu) / 3600.0})
+    return rows

@@ -1,0 +1,529 @@
+"""The claims scoreboard: each claim of Chi et al. (ACL 2023) checked with a fixed criterion.
+
+The sixteen claims and their criteria are fixed in advance (issue 6 of the project): they are
+never re-tuned to the numbers a scale happens to give. Notation: r(L) = ppl(L) / ppl(L_tr)
+with the last-token protocol; a model "extrapolates" when r(L) <= 1.10 for every measured
+L_tr < L <= 16 L_tr (:func:`rflens.experiments.extrapolates`).
+
+Each check reads the tables of :mod:`rflens.experiments` (a dict of results, so the checks
+can be tested on synthetic tables) and returns the measured figure as text and
+``passed``: True, False, or None when the data it needs is missing. A missing experiment is
+reported as "not run", never as passed.
+
+``scoreboard(scale)`` runs (or reads from the run store) what the checks need and writes
+the board atomically to ``runs/scoreboard-<scale>.json``; ``render_scoreboard`` prints it
+as a plain-text table; ``python -m rflens claims --scale tiny`` does both.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from . import experiments as ex
+from .errors import UserError
+
+TOL = ex.EXTRAPOLATION_TOLERANCE
+HORIZON = ex.EXTRAPOLATION_HORIZON
+PARAMETER_FREE = ("sinusoidal", "rotary", "alibi", "sandwich", "smoothed")
+LEARNED = ("kerple_log", "t5")
+LOG_FIT_TARGET = (-0.825, -0.8)  # the paper's smoothed Sandwich: a * log(1 + k) + b
+LOG_FIT_TOL = 0.02
+
+
+class Missing(Exception):
+    """The data a check needs was not produced (the claim is "not run")."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: int
+    statement: str  # the paper's claim, in our words
+    criterion: str  # the fixed test (issue 6)
+    needs: tuple  # result keys the check reads
+    check: Callable[[dict], tuple[str, bool]]
+
+
+# --------------------------------------------------------------------------------------
+# small readers of the experiment tables; each raises Missing when a piece is absent
+# --------------------------------------------------------------------------------------
+def _table(results: dict, key: str) -> pd.DataFrame:
+    df = results.get(key)
+    if df is None:
+        raise Missing(f"{key} not run")
+    if isinstance(df, Exception):
+        raise Missing(f"{key} failed: {df}")
+    return df
+
+
+def _row(df: pd.DataFrame, what: str, **where):
+    sub = df
+    for k, v in where.items():
+        if k not in sub.columns:
+            raise Missing(f"no column {k!r}")
+        sub = sub[sub[k] == v]
+    if sub.empty:
+        raise Missing(f"no {what}")
+    return sub.iloc[0]
+
+
+def _family(results, family):
+    t1 = _table(results, "table1")
+    sub = t1[t1["family"] == family] if "family" in t1.columns else t1.iloc[0:0]
+    if sub.empty:
+        raise Missing(f"no {family} models in Table 1")
+    return sub.sort_values("value")
+
+
+def _r_at(row, mult: int) -> float:
+    L = int(row["l_tr"]) * mult
+    v = row.get(f"r@{L}")
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        raise Missing(f"r({mult} L_tr) of {row['label']} not measured")
+    return float(v)
+
+
+def _extrap(row) -> bool:
+    v = row.get("extrapolates")
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        raise Missing(f"r(L) of {row['label']} beyond L_tr not measured")
+    return bool(v)
+
+
+def _max_r_text(row) -> str:
+    return f"max r = {float(row['max_r']):.2f}"
+
+
+def _fmt(v: float) -> str:
+    return "inf" if not np.isfinite(v) else f"{v:.2f}"
+
+
+# --------------------------------------------------------------------------------------
+# the sixteen checks
+# --------------------------------------------------------------------------------------
+def _c1(res):
+    row = _family(res, "window").iloc[0]
+    ok = _extrap(row)
+    return f"{row['label']}: {_max_r_text(row)} (limit {TOL})", ok
+
+
+def _c2(res):
+    row = _family(res, "window").iloc[-1]
+    r = _r_at(row, HORIZON)
+    return f"{row['label']}: r(16 L_tr) = {_fmt(r)}", r >= 2
+
+
+def _alibi_row(res):
+    """ALiBi with Delta = 0: the Table 1 row, else the (identical) Table 3 model."""
+    t1 = res.get("table1")
+    if isinstance(t1, pd.DataFrame) and "family" in t1.columns:
+        sub = t1[(t1["family"] == "slope_shift") & (t1["value"].astype(float) == 0.0)]
+        if not sub.empty:
+            return sub.iloc[0], t1
+    t3 = res.get("table3")
+    if isinstance(t3, pd.DataFrame) and "pos" in t3.columns:
+        sub = t3[(t3["pos"] == "alibi") & (t3["corpus"] == res.get("corpus", "prose"))]
+        if not sub.empty:
+            return sub.iloc[0], t3
+    if t1 is None or isinstance(t1, Exception):
+        raise Missing("table1 not run")
+    raise Missing("ALiBi with Δ = 0 is neither in the slope-shift sweep nor in Table 3")
+
+
+def _c3(res):
+    row, df = _alibi_row(res)
+    rs = {}
+    for L in ex.lengths_of(df, "r"):
+        v = row.get(f"r@{L}")
+        if L > int(row["l_tr"]) and v is not None and not (isinstance(v, float) and math.isnan(v)):
+            rs[L] = float(v)
+    if not rs:
+        raise Missing("no L > L_tr measured for ALiBi")
+    L, r = max(rs.items(), key=lambda kv: kv[1])
+    return f"ALiBi Δ=0: max r = {r:.3f} at L = {L}", r >= 1.01
+
+
+def _c4(res):
+    fam = _family(res, "slope_shift")
+    lo, hi = fam.iloc[0], fam.iloc[-1]
+    ok_lo, r_hi = _extrap(lo), _r_at(hi, HORIZON)
+    return (f"{lo['label']}: {_max_r_text(lo)}; {hi['label']}: r(16 L_tr) = {_fmt(r_hi)}",
+            ok_lo and r_hi >= 2)
+
+
+def _c5(res):
+    fam = _family(res, "same_slope")
+    # slope 1/2^h: the largest slope is the smallest h
+    big, small = fam.iloc[0], fam.iloc[-1]
+    ok_big, r_small = _extrap(big), _r_at(small, HORIZON)
+    return (f"largest slope {big['label']}: {_max_r_text(big)}; smallest slope {small['label']}: "
+            f"r(16 L_tr) = {_fmt(r_small)}", ok_big and r_small >= 2)
+
+
+def _c6(res):
+    t1 = _table(res, "table1")
+    sub = t1[t1["extrapolates"].notna()] if "extrapolates" in t1.columns else t1.iloc[0:0]
+    if sub.empty or "erf" not in sub.columns:
+        raise Missing("Table 1 has no ERF or extrapolation results")
+    predicted = sub["erf"].astype(int) <= sub["l_tr"].astype(int)
+    agree = (predicted == sub["extrapolates"].astype(bool))
+    share = float(agree.mean())
+    wrong = ", ".join(sub.loc[~agree, "label"].astype(str))
+    return (f"{int(agree.sum())}/{len(sub)} models = {share:.0%}" + (f" (mispredicted: {wrong})" if wrong else ""),
+            share >= 0.8)
+
+
+def _c7(res):
+    t2 = _table(res, "table2")
+    if t2.empty:
+        raise Missing("no Table 1 model failed, so nothing was retrained")
+    parts, ok = [], True
+    for _, row in t2.iterrows():
+        e = _extrap(row)
+        ok &= e
+        parts.append(f"{row['label']} (ERF before {int(row['old_erf'])}): {_max_r_text(row)}")
+    return "; ".join(parts), ok
+
+
+def _c8(res):
+    f7 = _table(res, "figure7")
+    sin = f7[f7["pos"] == "sinusoidal"] if "pos" in f7.columns else f7.iloc[0:0]
+    if sin.empty:
+        raise Missing("no Sinusoidal model in Figure 7")
+    default = sin[sin["default_l_tr"].astype(bool)] if "default_l_tr" in sin.columns else sin.iloc[0:0]
+    if default.empty:
+        raise Missing("no Sinusoidal model at the scale's L_tr")
+    r4 = _r_at(default.iloc[0], 4)
+    jumps, ok = [], True
+    for _, row in sin.iterrows():
+        if row.get("jump_ok") is None or (isinstance(row.get("jump_ok"), float) and math.isnan(row["jump_ok"])):
+            raise Missing(f"no gradient curve for {row['label']}")
+        ok &= bool(row["jump_ok"])
+        jumps.append(f"L_tr={int(row['l_tr'])}: peak at position {int(row['jump_abs_pos'])}")
+    return f"r(4 L_tr) = {_fmt(r4)}; " + "; ".join(jumps), r4 >= 2 and ok
+
+
+def _c9(res):
+    row = None
+    if res.get("figure7") is not None and not isinstance(res["figure7"], Exception):
+        f7 = res["figure7"]
+        if "pos" in f7.columns and (f7["pos"] == "rotary").any():
+            row = f7[f7["pos"] == "rotary"].iloc[0]
+    if row is None:
+        row = _row(_table(res, "table3"), "Rotary model", pos="rotary", corpus=res.get("corpus", "prose"))
+    r4 = _r_at(row, 4)
+    return f"Rotary: r(4 L_tr) = {_fmt(r4)}", r4 >= 2
+
+
+def _c10(res):
+    row = _row(_table(res, "table3"), "Sandwich model", pos="sandwich", corpus=res.get("corpus", "prose"))
+    ppl = ex.row_ppl(row)
+    l_tr = int(row["l_tr"])
+    beyond = {L: p for L, p in ppl.items() if L > l_tr}
+    if l_tr not in ppl or not beyond:
+        raise Missing("Sandwich perplexity at L_tr or beyond not measured")
+    e = _extrap(row)
+    L, best = min(beyond.items(), key=lambda kv: kv[1])
+    return (f"{_max_r_text(row)}; lowest ppl beyond L_tr {best:.2f} at L = {L} vs ppl(L_tr) {ppl[l_tr]:.2f} "
+            f"(ratio {best / ppl[l_tr]:.4f})", e and best < ppl[l_tr])
+
+
+def _c11(res):
+    row = _row(_table(res, "figure11"), "Sandwich model", pos="sandwich")
+    s = float(row["share_in_ltr"])
+    return f"Sandwich: {s:.0%} of the cumulative gradient in the last L_tr tokens", 0.3 <= s <= 0.9
+
+
+def _c12(res):
+    fit = res.get("log_fit")
+    if fit is None:
+        raise Missing("log-curve fit not run")
+    if isinstance(fit, Exception):
+        raise Missing(f"log-curve fit failed: {fit}")
+    a, b = float(fit["a"]), float(fit["b"])
+    # 1e-12: a bound given in decimals must not fail on binary rounding (-0.845 + 0.825)
+    ok = abs(a - LOG_FIT_TARGET[0]) <= LOG_FIT_TOL + 1e-12 and abs(b - LOG_FIT_TARGET[1]) <= LOG_FIT_TOL + 1e-12
+    return f"a = {a:.3f}, b = {b:.3f}", ok
+
+
+def _c13(res):
+    curves = res.get("d_bar")
+    if curves is None:
+        raise Missing("d_bar curves not computed")
+    if isinstance(curves, Exception):
+        raise Missing(f"d_bar curves failed: {curves}")
+    d_bars = sorted(curves)
+    if len(d_bars) < 2:
+        raise Missing("fewer than two d_bar values")
+    # margin: bias(smaller d_bar) - bias(larger d_bar) at distances > 0; must be > 0 everywhere
+    worst = None
+    for lo, hi in zip(d_bars, d_bars[1:]):
+        margin = np.asarray(curves[lo])[1:] - np.asarray(curves[hi])[1:]
+        i = int(np.argmin(margin))
+        if worst is None or margin[i] < worst[0]:
+            worst = (float(margin[i]), lo, hi, i + 1)
+    m, lo, hi, dist = worst
+    n = len(curves[d_bars[0]]) - 1
+    return (f"d_bar {', '.join(map(str, d_bars))} over distances 1..{n}: smallest margin {m:.3g} "
+            f"(d_bar {lo} vs {hi} at distance {dist})", m > 0)
+
+
+def _c14(res):
+    t3 = _table(res, "table3")
+    if "code" not in set(t3.get("corpus", [])):
+        raise Missing("code corpus not in Table 3")
+    code = t3[t3["corpus"] == "code"]
+    sand = ex.row_ppl(_row(code, "Sandwich on code", pos="sandwich"))
+    l_tr = int(_row(code, "Sandwich on code", pos="sandwich")["l_tr"])
+    worst, ok = [], True
+    for pos in ("sinusoidal", "rotary", "alibi"):
+        other = ex.row_ppl(_row(code, f"{pos} on code", pos=pos))
+        Ls = [L for L in sand if L > l_tr and L in other]
+        if not Ls:
+            raise Missing(f"no common L_ex > L_tr for Sandwich and {pos}")
+        gaps = {L: other[L] - sand[L] for L in Ls}
+        L = min(gaps, key=gaps.get)
+        ok &= gaps[L] > 0
+        worst.append(f"{ex.POS_TITLES[pos]} - Sandwich >= {gaps[L]:.2f} (L = {L})")
+    return "; ".join(worst), ok
+
+
+def _c15(res):
+    t3 = _table(res, "table3")
+    parts, ok = [], True
+    corpora = list(dict.fromkeys(t3["corpus"])) if "corpus" in t3.columns else []
+    if not corpora:
+        raise Missing("Table 3 is empty")
+    for c in corpora:
+        sub = t3[t3["corpus"] == c]
+        l_tr = int(sub["l_tr"].iloc[0])
+        at = {r["pos"]: ex.row_ppl(r).get(l_tr) for _, r in sub.iterrows()}
+        free = {p: v for p, v in at.items() if p in PARAMETER_FREE and v is not None}
+        learned = {p: v for p, v in at.items() if p in LEARNED and v is not None}
+        if not free or len(learned) < len(LEARNED):
+            raise Missing(f"Table 3 on {c} lacks parameter-free or learnable models")
+        best_free = min(free, key=free.get)
+        this = all(v < free[best_free] for v in learned.values())
+        ok &= this
+        parts.append(f"{c}: " + ", ".join(f"{ex.POS_TITLES[p]} {v:.2f}" for p, v in learned.items())
+                     + f" vs best parameter-free {ex.POS_TITLES[best_free]} {free[best_free]:.2f}")
+    return "; ".join(parts), ok
+
+
+def _c16(res):
+    t3 = _table(res, "table3")
+    corpus = res.get("corpus", "prose")
+    t5 = _row(t3, f"T5 on {corpus}", pos="t5", corpus=corpus)
+    sw = _row(t3, f"Sandwich on {corpus}", pos="sandwich", corpus=corpus)
+    a, b = float(t5["tokens_per_s"]), float(sw["tokens_per_s"])
+    if not (np.isfinite(a) and np.isfinite(b)):
+        raise Missing("training speed not recorded")
+    return f"T5 {a:,.0f} vs Sandwich {b:,.0f} tokens/s ({a / b - 1:+.0%}) on {corpus}", a < b
+
+
+_EX = "r(L) <= 1.10 for every L up to 16 L_tr"
+CLAIMS: tuple[Claim, ...] = (
+    Claim(1, "Windowed attention with a small window extrapolates.",
+          f"the smallest w of the sweep extrapolates: {_EX}", ("table1",), _c1),
+    Claim(2, "Windowed attention with a large window does not extrapolate.",
+          "the largest w of the sweep has r(16 L_tr) >= 2", ("table1",), _c2),
+    Claim(3, "ALiBi itself is not flat beyond L_tr: its perplexity rises.",
+          "ALiBi (Δ = 0): r(L) >= 1.01 for some L > L_tr", ("table1",), _c3),
+    Claim(4, "Shifting ALiBi's slopes: steeper slopes extrapolate, flatter ones blow up.",
+          f"the most negative Δ extrapolates ({_EX}); the largest Δ has r(16 L_tr) >= 2", ("table1",), _c4),
+    Claim(5, "One slope for every head: only large slopes extrapolate.",
+          f"the largest slope extrapolates ({_EX}); the smallest has r(16 L_tr) >= 2", ("table1",), _c5),
+    Claim(6, "An ERF within L_tr predicts extrapolation.",
+          "ERF <= L_tr agrees with 'extrapolates' for at least 80% of the Table 1 models", ("table1",), _c6),
+    Claim(7, "Training on an L_tr that covers the ERF fixes the failures.",
+          f"every failing Table 1 model, retrained with a longer L_tr, extrapolates ({_EX}, same absolute L)",
+          ("table2",), _c7),
+    Claim(8, "Sinusoidal does not extrapolate, and its gradient jumps at the absolute position L_tr.",
+          "r(4 L_tr) >= 2, and the largest normalised gradient outside the most recent few tokens "
+          "sits within 5% of the absolute position L_tr (every L_tr of the sweep)", ("figure7",), _c8),
+    Claim(9, "Rotary does not extrapolate.", "r(4 L_tr) >= 2", ("figure7",), _c9),
+    Claim(10, "Sandwich extrapolates and uses tokens beyond L_tr.",
+          f"{_EX}, and min over L > L_tr of ppl(L) < ppl(L_tr)", ("table3",), _c10),
+    Claim(11, "Sandwich spreads its gradient beyond the last L_tr tokens (the paper: about 60% inside).",
+          "between 30% and 90% of the cumulative gradient on the last L_tr tokens", ("figure11",), _c11),
+    Claim(12, "Sandwich's bias is close to a log curve -0.825 log(1 + k) - 0.8.",
+          "least-squares fit a log(1 + k) + b: |a + 0.825| <= 0.02 and |b + 0.8| <= 0.02", ("log_fit",), _c12),
+    Claim(13, "A larger d_bar makes Sandwich window more strongly.",
+          "a larger d_bar gives a more negative bias at every distance > 0 (every head)", ("d_bar",), _c13),
+    Claim(14, "On code, Sandwich beats the other parameter-free baselines beyond L_tr.",
+          "Sandwich ppl < Sinusoidal, Rotary and ALiBi at every L_ex > L_tr (code corpus)", ("table3",), _c14),
+    Claim(15, "The learnable KERPLE and T5 are better at L_ex = L_tr than the parameter-free schemes.",
+          "KERPLE and T5 ppl(L_tr) < every parameter-free scheme's, on each corpus", ("table3",), _c15),
+    Claim(16, "T5 trains slower than Sandwich.",
+          "T5 tokens/s < Sandwich tokens/s, from the training metrics of the same scale and corpus",
+          ("table3",), _c16),
+)
+BY_ID = {c.id: c for c in CLAIMS}
+
+
+def check(results: dict, ids=None) -> list[dict]:
+    """Evaluate claims ``ids`` (default: all) on ``results`` (a dict of experiment tables:
+    table1, table2, figure7, table3, figure11, log_fit, d_bar; plus ``corpus``)."""
+    rows = []
+    for cid in ids or [c.id for c in CLAIMS]:
+        claim = BY_ID[int(cid)]
+        try:
+            measured, passed = claim.check(results)
+            passed = bool(passed)
+        except Missing as why:
+            measured, passed = f"not run: {why}", None
+        rows.append({"id": claim.id, "statement": claim.statement, "criterion": claim.criterion,
+                     "measured": measured, "passed": passed, "result": _result(passed)})
+    return rows
+
+
+def _result(passed) -> str:
+    return "not run" if passed is None else ("pass" if passed else "fail")
+
+
+# --------------------------------------------------------------------------------------
+# the scoreboard: gather the results, check, store
+# --------------------------------------------------------------------------------------
+def log_fit() -> dict:
+    """The least-squares log-curve fit of the Sandwich bias (Section 7): d_bar = 128, one
+    head with h_c = 8, distances 0..8191 (rflens.analysis)."""
+    from .analysis import sandwich_log_fit
+
+    return sandwich_log_fit()
+
+
+def d_bar_curves(scale) -> dict:
+    """{d_bar: Sandwich bias of one head (h_c = 8) at distances 0 .. 16 L_tr - 1} for the
+    d_bar sweep of the scale (Figure 10). A positive compression ratio only rescales the
+    bias, so one head decides the sign of every difference."""
+    from .analysis import sandwich_by_d_bar
+
+    sc = ex.get_scale(scale)
+    return sandwich_by_d_bar(ex.d_bar_values(sc), compression=8.0, length=HORIZON * sc.train.l_tr)
+
+
+def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress: bool = True) -> dict:
+    """Every experiment table the claims read. With compute=False nothing is trained: a
+    model missing from the run store leaves its experiment "not run". An experiment that
+    fails is kept as its exception, so the claims that need it say why."""
+    res: dict = {"corpus": corpus}
+    steps = {
+        "table1": lambda: ex.table1(scale, corpus, progress=progress, train=compute),
+        "table2": lambda: ex.table2(scale, corpus, t1=res["table1"], progress=progress, train=compute),
+        "figure7": lambda: ex.figure7(scale, corpus, progress=progress, train=compute),
+        "table3": lambda: ex.table3(scale, progress=progress, train=compute),
+        "figure11": lambda: ex.figure11(scale, corpus, progress=progress, train=compute),
+        "log_fit": log_fit,
+        "d_bar": lambda: d_bar_curves(scale),
+    }
+    for key, fn in steps.items():
+        if key == "table2" and not isinstance(res.get("table1"), pd.DataFrame):
+            res[key] = None
+            continue
+        try:
+            res[key] = fn()
+        except Missing:
+            res[key] = None
+        except (UserError, ImportError, FileNotFoundError) as err:  # not run: missing model, module or data
+            res[key] = None if not compute else err
+            print(f"claims: {key} not run: {err}", file=sys.stderr)
+    return res
+
+
+def board_path(scale: str, corpus: str = "prose") -> Path:
+    from . import runs
+
+    root = Path(os.environ.get("RFLENS_RUNS") or runs.RUNS_DIR)
+    return root / (f"scoreboard-{scale}.json" if corpus == "prose" else f"scoreboard-{scale}-{corpus}.json")
+
+
+def _write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2, default=_jsonable)
+    os.replace(tmp, path)
+
+
+def _jsonable(o):
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def scoreboard(scale: str = "tiny", corpus: str = "prose", compute: bool = True, *, progress: bool = True,
+               results: dict | None = None) -> list[dict]:
+    """Check all sixteen claims at ``scale`` and store the board in the run store
+    (``runs/scoreboard-<scale>.json``). ``compute`` trains and measures what is missing;
+    without it, only models already in the run store are used."""
+    results = gather(scale, corpus, compute=compute, progress=progress) if results is None else results
+    board = check(results)
+    _write_json(board_path(scale, corpus), {
+        "scale": scale, "corpus": corpus, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "summary": summary(board), "claims": board})
+    return board
+
+
+def load_scoreboard(scale: str = "tiny", corpus: str = "prose") -> list[dict]:
+    path = board_path(scale, corpus)
+    if not path.exists():
+        raise UserError(f"no scoreboard for scale {scale!r} yet: run `python -m rflens claims --scale {scale}`")
+    return json.loads(path.read_text())["claims"]
+
+
+def summary(board: list[dict]) -> dict:
+    return {k: sum(1 for c in board if c["result"] == k) for k in ("pass", "fail", "not run")}
+
+
+def frame(board: list[dict]) -> pd.DataFrame:
+    """The board as a DataFrame (chapter 9)."""
+    df = pd.DataFrame(board)[["id", "result", "statement", "criterion", "measured"]]
+    return df.rename(columns={"statement": "claim"}).set_index("id")
+
+
+def render_scoreboard(scale: str = "tiny", corpus: str = "prose", board: list[dict] | None = None,
+                      width: int = 110) -> str:
+    """The board as a plain-text table for the terminal."""
+    board = load_scoreboard(scale, corpus) if board is None else board
+    lines = [f"Claims scoreboard, scale {scale}, corpus {corpus} (r(L) = ppl(L)/ppl(L_tr), last-token protocol)",
+             f"{'#':>3}  {'result':<8} claim / measured", "-" * width]
+    indent = " " * 14
+    for c in board:
+        lines.append(f"{c['id']:>3}  {c['result'].upper():<8} " + textwrap.shorten(c["statement"], width - 14))
+        for part in textwrap.wrap(f"criterion: {c['criterion']}", width - 14):
+            lines.append(indent + part)
+        for part in textwrap.wrap(f"measured: {c['measured']}", width - 14):
+            lines.append(indent + part)
+    s = summary(board)
+    lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not run {s['not run']} (of {len(board)})"]
+    return "\n".join(lines)
+
+
+def verdicts(rows: list[dict], scale: str) -> str:
+    """One computed line per claim, for a chapter's prose."""
+    out = []
+    for c in rows:
+        word = {"pass": "holds", "fail": "does NOT hold", "not run": "was not checked"}[c["result"]]
+        out.append(f"Claim {c['id']} ({c['statement'].rstrip('.')}) {word} at the {scale} scale: {c['measured']}.")
+    return "\n".join(out)
+
+
+def cli_claims(args) -> int:
+    board = scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
+    if getattr(args, "json", False):
+        print(json.dumps(board, indent=2, default=_jsonable))
+    else:
+        print(render_scoreboard(args.scale, args.corpus, board=board))
+        print(f"written to {board_path(args.scale, args.corpus)}")
+    return 0

@@ -1,0 +1,286 @@
+"""The scoreboard's fixed criteria, checked on synthetic results (no training).
+
+The claims of Chi et al. (ACL 2023) are tested with r(L) = ppl(L) / ppl(L_tr) and
+"extrapolates" = r(L) <= 1.10 for every L up to 16 L_tr. These tests pin the criteria at
+their boundaries and make sure that missing data is reported as "not run", never as passed.
+"""
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rflens import claims
+from rflens import experiments as ex
+from rflens.errors import UserError
+
+L_TR = 16
+LENGTHS = [L_TR * m for m in (1, 2, 4, 8, 16)]
+
+
+def row(label, ratios, *, family="", value=None, l_tr=L_TR, base=10.0, erf=None, **extra):
+    """A wide-table row whose ppl(L) = base * ratio at each length."""
+    ppl = [base * r for r in ratios]
+    res = {"lengths": [l_tr * m for m in (1, 2, 4, 8, 16)][: len(ppl)], "ppl": ppl,
+           "ci_low": [p * 0.9 for p in ppl], "ci_high": [p * 1.1 for p in ppl]}
+    out = {"family": family, "value": value, "label": label, "l_tr": l_tr, **extra}
+    ex.add_ppl_columns(out, res, l_tr)
+    if erf is not None:
+        out.update(erf=erf, share_in_ltr=0.5, theoretical=None)
+    return out
+
+
+FLAT = [1, 1, 1, 1, 1]
+DOUBLING = [1, 2, 4, 8, 16]
+
+
+def table1(window=((4, FLAT), (64, DOUBLING)), shift=((-3, FLAT), (0, [1, 1.02, 1.05, 1.1, 1.2]), (6, DOUBLING)),
+           same=((0, FLAT), (8, DOUBLING)), erf=None):
+    rows = []
+    for fam, pairs in (("window", window), ("slope_shift", shift), ("same_slope", same)):
+        for v, ratios in pairs:
+            e = erf(fam, v) if erf else (8 if ratios is FLAT else 100)
+            rows.append(row(ex.FAMILIES[fam][2](v), ratios, family=fam, value=v, erf=e, pos=ex.FAMILIES[fam][0]))
+    return pd.DataFrame(rows)
+
+
+def by_id(rows):
+    return {r["id"]: r for r in rows}
+
+
+# ----------------------------------------------------------------------------- criterion
+def test_flat_curve_extrapolates_and_doubling_does_not():
+    assert ex.extrapolates(dict(zip(LENGTHS, [10.0] * 5)), L_TR) is True
+    assert ex.extrapolates(dict(zip(LENGTHS, [10.0 * r for r in DOUBLING])), L_TR) is False
+
+
+@pytest.mark.parametrize("r, expected", [(1.10, True), (1.1001, False), (0.5, True)])
+def test_extrapolation_limit_is_inclusive_at_1_10(r, expected):
+    ppl = {16: 10.0, 32: 10.0, 64: 10.0 * r, 128: 10.0, 256: 10.0}
+    assert ex.extrapolates(ppl, 16) is expected
+
+
+def test_lengths_beyond_16_l_tr_are_ignored_and_shorter_ones_too():
+    ppl = {8: 50.0, 16: 10.0, 32: 10.0, 256: 10.5, 512: 100.0}
+    assert ex.extrapolates(ppl, 16) is True
+
+
+def test_missing_reference_or_no_longer_length_is_unknown():
+    assert ex.extrapolates({32: 10.0, 64: 10.0}, 16) is None
+    assert ex.extrapolates({16: 10.0}, 16) is None
+
+
+def test_a_diverged_model_fails():
+    assert ex.extrapolates({16: 10.0, 32: math.inf}, 16) is False
+    assert ex.extrapolates({16: 10.0, 32: math.nan}, 16) is False
+
+
+# ----------------------------------------------------------------------------- not run
+def test_no_results_means_every_claim_not_run():
+    board = claims.check({})
+    assert len(board) == 16 and [c["id"] for c in board] == list(range(1, 17))
+    assert all(c["passed"] is None and c["result"] == "not run" for c in board)
+    assert all(c["measured"].startswith("not run") for c in board)
+
+
+def test_a_failed_experiment_is_not_run_with_its_reason():
+    board = by_id(claims.check({"table1": UserError("no stored model")}, [1]))
+    assert board[1]["passed"] is None and "no stored model" in board[1]["measured"]
+
+
+def test_missing_length_is_not_run_not_passed():
+    t1 = table1()
+    t1 = t1.drop(columns=[c for c in t1.columns if c.endswith(f"@{16 * L_TR}")])
+    board = by_id(claims.check({"table1": t1}, [2, 4, 5]))
+    assert all(board[i]["passed"] is None for i in (2, 4, 5))
+
+
+# ----------------------------------------------------------------------------- table 1 claims
+def test_table1_claims_pass_on_the_papers_pattern():
+    board = by_id(claims.check({"table1": table1()}, [1, 2, 3, 4, 5, 6]))
+    assert all(board[i]["passed"] is True for i in range(1, 7)), board
+
+
+def test_table1_claims_fail_on_the_opposite_pattern():
+    t1 = table1(window=((4, DOUBLING), (64, FLAT)), shift=((-3, DOUBLING), (0, FLAT), (6, FLAT)),
+                same=((0, DOUBLING), (8, FLAT)), erf=lambda f, v: 8)
+    board = by_id(claims.check({"table1": t1}, [1, 2, 3, 4, 5, 6]))
+    assert all(board[i]["passed"] is False for i in range(1, 7)), board
+
+
+@pytest.mark.parametrize("r16, expected", [(2.0, True), (1.99, False)])
+def test_claim2_boundary_at_r_equal_2(r16, expected):
+    t1 = table1(window=((4, FLAT), (64, [1, 1, 1, 1, r16])))
+    assert by_id(claims.check({"table1": t1}, [2]))[2]["passed"] is expected
+
+
+@pytest.mark.parametrize("r, expected", [(1.01, True), (1.009, False)])
+def test_claim3_boundary(r, expected):
+    t1 = table1(shift=((-3, FLAT), (0, [1, r, 1, 1, 1]), (6, DOUBLING)))
+    assert by_id(claims.check({"table1": t1}, [3]))[3]["passed"] is expected
+
+
+def test_claim3_falls_back_to_the_table3_alibi_model():
+    t1 = table1(shift=((-3, FLAT), (6, DOUBLING)))
+    t3 = pd.DataFrame([row("ALiBi", [1, 1.2, 1.3, 1.4, 1.5], pos="alibi", corpus="prose")])
+    assert by_id(claims.check({"table1": t1, "table3": t3, "corpus": "prose"}, [3]))[3]["passed"] is True
+    assert by_id(claims.check({"table1": t1}, [3]))[3]["passed"] is None
+
+
+@pytest.mark.parametrize("n_wrong, expected", [(1, True), (2, False)])
+def test_claim6_needs_80_percent_agreement(n_wrong, expected):
+    t1 = table1(window=((4, FLAT), (64, DOUBLING)), shift=((-3, FLAT), (6, DOUBLING)), same=((0, FLAT),))
+    assert len(t1) == 5
+    wrong = t1.index[:n_wrong]
+    t1.loc[wrong, "erf"] = np.where(t1.loc[wrong, "extrapolates"], 1000, 1)  # flip the prediction
+    assert by_id(claims.check({"table1": t1}, [6]))[6]["passed"] is expected
+
+
+def test_claim7_not_run_when_nothing_failed_and_judged_otherwise():
+    empty = pd.DataFrame(columns=["family", "label"])
+    assert by_id(claims.check({"table2": empty}, [7]))[7]["passed"] is None
+    ok = pd.DataFrame([row("w=64, L_tr=64", FLAT, family="window", value=64, old_erf=100)])
+    bad = pd.DataFrame([row("w=64, L_tr=64", DOUBLING, family="window", value=64, old_erf=100)])
+    assert by_id(claims.check({"table2": ok}, [7]))[7]["passed"] is True
+    assert by_id(claims.check({"table2": bad}, [7]))[7]["passed"] is False
+
+
+# ----------------------------------------------------------------------------- figure 7
+def spike_at(abs_pos, length=64, recent=0.5):
+    g = np.full(length, 0.001)
+    g[0] = recent  # index 0 = most recent token, always large
+    g[length - 1 - abs_pos] = 0.2  # index from the most recent = L - 1 - abs_pos
+    return g / g.sum()
+
+
+def test_gradient_jump_maps_indices_to_absolute_positions():
+    j = ex.gradient_jump(spike_at(16), l_tr=16)
+    assert j["jump_abs_pos"] == 16 and j["jump_index"] == 64 - 1 - 16 and j["jump_ok"] is True
+    assert ex.gradient_jump(spike_at(30), l_tr=16)["jump_ok"] is False
+    # the 1-based reading of "the L_tr-th token" (0-based L_tr - 1) is inside the window
+    assert ex.gradient_jump(spike_at(15), l_tr=16)["jump_ok"] is True
+    # 5% of L_tr = 25.6 positions at L_tr = 512
+    assert ex.gradient_jump(spike_at(512 + 25, length=2048), l_tr=512)["jump_ok"] is True
+    assert ex.gradient_jump(spike_at(512 + 26, length=2048), l_tr=512)["jump_ok"] is False
+
+
+def test_gradient_jump_skips_the_most_recent_few_tokens():
+    g = spike_at(16)
+    g[2] = 0.9  # a large gradient 2 tokens back is local context, not the jump
+    assert ex.few_recent(64) == 4 and ex.few_recent(1000) == 20
+    assert ex.gradient_jump(g / g.sum(), 16)["jump_abs_pos"] == 16
+
+
+def f7_table(sin_ratios=(1, 2, 3, 4, 5), jump_ok=(True, True), rot_ratios=(1, 2, 3, 4, 5)):
+    rows = []
+    for l_tr, ok in zip((8, 16), jump_ok):
+        rows.append(row(f"Sinusoidal, L_tr={l_tr}", list(sin_ratios), l_tr=l_tr, pos="sinusoidal",
+                        default_l_tr=l_tr == 16, jump_ok=ok, jump_abs_pos=l_tr if ok else 3))
+    rows.append(row("Rotary", list(rot_ratios), pos="rotary", default_l_tr=True))
+    return pd.DataFrame(rows)
+
+
+def test_claims8_and_9():
+    assert all(c["passed"] for c in claims.check({"figure7": f7_table()}, [8, 9]))
+    assert by_id(claims.check({"figure7": f7_table(jump_ok=(True, False))}, [8]))[8]["passed"] is False
+    assert by_id(claims.check({"figure7": f7_table(sin_ratios=(1, 1.5, 1.99, 3, 4))}, [8]))[8]["passed"] is False
+    assert by_id(claims.check({"figure7": f7_table(rot_ratios=(1, 1, 1, 1, 1))}, [9]))[9]["passed"] is False
+
+
+# ----------------------------------------------------------------------------- table 3, figure 11
+def t3_table(code_sandwich=(1, 0.95, 0.97, 1.0, 1.05), t5_speed=900.0, learned_base=9.0):
+    rows = []
+    for corpus in ("prose", "code"):
+        for pos in ("sinusoidal", "rotary", "alibi", "sandwich", "smoothed", "kerple_log", "t5"):
+            ratios = {"sinusoidal": DOUBLING, "rotary": DOUBLING, "alibi": [1, 1.05, 1.08, 1.1, 1.1]}.get(pos, FLAT)
+            if pos == "sandwich":
+                ratios = list(code_sandwich)
+            base = learned_base if pos in ("kerple_log", "t5") else 10.0
+            rows.append(row(ex.POS_TITLES[pos], ratios, base=base, pos=pos, corpus=corpus,
+                            tokens_per_s=t5_speed if pos == "t5" else 1000.0))
+    return pd.DataFrame(rows)
+
+
+def test_table3_claims_pass_and_fail():
+    board = by_id(claims.check({"table3": t3_table(), "corpus": "prose"}, [10, 14, 15, 16]))
+    assert all(board[i]["passed"] is True for i in (10, 14, 15, 16)), board
+    # a Sandwich curve that never goes below ppl(L_tr) does not "use distant tokens"
+    assert by_id(claims.check({"table3": t3_table(code_sandwich=FLAT)}, [10]))[10]["passed"] is False
+    # on code, Sandwich worse than ALiBi at 16 L_tr
+    worse = t3_table(code_sandwich=(1, 0.95, 0.97, 1.0, 1.2))
+    assert by_id(claims.check({"table3": worse}, [14]))[14]["passed"] is False
+    assert by_id(claims.check({"table3": t3_table(learned_base=10.5)}, [15]))[15]["passed"] is False
+    assert by_id(claims.check({"table3": t3_table(t5_speed=1000.0)}, [16]))[16]["passed"] is False
+
+
+def test_claim14_not_run_without_the_code_corpus():
+    t3 = t3_table()
+    assert by_id(claims.check({"table3": t3[t3.corpus == "prose"]}, [14]))[14]["passed"] is None
+
+
+def test_claim16_not_run_without_speeds():
+    t3 = t3_table()
+    t3["tokens_per_s"] = math.nan
+    assert by_id(claims.check({"table3": t3}, [16]))[16]["passed"] is None
+
+
+@pytest.mark.parametrize("share, expected", [(0.3, True), (0.9, True), (0.6, True), (0.29, False), (0.91, False)])
+def test_claim11_window(share, expected):
+    f11 = pd.DataFrame([{"label": "Sandwich", "pos": "sandwich", "share_in_ltr": share, "erf": 50, "l_tr": 16}])
+    assert by_id(claims.check({"figure11": f11}, [11]))[11]["passed"] is expected
+
+
+# ----------------------------------------------------------------------------- biases
+@pytest.mark.parametrize("a, b, expected", [(-0.832, -0.794, True), (-0.845, -0.8, True), (-0.846, -0.8, False),
+                                            (-0.825, -0.779, False), (-1.02, 0.0, False)])
+def test_claim12_tolerance(a, b, expected):
+    assert by_id(claims.check({"log_fit": {"a": a, "b": b}}, [12]))[12]["passed"] is expected
+
+
+def test_claim12_on_the_real_fit():
+    fit = claims.log_fit()
+    assert abs(fit["a"] + 0.832) < 0.005 and abs(fit["b"] + 0.794) < 0.005
+    assert by_id(claims.check({"log_fit": fit}, [12]))[12]["passed"] is True
+
+
+def test_claim13_needs_strictly_more_negative_at_every_distance():
+    k = np.arange(10.0)
+    good = {32: -0.1 * k, 64: -0.2 * k}
+    tie = {32: -0.1 * k, 64: np.where(k == 5, -0.5, -0.2 * k)}
+    assert by_id(claims.check({"d_bar": good}, [13]))[13]["passed"] is True
+    assert by_id(claims.check({"d_bar": tie}, [13]))[13]["passed"] is False
+    assert by_id(claims.check({"d_bar": claims.d_bar_curves("smoke")}, [13]))[13]["passed"] is True
+
+
+# ----------------------------------------------------------------------------- store, rendering, CLI
+def results_fixture():
+    return {"corpus": "prose", "table1": table1(), "table3": t3_table(), "log_fit": {"a": -0.83, "b": -0.79}}
+
+
+def test_scoreboard_is_written_atomically_and_rendered(tmp_path, monkeypatch):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path))
+    with pytest.raises(UserError, match="rflens claims --scale smoke"):
+        claims.render_scoreboard("smoke")
+    board = claims.scoreboard("smoke", results=results_fixture())
+    path = tmp_path / "scoreboard-smoke.json"
+    stored = json.loads(path.read_text())
+    assert stored["claims"] == json.loads(json.dumps(board)) and stored["scale"] == "smoke"
+    assert stored["summary"]["not run"] == sum(c["passed"] is None for c in board) > 0
+    assert not list(tmp_path.glob("*.tmp"))
+    text = claims.render_scoreboard("smoke")
+    assert "NOT RUN" in text and "PASS" in text and text.count("\n") > 16
+    frame = claims.frame(board)
+    assert list(frame.index) == list(range(1, 17)) and set(frame["result"]) <= {"pass", "fail", "not run"}
+
+
+def test_cli_claims_prints_the_board(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path))
+    monkeypatch.setattr(claims, "gather", lambda *a, **k: results_fixture())
+    assert claims.cli_claims(SimpleNamespace(scale="smoke", corpus="prose", json=False)) == 0
+    out = capsys.readouterr().out
+    assert "Claims scoreboard" in out and "passed" in out
+    assert claims.cli_claims(SimpleNamespace(scale="smoke", corpus="prose", json=True)) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 16

@@ -1,0 +1,219 @@
+"""The paper's experiments as tables, and the figures built from them.
+
+Fast tests use synthetic tables; the slow ones train a handful of smoke-scale models in a
+temporary run store (Table 1, Figure 7, Table 3 and the protocols of Chi et al., ACL 2023)
+and check that a second call is served from the store.
+"""
+
+import dataclasses
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rflens import claims, scales
+from rflens import experiments as ex
+from rflens.figures import results as fr
+
+LENGTHS = [16, 32, 64, 128, 256]
+
+
+def wide(label, ppl, *, l_tr=16, **extra):
+    out = {"label": label, "l_tr": l_tr, **extra}
+    return ex.add_ppl_columns(out, {"lengths": LENGTHS, "ppl": ppl, "ci_low": [p - 1 for p in ppl],
+                                    "ci_high": [p + 1 for p in ppl]}, l_tr)
+
+
+def synthetic_t1():
+    rows = [wide("Δ=-3", [10, 10, 10, 10, 10], family="slope_shift", value=-3),
+            wide("Δ=6", [10, 20, 40, 80, 160], family="slope_shift", value=6),
+            wide("h=0", [12, 12, 12, 12, 12], family="same_slope", value=0),
+            wide("w=4", [15, 15, 15, 15, 15], family="window", value=4),
+            wide("w=16", [10, 11, 30, 60, 90], family="window", value=16)]
+    for r, erf in zip(rows, (10, 60, 5, 7, 50)):
+        r.update(erf=erf, share_in_ltr=0.9, theoretical=None, pos="alibi")
+    return pd.DataFrame(rows)
+
+
+def synthetic_curves(labels=("a", "b", "c"), length=64):
+    out = {}
+    for i, lab in enumerate(labels):
+        g = np.exp(-np.arange(length) / (3 + 5 * i))
+        g /= g.sum()
+        out[lab] = {"normalized": g.tolist(), "cumulative": np.cumsum(g).tolist(), "erf": 10 + i, "l_tr": 16,
+                    "threshold": 0.99, "share_in_ltr": 0.9, "theoretical": 8 if i == 0 else None, "length": length}
+    return out
+
+
+# ----------------------------------------------------------------------------- table helpers
+def test_ratio_columns_and_lengths_round_trip():
+    t1 = synthetic_t1()
+    assert ex.lengths_of(t1) == LENGTHS and ex.lengths_of(t1, "r") == LENGTHS
+    assert t1.loc[1, "r@256"] == 16 and t1.loc[1, "max_r"] == 16 and t1.loc[0, "extrapolates"]
+    assert list(t1["extrapolates"]) == [True, False, True, True, False]
+    long = ex.long_form(t1)
+    assert len(long) == len(t1) * len(LENGTHS) and {"l_ex", "ppl", "r", "ci_low"} <= set(long.columns)
+    view = ex.display_table(t1, "r", extra=["extrapolates"])
+    assert list(view.columns) == [str(L) for L in LENGTHS] + ["extrapolates"]
+
+
+def test_ints_from_sweeps_become_the_settings_types():
+    spec = ex.make_spec("Δ=0", "alibi", slope_shift=np.int64(0), window=np.float64(8.0))
+    s = spec.settings
+    assert type(s["slope_shift"]) is float and type(s["window"]) is int
+    # so that the run key of Table 1's Delta = 0 equals the default ALiBi's (same JSON)
+    assert json.dumps(s["slope_shift"]) == "0.0"
+
+
+def test_table2_plan_retrains_only_listed_failures():
+    sc = dataclasses.replace(scales.get("smoke"), sweeps={"table2": [
+        {"pos": "window", "window": 16, "l_tr": 64, "batch_size": 2},
+        {"pos": "alibi", "slope_shift": 6, "l_tr_mult": 4},
+        {"pos": "alibi", "slope_shift": -3, "l_tr": 64},  # extrapolates already: skipped
+        {"pos": "window", "window": 99, "l_tr": 64},  # not in this Table 1
+    ]})
+    plan = ex._table2_plan(sc, synthetic_t1())
+    assert [(old["label"], over) for old, over in plan] == [
+        ("w=16", {"l_tr": 64, "batch_size": 2}), ("Δ=6", {"l_tr": 64})]
+
+
+def test_protocol_verdict_reads_the_early_token_curse():
+    rows = []
+    for proto, ppl in (("last_token", 10.0), ("non_overlapping", 12.0), ("sliding", 10.5)):
+        rows.append({"label": "ALiBi", "protocol": proto, "l_tr": 16, "l_ex": 16, "ppl": ppl})
+    text = ex.protocol_verdict(pd.DataFrame(rows))
+    assert "+20%" in text and "curse shows" in text
+
+
+# ----------------------------------------------------------------------------- figures
+def _menus_use_title_text(fig):
+    for menu in list(fig.layout.updatemenus) + list(fig.layout.sliders):
+        items = menu.buttons if hasattr(menu, "buttons") and menu.buttons else menu.steps
+        for item in items:
+            layout_args = item.args[1] if len(item.args) > 1 else {}
+            assert "title" not in layout_args, "a bare 'title' erases the title in plotly.js >= 3"
+            assert "title.text" in layout_args
+            assert len(item.args[0]["visible"]) == len(fig.data)
+
+
+def test_ppl_curves_has_one_menu_entry_per_family():
+    fig = fr.ppl_curves(synthetic_t1())
+    assert len(fig.data) == 5
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == [ex.FAMILY_TITLES[f] for f in
+                                                                   ("slope_shift", "same_slope", "window")]
+    assert sum(bool(t.visible) for t in fig.data) == 2  # the first family only
+    _menus_use_title_text(fig)
+
+
+def test_ratio_heatmap_and_table2_figure():
+    t1 = synthetic_t1()
+    fig = fr.ratio_heatmap(t1)
+    assert len(fig.data) == 2 and fig.data[0].z.shape == (5, 5)
+    _menus_use_title_text(fig)
+    t2 = pd.DataFrame([wide("w=16, L_tr=64", [11, 10, 10, 10, 10], l_tr=64, family="window", value=16)])
+    fig = fr.table2_figure(t1, t2)
+    assert len(fig.data) == 2 and fig.data[1].line.dash == "dash"
+
+
+def test_erf_explorer_switches_models_and_marks_l_tr_and_erf():
+    curves = synthetic_curves()
+    fig = fr.erf_explorer(curves)
+    assert len(fig.data) == 6  # normalised + cumulative per model
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["a", "b", "c", "all (cumulative)"]
+    _menus_use_title_text(fig)
+    shapes = buttons[1].args[1]["shapes"]
+    assert {s["x0"] for s in shapes if s.get("xref") == "x"} >= {16, 11}  # L_tr and ERF of "b"
+    assert any(s["label"]["text"].startswith("R·w") for s in buttons[0].args[1]["shapes"])
+
+
+def test_gradient_jump_table3_and_protocol_figures():
+    curves = synthetic_curves(("Sinusoidal, L_tr=8", "Sinusoidal, L_tr=16"))
+    f7 = pd.DataFrame([{"label": lab, "l_tr": l_tr, **ex.gradient_jump(curves[lab]["normalized"], l_tr)}
+                       for lab, l_tr in zip(curves, (8, 16))])
+    fig = fr.gradient_jump(curves, f7)
+    assert len(fig.data) == 4 and len(fig.layout.updatemenus[0].buttons) == 2
+    _menus_use_title_text(fig)
+
+    t3 = pd.DataFrame([wide(p, [10, 10, 11, 12, 13], pos=p, corpus=c, learnable=p == "t5", tokens_per_s=1000.0)
+                       for c in ("prose", "code") for p in ("alibi", "sandwich", "t5")])
+    fig = fr.table3_figure(t3)
+    assert len(fig.data) == 2 * (3 + 1) and [b.label for b in fig.layout.updatemenus[0].buttons] == ["prose", "code"]
+    _menus_use_title_text(fig)
+
+    pr = pd.DataFrame([{"label": m, "protocol": p, "l_tr": 16, "l_ex": L, "ppl": 10.0, "ci_low": 9.0, "ci_high": 11.0}
+                       for m in ("ALiBi", "Sandwich") for p in ex.PROTOCOLS for L in LENGTHS])
+    fig = fr.protocol_figure(pr)
+    assert len(fig.data) == 6 and len(fig.layout.updatemenus[0].buttons) == 2
+    _menus_use_title_text(fig)
+
+
+def test_erf_widget_recomputes_the_erf_with_the_threshold():
+    from rflens.widgets.results import erf_explorer, erf_table
+
+    curves = synthetic_curves()
+    assert erf_table(curves, ["a"], 0.5)[0]["erf"] < erf_table(curves, ["a"], 0.99)[0]["erf"]
+    box = erf_explorer(curves, selected=["a", "b"])
+    slider = box.children[0].children[1].children[0]
+    before = box.children[2].value
+    slider.value = 0.6
+    assert box.children[2].value != before
+    assert len(box.children[1].data) == 4
+    assert "ERF explorer" in repr(box)
+
+
+# ----------------------------------------------------------------------------- smoke scale, real models
+@pytest.fixture(scope="module")
+def smoke_store(tmp_path_factory):
+    """A smoke preset with one point per sweep, a fresh run store and data folder."""
+    root = tmp_path_factory.mktemp("store")
+    base = scales.get("smoke")
+    small = dataclasses.replace(base, sweeps={
+        **base.sweeps, "slope_shift": [0], "same_slope": [], "window": [4], "sinusoidal_l_tr": [16],
+        "table3_pos": ["alibi"], "corpora": ["prose"]})
+    real_get = scales.get
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RFLENS_RUNS", str(root / "runs"))
+        mp.setenv("RFLENS_DATA", str(root / "data"))
+        mp.setattr(scales, "get", lambda name: small if name == "smoke" else real_get(name))
+        ex._RUNS.clear()
+        yield root
+        ex._RUNS.clear()
+
+
+@pytest.mark.slow
+def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
+    t1 = ex.table1("smoke", progress=False)
+    assert list(t1["label"]) == ["Δ=0", "w=4"]
+    assert ex.lengths_of(t1) == [16, 32, 64, 128, 256]
+    assert t1["erf"].between(1, 64).all() and (t1["r@16"] == 1).all()
+    assert t1.loc[t1.label == "w=4", "theoretical"].item() == 8  # R * w = 2 * 4
+
+    t3 = ex.table3("smoke", progress=False)
+    # ALiBi with Delta = 0 is one model: the Table 1 row and the Table 3 entry share the run
+    assert t3["run_key"].item() == t1.loc[t1.label == "Δ=0", "run_key"].item()
+    assert np.isfinite(t3["tokens_per_s"].item())
+
+    f7 = ex.figure7("smoke", progress=False)
+    assert list(f7["pos"]) == ["sinusoidal", "rotary"] and f7["default_l_tr"].all()
+    assert (f7["erf_length"] == 64).all() and f7["jump_abs_pos"].notna().all()
+
+    pr = ex.protocols("smoke", positions=("alibi",), progress=False)
+    assert set(pr["protocol"]) == set(ex.PROTOCOLS) and len(pr) == 3 * 5
+
+    n_runs = len(list((smoke_store / "runs").glob("*/manifest.json")))
+    assert n_runs == 4  # Δ=0 (= ALiBi), w=4, Sinusoidal, Rotary
+
+    ex._RUNS.clear()
+    start = time.perf_counter()
+    again = ex.table1("smoke", progress=False)
+    assert time.perf_counter() - start < 10
+    pd.testing.assert_frame_equal(again, t1)
+
+    # nothing is trained without compute: Figure 11's models are missing, so its claim is "not run"
+    board = {c["id"]: c for c in claims.scoreboard("smoke", compute=False, progress=False)}
+    assert len(list((smoke_store / "runs").glob("*/manifest.json"))) == n_runs
+    assert board[11]["passed"] is None and board[1]["passed"] is not None
+    assert (smoke_store / "runs" / "scoreboard-smoke.json").is_file()
