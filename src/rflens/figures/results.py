@@ -1,0 +1,284 @@
+"""Figures of the experiments' results (Chi et al., ACL 2023, Tables 1-3, Figures 5, 7, 11).
+
+Each builder takes the tables of :mod:`rflens.experiments` (or its receptive-field curves)
+and returns a plotly figure whose interaction lives in the figure itself: dropdown menus
+(``layout.updatemenus``) or sliders switch between precomputed traces, so the static HTML
+book needs no kernel. Menu arguments set ``title.text``, never ``title`` (plotly.js >= 3
+erases the whole title for a bare ``title``).
+
+- :func:`ppl_curves`      perplexity against L_ex, one menu entry per family of models
+- :func:`ratio_heatmap`   the r(L) = ppl(L) / ppl(L_tr) table as a heat map (menu: r or ppl)
+- :func:`erf_explorer`    normalised gradient and cumulative curves, L_tr, ERF and threshold
+- :func:`gradient_jump`   Figure 7: normalised gradient against absolute position
+- :func:`table3_figure`   Table 3 by corpus: perplexity curves and training speed
+- :func:`protocol_figure` the three evaluation protocols on the same models
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from .. import experiments as ex
+
+TEMPLATE = "plotly_white"
+HEIGHT = 460
+COLORS = qualitative.Plotly + qualitative.D3
+
+
+def _color(i: int) -> str:
+    return COLORS[i % len(COLORS)]
+
+
+def _menu(buttons: list[dict], active: int = 0, x: float = 0.0, y: float = 1.18) -> dict:
+    return {"buttons": buttons, "active": active, "direction": "down", "showactive": True,
+            "x": x, "xanchor": "left", "y": y, "yanchor": "top"}
+
+
+def _button(label: str, visible: list[bool], title: str, extra: dict | None = None) -> dict:
+    return {"label": label, "method": "update", "args": [{"visible": visible}, {"title.text": title, **(extra or {})}]}
+
+
+def _vline(x: float, text: str, color: str = "gray", dash: str = "dash", yref: str = "paper", xref: str = "x",
+           y0: float = 0, y1: float = 1) -> dict:
+    return {"type": "line", "x0": x, "x1": x, "y0": y0, "y1": y1, "xref": xref, "yref": yref,
+            "line": {"color": color, "dash": dash, "width": 1.5},
+            "label": {"text": text, "textposition": "end", "font": {"size": 11, "color": color}}}
+
+
+def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: str = "y") -> dict:
+    return {"type": "line", "x0": 0, "x1": 1, "y0": y, "y1": y, "xref": xref, "yref": yref,
+            "line": {"color": color, "dash": "dot", "width": 1.5},
+            "label": {"text": text, "textposition": "start", "font": {"size": 11, "color": color}}}
+
+
+def _log2_axis(lengths) -> dict:
+    return {"type": "log", "tickvals": list(lengths), "ticktext": [str(L) for L in lengths]}
+
+
+def _curve_trace(row, lengths, name, color, visible=True, dash=None) -> go.Scatter:
+    y = [row.get(f"ppl@{L}") for L in lengths]
+    lo = [row.get(f"ci_low@{L}") for L in lengths]
+    hi = [row.get(f"ci_high@{L}") for L in lengths]
+    err = None
+    if all(v is not None and np.isfinite(float(v)) for v in lo + hi + y):
+        err = {"type": "data", "array": [h - v for h, v in zip(hi, y)],
+               "arrayminus": [v - lo_ for v, lo_ in zip(y, lo)], "visible": True, "thickness": 1}
+    return go.Scatter(x=list(lengths), y=y, mode="lines+markers", name=name, visible=visible, error_y=err,
+                      line={"color": color, "dash": dash}, hovertemplate="L_ex=%{x}<br>ppl=%{y:.2f}<extra>" + name + "</extra>")
+
+
+# --------------------------------------------------------------------------------------
+def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None = None,
+               title: str = "Last-token perplexity against L_ex", dash_col: str | None = None) -> go.Figure:
+    """Perplexity (with its confidence interval) against L_ex, one line per model; a
+    dropdown shows one ``group`` (e.g. Table 1's family) at a time. A dashed line marks L_tr."""
+    titles = titles or ex.FAMILY_TITLES
+    lengths = ex.lengths_of(df)
+    groups = list(dict.fromkeys(df[group]))
+    fig = go.Figure()
+    owner = []
+    for gi, g in enumerate(groups):
+        sub = df[df[group] == g]
+        for i, (_, row) in enumerate(sub.iterrows()):
+            dash = "dash" if dash_col and bool(row.get(dash_col)) else None
+            fig.add_trace(_curve_trace(row, lengths, str(row["label"]), _color(i), visible=gi == 0, dash=dash))
+            owner.append(gi)
+    shapes = {g: [_vline(float(x), f"L_tr={int(x)}") for x in sorted(set(df[df[group] == g]["l_tr"]))] for g in groups}
+    buttons = [_button(titles.get(g, str(g)), [o == gi for o in owner], f"{title}: {titles.get(g, g)}",
+                       {"shapes": shapes[g]}) for gi, g in enumerate(groups)]
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": f"{title}: {titles.get(groups[0], groups[0])}"},
+                      xaxis={"title": {"text": "L_ex (tokens of context)"}, **_log2_axis(lengths)},
+                      yaxis={"title": {"text": "perplexity"}, "type": "log"},
+                      shapes=shapes[groups[0]], updatemenus=[_menu(buttons)], margin={"t": 110})
+    return fig
+
+
+def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)", limit: float = ex.EXTRAPOLATION_TOLERANCE) -> go.Figure:
+    """The r(L) table as a heat map (rows: models, columns: L_ex / L_tr); cells above the
+    1.10 limit turn red. A dropdown switches to the raw perplexities."""
+    lengths = ex.lengths_of(df)
+    l_tr = int(df["l_tr"].iloc[0])
+    cols = [f"{L // l_tr}×L_tr" if L % l_tr == 0 else str(L) for L in lengths]
+    labels = [str(x) for x in df["label"]]
+    r = np.array([[row.get(f"r@{L}", math.nan) for L in lengths] for _, row in df.iterrows()], dtype=float)
+    p = np.array([[row.get(f"ppl@{L}", math.nan) for L in lengths] for _, row in df.iterrows()], dtype=float)
+    # colour on log r, clipped at r = 4: 1.0 white-ish, the 1.10 limit green to orange, >= 2 dark red
+    z = np.log2(np.clip(np.nan_to_num(r, nan=1.0, posinf=4.0), 0.5, 4.0))
+    lim = math.log2(limit)
+    scale = [[0.0, "#2b83ba"], [(1.0 + 0) / 3, "#f7f7f7"], [(1.0 + lim) / 3, "#a6d96a"],
+             [(1.0 + lim) / 3 + 1e-6, "#fdae61"], [1.0, "#b2182b"]]
+    heat_r = go.Heatmap(z=z, x=cols, y=labels, text=np.vectorize(lambda v: "inf" if not np.isfinite(v) else f"{v:.2f}")(r),
+                        texttemplate="%{text}", zmin=-1, zmax=2, colorscale=scale, showscale=False,
+                        hovertemplate="%{y}, L_ex=%{x}: r=%{text}<extra></extra>", name="r(L)")
+    heat_p = go.Heatmap(z=np.log(p), x=cols, y=labels, text=np.vectorize(lambda v: f"{v:.1f}")(p),
+                        texttemplate="%{text}", colorscale="Viridis", showscale=False, visible=False,
+                        hovertemplate="%{y}, L_ex=%{x}: ppl=%{text}<extra></extra>", name="ppl")
+    fig = go.Figure([heat_r, heat_p])
+    buttons = [_button("r(L)", [True, False], f"{title} (green: <= {limit}, red: above)"),
+               _button("perplexity", [False, True], "Last-token perplexity")]
+    fig.update_layout(template=TEMPLATE, height=max(300, 60 + 34 * len(labels)),
+                      title={"text": f"{title} (green: <= {limit}, red: above)"},
+                      yaxis={"autorange": "reversed"}, xaxis={"title": {"text": "L_ex"}, "side": "bottom"},
+                      updatemenus=[_menu(buttons, y=1.25)], margin={"t": 110})
+    return fig
+
+
+def erf_explorer(curves: dict[str, dict], *, title: str = "Receptive field", log_x: bool = True) -> go.Figure:
+    """Normalised gradient (top) and cumulative curve (bottom) against "tokens back" k from
+    the predicted token, with L_tr, the ERF and the threshold marked; a dropdown selects
+    the model, and a last entry overlays every model's cumulative curve."""
+    labels = list(curves)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("normalised gradient", "cumulative (from the most recent token)"))
+    owner = []
+    for i, lab in enumerate(labels):
+        rf = curves[lab]
+        k = np.arange(1, len(rf["normalized"]) + 1)
+        fig.add_trace(go.Scatter(x=k, y=np.asarray(rf["normalized"], dtype=np.float32), name=lab, mode="lines",
+                                 line={"color": _color(i)}, visible=i == 0, legendgroup=lab,
+                                 hovertemplate="k=%{x}: %{y:.4f}<extra>" + lab + "</extra>"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=k, y=np.asarray(rf["cumulative"], dtype=np.float32), name=lab, mode="lines",
+                                 line={"color": _color(i)}, visible=i == 0, legendgroup=lab, showlegend=False,
+                                 hovertemplate="k=%{x}: %{y:.4f}<extra>" + lab + "</extra>"), row=2, col=1)
+        owner += [i, i]
+
+    def shapes(rf) -> list[dict]:
+        out = [_vline(rf["l_tr"], f"L_tr={rf['l_tr']}", "black", "dash"),
+               _vline(rf["erf"], f"ERF={rf['erf']}", "firebrick", "solid"),
+               _hline(rf["threshold"], f"threshold {rf['threshold']:g}", "gray", yref="y2")]
+        if rf.get("theoretical"):
+            out.append(_vline(rf["theoretical"], f"R·w={rf['theoretical']}", "seagreen", "dot"))
+        return out
+
+    def head(lab, rf) -> str:
+        return (f"{title}: {lab} (ERF {rf['erf']}, L_tr {rf['l_tr']}, "
+                f"{rf['share_in_ltr']:.0%} of the gradient in the last L_tr tokens)")
+
+    buttons = [_button(lab, [o == i for o in owner], head(lab, curves[lab]), {"shapes": shapes(curves[lab])})
+               for i, lab in enumerate(labels)]
+    if len(labels) > 1:
+        thr = curves[labels[0]]["threshold"]
+        buttons.append(_button("all (cumulative)", [j % 2 == 1 for j in range(len(owner))],
+                               f"{title}: every model's cumulative curve",
+                               {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2")]}))
+    first = curves[labels[0]]
+    fig.update_layout(template=TEMPLATE, height=560, title={"text": head(labels[0], first)},
+                      shapes=shapes(first), updatemenus=[_menu(buttons, y=1.2)], margin={"t": 120})
+    fig.update_xaxes(type="log" if log_x else "linear", row=1, col=1)
+    fig.update_xaxes(type="log" if log_x else "linear", title_text="k: tokens back from the predicted token", row=2, col=1)
+    fig.update_yaxes(type="log", row=1, col=1, exponentformat="power")
+    fig.update_yaxes(range=[0, 1.02], row=2, col=1)
+    return fig
+
+
+def gradient_jump(curves: dict[str, dict], f7: pd.DataFrame, *, title: str = "Normalised gradient by absolute position") -> go.Figure:
+    """Figure 7: the normalised gradient against the absolute (0-based) position of each
+    input token, the dashed line at each model's L_tr and a marker at the largest
+    gradient outside the most recent few tokens; a dropdown selects the model."""
+    fig = go.Figure()
+    info = f7.set_index("label")
+    labels = [lab for lab in curves if lab in info.index]
+    owner = []
+    for i, lab in enumerate(labels):
+        g = np.asarray(curves[lab]["normalized"], dtype=np.float64)
+        L = len(g)
+        pos = L - 1 - np.arange(L)  # index k from the most recent token -> absolute position
+        fig.add_trace(go.Scatter(x=pos[::-1], y=g[::-1].astype(np.float32), mode="lines", name=lab,
+                                 line={"color": _color(i)}, visible=i == 0,
+                                 hovertemplate="position %{x}: %{y:.4f}<extra>" + lab + "</extra>"))
+        owner.append(i)
+        row = info.loc[lab]
+        if row.get("jump_abs_pos") is not None and not pd.isna(row.get("jump_abs_pos")):
+            fig.add_trace(go.Scatter(x=[int(row["jump_abs_pos"])], y=[float(g[int(row["jump_index"])])],
+                                     mode="markers", marker={"size": 11, "symbol": "x", "color": "firebrick"},
+                                     name=f"peak outside the last {int(row['few'])} tokens", visible=i == 0))
+            owner.append(i)
+
+    def shapes(lab):
+        return [_vline(int(info.loc[lab, "l_tr"]), f"L_tr={int(info.loc[lab, 'l_tr'])}", "black")]
+
+    def head(lab):
+        row = info.loc[lab]
+        where = "" if pd.isna(row.get("jump_abs_pos")) else f": peak at position {int(row['jump_abs_pos'])}"
+        return f"{title}, {lab}{where}"
+
+    buttons = [_button(lab, [o == i for o in owner], head(lab), {"shapes": shapes(lab)}) for i, lab in enumerate(labels)]
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": head(labels[0])}, shapes=shapes(labels[0]),
+                      xaxis={"title": {"text": "absolute position of the input token (0 = first)"}},
+                      yaxis={"title": {"text": "normalised gradient"}, "type": "log", "exponentformat": "power"},
+                      updatemenus=[_menu(buttons)], margin={"t": 110})
+    return fig
+
+
+def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
+    """Table 3, one corpus at a time (dropdown): perplexity against L_ex per scheme
+    (learnable schemes dashed) and the training speed in tokens/s."""
+    lengths = ex.lengths_of(t3)
+    corpora = list(dict.fromkeys(t3["corpus"]))
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.68, 0.32], horizontal_spacing=0.1,
+                        subplot_titles=("last-token perplexity", "training tokens/s"))
+    owner = []
+    for ci, c in enumerate(corpora):
+        sub = t3[t3["corpus"] == c]
+        for i, (_, row) in enumerate(sub.iterrows()):
+            tr = _curve_trace(row, lengths, str(row["label"]), _color(i), visible=ci == 0,
+                              dash="dash" if row.get("learnable") else None)
+            tr.legendgroup = str(row["label"])
+            fig.add_trace(tr, row=1, col=1)
+            owner.append(ci)
+        fig.add_trace(go.Bar(x=[str(x) for x in sub["label"]], y=sub["tokens_per_s"],
+                             marker={"color": [_color(i) for i in range(len(sub))]}, showlegend=False,
+                             visible=ci == 0, hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>"), row=1, col=2)
+        owner.append(ci)
+    l_tr = int(t3["l_tr"].iloc[0])
+    buttons = [_button(c, [o == ci for o in owner], f"{title}: {c} corpus") for ci, c in enumerate(corpora)]
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": f"{title}: {corpora[0]} corpus"},
+                      shapes=[_vline(l_tr, f"L_tr={l_tr}", xref="x")], updatemenus=[_menu(buttons)],
+                      margin={"t": 110})
+    fig.update_xaxes(title_text="L_ex", row=1, col=1, **_log2_axis(lengths))
+    fig.update_yaxes(type="log", title_text="perplexity", row=1, col=1)
+    return fig
+
+
+def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") -> go.Figure:
+    """One model at a time (dropdown): perplexity against L_ex under the last-token,
+    non-overlapping and sliding-window protocols."""
+    labels = list(dict.fromkeys(df["label"]))
+    protos = list(dict.fromkeys(df["protocol"]))
+    lengths = sorted(set(df["l_ex"]))
+    fig = go.Figure()
+    owner = []
+    for li, lab in enumerate(labels):
+        for pi, proto in enumerate(protos):
+            sub = df[(df["label"] == lab) & (df["protocol"] == proto)].sort_values("l_ex")
+            err = {"type": "data", "array": (sub["ci_high"] - sub["ppl"]).tolist(),
+                   "arrayminus": (sub["ppl"] - sub["ci_low"]).tolist(), "thickness": 1}
+            fig.add_trace(go.Scatter(x=sub["l_ex"], y=sub["ppl"], mode="lines+markers", name=proto.replace("_", "-"),
+                                     line={"color": _color(pi)}, visible=li == 0, error_y=err,
+                                     hovertemplate="L_ex=%{x}: ppl=%{y:.2f}<extra>" + proto + "</extra>"))
+            owner.append(li)
+    l_tr = int(df["l_tr"].iloc[0])
+    buttons = [_button(lab, [o == li for o in owner], f"{title}: {lab}") for li, lab in enumerate(labels)]
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": f"{title}: {labels[0]}"},
+                      xaxis={"title": {"text": "L_ex"}, **_log2_axis(lengths)},
+                      yaxis={"title": {"text": "perplexity"}, "type": "log"},
+                      shapes=[_vline(l_tr, f"L_tr={l_tr}")], updatemenus=[_menu(buttons)], margin={"t": 110})
+    return fig
+
+
+def table2_figure(t1: pd.DataFrame, t2: pd.DataFrame, *, title: str = "Table 2: retrained with a longer L_tr") -> go.Figure:
+    """Each retrained model beside its Table 1 original, at the same absolute L_ex
+    (dropdown over models; the original solid, the retrained dashed)."""
+    rows = []
+    for _, new in t2.iterrows():
+        old = t1[(t1["family"] == new["family"]) & (t1["value"].astype(float) == float(new["value"]))].iloc[0]
+        rows.append({**dict(old), "group": str(new["label"]), "retrained": False})
+        rows.append({**dict(new), "group": str(new["label"]), "retrained": True})
+    df = pd.DataFrame(rows)
+    return ppl_curves(df, group="group", titles={g: g for g in df["group"]}, title=title, dash_col="retrained")

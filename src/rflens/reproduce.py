@@ -1,0 +1,282 @@
+"""``python -m rflens reproduce``: execute the book's chapters at a scale, then build the book.
+
+The companion book to Chi et al. (ACL 2023) is a set of output-free notebooks. This
+command runs them in batch with papermill, at the chosen preset, and builds the HTML book
+from the executed copies with Jupyter Book, execution turned off, so what the reader sees
+are exactly the outputs of this run:
+
+1. check the request (scale, chapters, parameters) before running anything: a mistake is
+   one line and exit code 2;
+2. execute each chosen chapter with papermill, in ``book/`` (the kernel's working folder),
+   with ``scale`` (and ``corpus``, ``-p NAME=VALUE``) injected after its ``parameters``
+   cell; the executed notebook replaces ``_build/<scale>/notebooks/<chapter>.ipynb``
+   atomically;
+3. assemble the book's sources in ``_build/<scale>/src``: the configuration, the Markdown
+   pages, the chapters executed now, and for the others their executed copy from an
+   earlier run or else the unexecuted source;
+4. build the HTML with Sphinx and warnings as errors, into ``_build/<scale>/html`` (the
+   default ``tiny`` book goes to ``_build/html``), then print the claims scoreboard and
+   the path of the index page.
+
+Trained models live in the run store, so a rerun re-executes the notebooks but trains
+nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository (editable install: src/rflens/..)
+BOOK = ROOT / "book"
+BUILD = ROOT / "_build"
+DEFAULT_SCALE = "tiny"  # its book goes to _build/html, the path the README names
+KERNEL = "python3"
+
+
+def chapters(book: Path = BOOK) -> dict[str, Path]:
+    """{"01": book/01_introduction.ipynb, ...}: every numbered chapter notebook."""
+    found = {}
+    for path in sorted(book.glob("[0-9][0-9]_*.ipynb")):
+        found[path.name[:2]] = path
+    return found
+
+
+def html_dir(scale: str) -> Path:
+    return BUILD / "html" if scale == DEFAULT_SCALE else BUILD / scale / "html"
+
+
+def notebooks_dir(scale: str) -> Path:
+    return BUILD / scale / "notebooks"
+
+
+def _select(spec: str | None, available: dict[str, Path]) -> list[str]:
+    if not spec:
+        return sorted(available)
+    chosen = []
+    for part in spec.replace(" ", "").split(","):
+        if not part:
+            continue
+        key = part.zfill(2) if part.isdigit() else part
+        if key not in available:
+            raise UserError(f"unknown chapter {part!r}: choose from {', '.join(sorted(available))} (e.g. --chapters 03,04)")
+        if key not in chosen:
+            chosen.append(key)
+    if not chosen:
+        raise UserError("--chapters is empty: give chapter numbers, e.g. --chapters 03,04")
+    return chosen
+
+
+def _parse_parameters(pairs: list[str]) -> dict:
+    """``["window=8", "corpus=code"]`` -> typed values (as papermill's ``-p``: 8 is an int)."""
+    from papermill.cli import _resolve_type
+
+    out = {}
+    for pair in pairs or ():
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise UserError(f"bad parameter {pair!r}: expected NAME=VALUE, e.g. -p corpus=code")
+        if name == "scale":
+            raise UserError("set the scale with --scale, not -p scale=...")
+        out[name] = _resolve_type(text)
+    return out
+
+
+def plan(args) -> dict:
+    """Check the request and return {"scale", "chapters": {key: (path, parameters)}}.
+
+    Raises UserError (one line) for an unknown scale, chapter, corpus or parameter name;
+    nothing is executed before this passes.
+    """
+    from . import scales
+    from .config import CORPORA
+
+    scale = args.scale
+    scales.get(scale)  # UserError on an unknown scale
+    available = chapters()
+    if not available:
+        raise UserError(f"no chapters found in {BOOK}")
+    chosen = _select(args.chapters, available)
+    extra = _parse_parameters(getattr(args, "parameters", []))
+    corpus = getattr(args, "corpus", None)
+    if corpus is not None and corpus not in CORPORA:
+        raise UserError(f"unknown corpus {corpus!r}: choose one of {', '.join(CORPORA)}")
+
+    import papermill
+
+    declared = {key: set(papermill.inspect_notebook(str(available[key]))) for key in chosen}
+    everywhere = set().union(*declared.values())
+    for name in extra:
+        if name not in everywhere:
+            hint = ", ".join(sorted(everywhere)) or "none"
+            raise UserError(f"unknown parameter {name!r}: no chosen chapter declares it (their parameters: {hint})")
+    if corpus is not None and "corpus" not in everywhere:
+        raise UserError("--corpus: none of the chosen chapters takes a corpus parameter")
+    out = {}
+    for key in chosen:
+        names = declared[key]
+        params = {"scale": scale} if "scale" in names else {}
+        if corpus is not None and "corpus" in names:
+            params["corpus"] = corpus
+        params.update({k: v for k, v in extra.items() if k in names})
+        out[key] = (available[key], params)
+    return {"scale": scale, "chapters": out}
+
+
+def _kernel_env() -> dict:
+    """A ``python3`` kernelspec that runs this interpreter, first on JUPYTER_PATH, so the
+    chapters run in this virtual environment whatever other kernels the user has."""
+    spec_root = BUILD / "jupyter"
+    spec = spec_root / "kernels" / KERNEL
+    spec.mkdir(parents=True, exist_ok=True)
+    text = ('{"argv": ["%s", "-m", "ipykernel_launcher", "--log-level=ERROR", "-f", "{connection_file}"], '
+            '"display_name": "Python 3 (rflens)", "language": "python"}' % sys.executable.replace("\\", "\\\\"))
+    target = spec / "kernel.json"
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+    paths = [str(spec_root)] + [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    return {"JUPYTER_PATH": os.pathsep.join(paths)}
+
+
+def execute(key: str, path: Path, params: dict, scale: str) -> Path:
+    """Run one chapter with papermill; the executed notebook replaces the stored one
+    atomically. A failing cell raises UserError naming the cell and the saved notebook."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    out_dir = notebooks_dir(scale)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / path.name
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{path.stem}.tmp.", suffix=".ipynb")
+    os.close(fd)
+    try:
+        papermill.execute_notebook(str(path), tmp, parameters=params, kernel_name=KERNEL, cwd=str(BOOK),
+                                   progress_bar=False, log_output=False, request_save_on_cell_execute=False)
+    except PapermillExecutionError as err:
+        failed = out_dir / f"{path.stem}.failed.ipynb"
+        os.replace(tmp, failed)
+        raise UserError(f"chapter {key} failed in cell {err.exec_count}: {err.ename}: {err.evalue.splitlines()[0] if err.evalue else ''}"
+                        f" (executed notebook: {failed})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    os.replace(tmp, final)
+    (out_dir / f"{path.stem}.failed.ipynb").unlink(missing_ok=True)
+    return final
+
+
+def assemble(scale: str) -> Path:
+    """The book's sources for this scale in _build/<scale>/src (rebuilt each time; file
+    times are kept, so Sphinx re-reads only what changed)."""
+    src = BUILD / scale / "src"
+    staging = BUILD / scale / ".src.tmp"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(ROOT / name, staging / name)
+    shutil.copytree(BOOK, staging / "book", copy_function=shutil.copy2,
+                    ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"))
+    executed = notebooks_dir(scale)
+    for key, path in chapters().items():
+        done = executed / path.name
+        _copy_for_book(done if done.exists() else path, staging / "book" / path.name)
+    if src.exists():
+        shutil.rmtree(src)
+    os.replace(staging, src)
+    return src
+
+
+def _copy_for_book(source: Path, target: Path) -> None:
+    """Copy a notebook into the book's sources, keeping one figure format per output.
+
+    A plotly output holds the figure twice: as ``text/html`` (what the static book shows)
+    and as plotly's JSON mime type (what a live Jupyter draws). The book builder has no
+    renderer for the second and would warn about every figure, so the copy drops it where
+    ``text/html`` is present; an output with only the JSON still reaches the builder (and
+    fails the build, since a page without its figure is an error). The file time is kept.
+    """
+    import nbformat
+
+    from .figures.render import PLOTLY_MIME
+
+    nb = nbformat.read(source, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if PLOTLY_MIME in data and "text/html" in data:
+                del data[PLOTLY_MIME]
+    nbformat.write(nb, target)
+    shutil.copystat(source, target)
+
+
+def build(scale: str, *, quiet: bool = False) -> Path:
+    """Build the HTML book of this scale with warnings as errors; returns the html folder."""
+    src = assemble(scale)
+    out = html_dir(scale)
+    doctrees = BUILD / scale / "doctrees"
+    bindir = Path(sys.executable).parent
+    jb = shutil.which("jupyter-book", path=str(bindir)) or shutil.which("jupyter-book")
+    if jb is None:
+        raise UserError("jupyter-book is not installed: run `make setup` (or pip install -r requirements.txt)")
+    # conf.py from _config.yml / _toc.yml, then Sphinx itself: the same as `jupyter-book
+    # build`, with the output folders where this command wants them
+    subprocess.run([jb, "config", "sphinx", str(src)], check=True, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-d", str(doctrees), str(src), str(out)]
+    if quiet:
+        cmd.insert(3, "-q")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        log = BUILD / scale / "sphinx.log"
+        log.write_text(proc.stdout + proc.stderr)
+        problems = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "WARNING" in ln or "ERROR" in ln]
+        first = problems[0] if problems else (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise UserError(f"the book did not build ({len(problems)} warnings/errors; first: {first}); full log: {log}")
+    return out
+
+
+def _scoreboard(scale: str, corpus: str | None) -> str:
+    try:
+        from . import claims
+    except ImportError:
+        return "(no claims module: scoreboard skipped)"
+    try:
+        return claims.render_scoreboard(scale, corpus or "prose")
+    except UserError as err:
+        return f"(no scoreboard: {err})"
+
+
+def cli_reproduce(args) -> int:
+    from tqdm.auto import tqdm
+
+    quiet = getattr(args, "quiet", False)
+    request = plan(args)
+    scale = request["scale"]
+    os.environ.update(_kernel_env())
+    os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill
+    start = time.time()
+    bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
+    for key, (path, params) in bar:
+        bar.set_postfix_str(path.stem)
+        t0 = time.time()
+        execute(key, path, params, scale)
+        if not quiet:
+            tqdm.write(f"chapter {key} executed in {time.time() - t0:.0f} s -> {notebooks_dir(scale) / path.name}")
+    if getattr(args, "no_build", False):
+        print(f"executed {len(request['chapters'])} chapter(s) in {time.time() - start:.0f} s; book not built (--no-build)")
+        return 0
+    t0 = time.time()
+    out = build(scale, quiet=quiet)
+    print(f"book built in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
+    print(_scoreboard(scale, getattr(args, "corpus", None)))
+    print(f"book: {out / 'index.html'}")
+    return 0
+
