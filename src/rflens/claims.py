@@ -444,7 +444,7 @@ def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress:
 def board_path(scale: str, corpus: str = "prose") -> Path:
     from . import runs
 
-    root = Path(os.environ.get("RFLENS_RUNS") or runs.RUNS_DIR)
+    root = runs.runs_dir()
     return root / (f"scoreboard-{scale}.json" if corpus == "prose" else f"scoreboard-{scale}-{corpus}.json")
 
 

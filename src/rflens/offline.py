@@ -52,6 +52,7 @@ _STRIP = {"mathjax": "es5/", "@jupyter-widgets/html-manager": "dist/"}
 MATHJAX_JS = "mathjax/tex-mml-chtml.js"
 WIDGETS_JS = "jupyter-widgets/embed.js"
 PLOTLY_JS = "plotly.min.js"
+MATHJAX_SHIM_JS = "mathjax_shim.js"  # MathJax 2's Hub.Queue for the widget manager (see the file)
 
 
 def vendor_dir() -> Path:
@@ -147,6 +148,9 @@ def ensure_assets() -> dict:
     """Prepare every offline asset; returns {"dir", "plotly", "mathjax", "widgets", "notes"}."""
     root = vendor_dir()
     copy_plotly_js(root)
+    shim = Path(__file__).with_name(MATHJAX_SHIM_JS)
+    if not (root / MATHJAX_SHIM_JS).exists() or (root / MATHJAX_SHIM_JS).read_bytes() != shim.read_bytes():
+        shutil.copyfile(shim, root / MATHJAX_SHIM_JS)
     notes = []
     status = {"dir": root, "plotly": True}
     for key, name in (("mathjax", "mathjax"), ("widgets", "@jupyter-widgets/html-manager")):
@@ -179,8 +183,32 @@ def _config_inited(app, config) -> None:
                  "; ".join(status["notes"]))
 
 
+def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
+    """Drop repeated <script> entries from a page.
+
+    sphinx-thebe adds its inline configuration (``const THEBE_JS_URL = ...``) each time the
+    environment is read, and Sphinx 7.4 keeps both copies: the second declaration of the
+    same ``const`` is a page error in the browser. Identical entries are kept once.
+    """
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for js in scripts:
+        # an inline script's filename is None or "" depending on how it was added
+        key = (str(getattr(js, "filename", js) or ""), repr(sorted(getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    scripts[:] = unique  # in place: handlers after this one still add to the same list
+
+
 def setup(app):
     # plotly.js before any figure: a low priority puts it in <head> ahead of other scripts
     app.add_js_file(PLOTLY_JS, priority=100)
+    # after Sphinx's inline MathJax configuration (priority 500), which it extends
+    app.add_js_file(MATHJAX_SHIM_JS, priority=501)
     app.connect("config-inited", _config_inited, priority=100)
+    # early: html-page-context stops at the first handler that returns a template name
+    app.connect("html-page-context", _dedupe_scripts, priority=1)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -282,3 +282,27 @@ def table2_figure(t1: pd.DataFrame, t2: pd.DataFrame, *, title: str = "Table 2: 
         rows.append({**dict(new), "group": str(new["label"]), "retrained": True})
     df = pd.DataFrame(rows)
     return ppl_curves(df, group="group", titles={g: g for g in df["group"]}, title=title, dash_col="retrained")
+
+
+RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not run": "#eeeeee"}
+
+
+def scoreboard_figure(board: list[dict], *, title: str = "Claims scoreboard") -> go.Figure:
+    """The claims of chapter 9 as a table, coloured by result; a menu shows all claims or
+    only those that passed, failed or were not run."""
+    groups = [("all", board)] + [(k, [c for c in board if c["result"] == k]) for k in RESULT_COLORS]
+    fig = go.Figure()
+    for i, (_, rows) in enumerate(groups):
+        fill = [[RESULT_COLORS[c["result"]] for c in rows]] * 4
+        fig.add_trace(go.Table(
+            columnwidth=[6, 10, 60, 60],
+            header={"values": ["#", "result", "claim", "measured"], "align": "left", "fill_color": "#dde4ee"},
+            cells={"values": [[c["id"] for c in rows], [c["result"] for c in rows],
+                              [c["statement"] for c in rows], [c["measured"] for c in rows]],
+                   "align": "left", "fill_color": fill, "height": 28},
+            visible=i == 0))
+    buttons = [_button(f"{name} ({len(rows)})", [j == i for j in range(len(groups))], f"{title}: {name}")
+               for i, (name, rows) in enumerate(groups)]
+    fig.update_layout(template=TEMPLATE, title={"text": f"{title}: all"}, height=120 + 60 * max(1, len(board)),
+                      margin={"t": 90, "l": 10, "r": 10, "b": 10}, updatemenus=[_menu(buttons, y=1.0 + 40 / (120 + 60 * len(board)))])
+    return fig

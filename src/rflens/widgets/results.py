@@ -10,7 +10,6 @@ chosen threshold and their L_tr.
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..figures.results import _color
@@ -52,34 +51,35 @@ def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = 0.99
     slider = w.FloatSlider(value=threshold, min=0.5, max=0.999, step=0.001, readout_format=".3f",
                            description="threshold", continuous_update=False)
     log_x = w.Checkbox(value=True, description="log k axis")
-    fig = go.FigureWidget(make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                                        subplot_titles=("normalised gradient", "cumulative")))
-    fig.update_layout(template="plotly_white", height=520, margin={"t": 50})
-    fig.update_yaxes(type="log", row=1, col=1, exponentformat="power")
-    fig.update_yaxes(range=[0, 1.02], row=2, col=1)
-    fig.update_xaxes(title_text="k: tokens back from the predicted token", row=2, col=1)
+    out = w.Output(layout={"min_height": "540px"})
     table = w.HTML()
 
     def redraw(*_):
         chosen = [lab for lab in labels if lab in chooser.value]
         thr = float(slider.value)
         rows = erf_table(curves, chosen, thr)
-        with fig.batch_update():
-            fig.data = []
-            shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y2", "y0": thr, "y1": thr,
-                       "line": {"color": "gray", "dash": "dot"}}]
-            for i, (lab, row) in enumerate(zip(chosen, rows)):
-                rf, color = curves[lab], _color(labels.index(lab))
-                k = np.arange(1, len(rf["normalized"]) + 1)
-                fig.add_scatter(x=k, y=rf["normalized"], name=lab, line={"color": color}, legendgroup=lab, row=1, col=1)
-                fig.add_scatter(x=k, y=rf["cumulative"], name=lab, line={"color": color}, legendgroup=lab,
-                                showlegend=False, row=2, col=1)
-                for x, dash in ((row["erf"], "solid"), (row["l_tr"], "dash")):
-                    shapes.append({"type": "line", "xref": "x2", "yref": "y2 domain", "x0": x, "x1": x, "y0": 0,
-                                   "y1": 1, "line": {"color": color, "dash": dash, "width": 1.5}})
-            fig.layout.shapes = shapes
-            fig.update_xaxes(type="log" if log_x.value else "linear")
-            fig.layout.title.text = f"ERF at threshold {thr:.3f} (solid) and L_tr (dashed)"
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                            subplot_titles=("normalised gradient", "cumulative"))
+        shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y2", "y0": thr, "y1": thr,
+                   "line": {"color": "gray", "dash": "dot"}}]
+        for lab, row in zip(chosen, rows):
+            rf, color = curves[lab], _color(labels.index(lab))
+            k = np.arange(1, len(rf["normalized"]) + 1)
+            fig.add_scatter(x=k, y=rf["normalized"], name=lab, line={"color": color}, legendgroup=lab, row=1, col=1)
+            fig.add_scatter(x=k, y=rf["cumulative"], name=lab, line={"color": color}, legendgroup=lab,
+                            showlegend=False, row=2, col=1)
+            for x, dash in ((row["erf"], "solid"), (row["l_tr"], "dash")):
+                shapes.append({"type": "line", "xref": "x2", "yref": "y2 domain", "x0": x, "x1": x, "y0": 0,
+                               "y1": 1, "line": {"color": color, "dash": dash, "width": 1.5}})
+        fig.update_layout(template="plotly_white", height=520, margin={"t": 50}, shapes=shapes,
+                          title={"text": f"ERF at threshold {thr:.3f} (solid) and L_tr (dashed)"})
+        fig.update_yaxes(type="log", row=1, col=1, exponentformat="power")
+        fig.update_yaxes(range=[0, 1.02], row=2, col=1)
+        fig.update_xaxes(type="log" if log_x.value else "linear")
+        fig.update_xaxes(title_text="k: tokens back from the predicted token", row=2, col=1)
+        # the Output's content is set directly (as in rflens.widgets.bias): a plain plotly
+        # figure, which the static book can draw too, unlike a FigureWidget
+        out.outputs = ({"output_type": "display_data", "data": fig._repr_mimebundle_(), "metadata": {}},)
         cells = "".join(f"<tr><td>{r['label']}</td><td>{r['erf']}</td><td>{r['l_tr']}</td>"
                         f"<td>{'yes' if r['within_l_tr'] else 'no'}</td><td>{r['share_in_ltr']:.0%}</td></tr>"
                         for r in rows)
@@ -89,4 +89,4 @@ def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = 0.99
     for control in (chooser, slider, log_x):
         control.observe(redraw, names="value")
     redraw()
-    return _box_class()([w.HBox([chooser, w.VBox([slider, log_x])]), fig, table])
+    return _box_class()([w.HBox([chooser, w.VBox([slider, log_x])]), out, table])

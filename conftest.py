@@ -1,0 +1,33 @@
+"""pytest set-up shared by tests/ and the book's chapters (collected by nbval).
+
+The chapters in book/ run as notebook tests (``--nbval-lax``: every cell must run without
+error; cells tagged ``nbval-check-output`` must also print what they printed before). They
+run at the ``smoke`` scale, with their models in their own run store, so that the tests
+never mix with the models of the book a user builds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    # The chapters' kernels inherit this process's environment.
+    os.environ["RFLENS_SCALE"] = "smoke"
+    if "RFLENS_TEST_RUNS" in os.environ:
+        os.environ["RFLENS_RUNS"] = os.environ["RFLENS_TEST_RUNS"]
+    else:
+        os.environ["RFLENS_RUNS"] = str(ROOT / "_build" / "test-runs")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.notebook)

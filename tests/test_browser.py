@@ -1,0 +1,168 @@
+"""The built book in a real browser: headless Chromium, driven by Playwright, offline.
+
+The smoke book is built once (``python -m rflens reproduce --scale smoke``) and served on
+localhost. Every request to another host is blocked and recorded: the book must work with
+no network. Each chapter must load without a page error and draw at least one plotly
+figure; equations must be typeset; moving a slider must change its figure.
+
+Skipped when Chromium is missing, unless RFLENS_REQUIRE_BROWSER=1 (as in CI), where a
+missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHAPTERS = sorted(p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _need_browser():
+    if Path(CHROMIUM).exists():
+        return
+    if os.environ.get("RFLENS_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium (make browser)")
+    pytest.skip("Chromium not installed (make browser installs it)")
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory) -> Path:
+    """The smoke book's html folder, built now from the chapters (or, while working on
+    the test itself, an existing html folder named by RFLENS_BROWSER_BOOK)."""
+    _need_browser()
+    if os.environ.get("RFLENS_BROWSER_BOOK"):
+        return Path(os.environ["RFLENS_BROWSER_BOOK"])
+    proc = subprocess.run([sys.executable, "-m", "rflens", "reproduce", "--scale", "smoke", "--quiet"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = ROOT / "_build" / "smoke" / "html"
+    assert (html / "index.html").exists()
+    return html
+
+
+@pytest.fixture(scope="module")
+def server(book):
+    handler = functools.partial(_QuietHandler, directory=str(book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:  # Playwright starts Chromium with a fresh, empty profile
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Visit:
+    """One page, opened with the network cut off, recording page errors and blocked requests."""
+
+    def __init__(self, browser, url: str):
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        self.page = browser.new_page()
+        self.page.on("pageerror", lambda err: self.errors.append(str(err)))
+        self.page.route("**/*", self._route)
+        self.page.goto(url, wait_until="load")
+        self.page.wait_for_timeout(500)
+
+    def _route(self, route):
+        host = urlparse(route.request.url).hostname
+        if host in ("127.0.0.1", "localhost") or route.request.url.startswith(("data:", "blob:")):
+            route.continue_()
+        else:
+            self.external.append(route.request.url)
+            route.abort()
+
+    def drawn_figures(self) -> int:
+        return self.page.locator(".js-plotly-plot .main-svg").count()
+
+    def close(self):
+        self.page.close()
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter):
+    visit = Visit(browser, f"{server}/book/{chapter}.html")
+    try:
+        assert visit.errors == [], f"page errors in {chapter}: {visit.errors}"
+        assert visit.external == [], f"{chapter} asked the network for {visit.external}"
+        assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
+    finally:
+        visit.close()
+
+
+def test_equations_are_typeset_offline(browser, server):
+    visit = Visit(browser, f"{server}/book/02_alibi_and_relative_biases.html")
+    try:
+        visit.page.wait_for_selector("mjx-container", state="attached", timeout=20_000)
+        assert visit.page.locator("mjx-container").count() > 5
+        assert visit.external == []
+    finally:
+        visit.close()
+
+
+def test_moving_a_slider_changes_its_figure(browser, server):
+    visit = Visit(browser, f"{server}/book/02_alibi_and_relative_biases.html")
+    try:
+        page = visit.page
+        plot = page.locator(".js-plotly-plot").filter(has=page.locator(".slider-container")).first
+        plot.scroll_into_view_if_needed()
+        state = "el => JSON.stringify([el.data.map(t => t.visible !== false), el.layout.title && el.layout.title.text])"
+        before = plot.evaluate(state)
+        rail = plot.locator(".slider-rail-touch-rect").first
+        box = rail.bounding_box()
+        assert box is not None, "the slider has no rail on the page"
+        page.mouse.click(box["x"] + box["width"] - 3, box["y"] + box["height"] / 2)  # the last step, as a reader would
+        page.wait_for_timeout(800)
+        after = plot.evaluate(state)
+        assert after != before, "moving the slider left the figure unchanged"
+        assert visit.errors == []
+    finally:
+        visit.close()
+
+
+def test_static_widgets_render_offline(browser, server):
+    visit = Visit(browser, f"{server}/book/03_alibi_dissected.html")
+    try:
+        visit.page.wait_for_selector(".widget-container, .jupyter-widgets, .widget-slider, .widget-dropdown",
+                                     timeout=20_000)
+        assert visit.errors == []
+        assert visit.external == []
+    finally:
+        visit.close()
+
+
+def test_index_page_says_how_to_rerun_with_papermill(browser, server):
+    visit = Visit(browser, f"{server}/book/index.html")
+    try:
+        assert "papermill" in visit.page.content()
+        assert visit.errors == []
+    finally:
+        visit.close()

@@ -1,0 +1,112 @@
+"""Figures and explorers: plotly sliders and menus that work without a kernel, the book's
+renderer, and the ipywidgets explorers for a live kernel."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.io as pio
+import pytest
+
+from rflens import positional
+from rflens.config import ModelConfig
+from rflens.figures import bias as fb
+from rflens.figures import results as fr
+from rflens.figures.render import PLOTLY_MIME, BookRenderer, figure_html, setup_plotly
+from rflens.widgets import bias as wb
+from rflens.widgets import results as wr
+
+SLIDER_FIGURES = {
+    "alibi_shift": lambda: fb.alibi_shift_figure(),
+    "alibi_same_slope": lambda: fb.alibi_same_slope_figure(),
+    "window": lambda: fb.window_figure(),
+    "sandwich": lambda: fb.sandwich_figure(),
+    "alibi_heatmap": lambda: fb.alibi_heatmap(),
+    "window_heatmap": lambda: fb.window_heatmap(),
+}
+
+
+@pytest.mark.parametrize("name", list(SLIDER_FIGURES))
+def test_every_slider_step_shows_its_own_traces_and_keeps_the_title(name):
+    fig = SLIDER_FIGURES[name]()
+    (slider,) = fig.layout.sliders
+    n = len(fig.data)
+    shown = []
+    for step in slider.steps:
+        visible, layout = step.args
+        assert len(visible["visible"]) == n
+        assert any(visible["visible"])
+        assert "title" not in layout and "title.text" in layout  # a bare title erases it in plotly.js >= 3
+        shown.append(tuple(visible["visible"]))
+    assert len(set(shown)) == len(shown), "two slider steps show the same traces"
+    assert [tr.visible for tr in fig.data] == list(slider.steps[slider.active].args[0]["visible"])
+
+
+def test_alibi_slider_curves_are_the_closed_form():
+    fig = fb.alibi_shift_figure(shifts=(-3, 0), n_head=4, length=16)
+    first = [tr for tr in fig.data if tr.visible][0]  # the figure opens at Delta = 0, head 1
+    slopes = positional.alibi_slopes(4, slope_shift=0)
+    np.testing.assert_allclose(np.asarray(first.y, dtype=float), -slopes[0].item() * np.arange(16), rtol=1e-6)
+
+
+def test_renderer_gives_html_for_the_book_and_json_for_jupyter():
+    fig = fb.window_figure(windows=(4, 8), length=16)
+    bundle = BookRenderer().to_mimebundle(fig.to_dict())
+    assert set(bundle) == {"text/html", PLOTLY_MIME}
+    html = bundle["text/html"]
+    assert "<script" in html and "window.Plotly" in html
+    assert "MathJax" not in html
+    # deterministic: the same figure gives byte-identical output (clean diffs of executed notebooks)
+    assert figure_html(fig) == figure_html(fb.window_figure(windows=(4, 8), length=16))
+    assert setup_plotly() == pio.renderers.default
+
+
+def test_scoreboard_figure_menu_filters_by_result():
+    board = [{"id": 1, "result": "pass", "statement": "a", "measured": "x"},
+             {"id": 2, "result": "fail", "statement": "b", "measured": "y"},
+             {"id": 3, "result": "fail", "statement": "c", "measured": "z"}]
+    fig = fr.scoreboard_figure(board)
+    (menu,) = fig.layout.updatemenus
+    labels = [b.label for b in menu.buttons]
+    assert labels == ["all (3)", "pass (1)", "fail (2)", "not run (0)"]
+    fail_trace = fig.data[2]
+    assert list(fail_trace.cells.values[0]) == [2, 3]
+
+
+def test_bias_explorer_state_matches_the_closed_form():
+    got = wb.explorer_bias({"pos": "alibi", "n_head": 4, "length": 10, "slope_shift": 2.0})
+    want = positional.last_query_bias(ModelConfig(pos="alibi", n_head=4, d_model=32, slope_shift=2.0), 10).numpy()
+    np.testing.assert_allclose(got, want)
+    windowed = wb.explorer_bias({"pos": "sandwich", "n_head": 2, "length": 10, "window": 4})
+    assert np.isneginf(windowed[:, 4:]).all() and np.isfinite(windowed[:, :4]).all()
+
+
+def _figure_in(output_widget) -> dict:
+    (out,) = output_widget.outputs
+    return out["data"][PLOTLY_MIME]
+
+
+def test_bias_explorer_redraws_when_a_slider_moves():
+    box = wb.bias_explorer(n_head=4, length=32)
+    controls, output = box.children
+    before = json.dumps(_figure_in(output)["data"])
+    slider = next(w for w in controls.children if getattr(w, "description", "") == "ALiBi Δ")
+    slider.value = 4.0
+    after = json.dumps(_figure_in(output)["data"])
+    assert after != before
+
+
+def test_erf_explorer_recomputes_the_erf_from_the_threshold():
+    normalized = np.array([0.5, 0.3, 0.15, 0.05])
+    curves = {"m": {"normalized": normalized.tolist(), "cumulative": np.cumsum(normalized).tolist(),
+                    "l_tr": 2, "share_in_ltr": 0.8}}
+    assert wr.erf_table(curves, ["m"], 0.79)[0]["erf"] == 2
+    assert wr.erf_table(curves, ["m"], 0.99)[0]["erf"] == 4
+    box = wr.erf_explorer(curves, threshold=0.79)
+    controls, output, table = box.children
+    assert "<td>2</td>" in table.value
+    slider = controls.children[1].children[0]
+    slider.value = 0.99
+    assert "<td>4</td>" in table.value
+    assert _figure_in(output)["layout"]["title"]["text"].startswith("ERF at threshold 0.990")

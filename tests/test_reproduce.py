@@ -1,0 +1,97 @@
+"""``python -m rflens reproduce``: the request is checked before anything runs, the chapters
+are clean sources with a ``parameters`` cell, and the book's copies keep one figure format."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rflens import claims, reproduce
+from rflens.figures.render import PLOTLY_MIME
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _rflens(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "rflens", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--scale", "huge"], "unknown scale"),
+    (["--scale", "smoke", "--chapters", "42"], "unknown chapter"),
+    (["--scale", "smoke", "--chapters", "03", "-p", "windw=8"], "unknown parameter 'windw'"),
+    (["--scale", "smoke", "-p", "scale=tiny"], "--scale"),
+    (["--scale", "smoke", "--corpus", "poetry"], "unknown corpus"),
+])
+def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, tmp_path):
+    before = set((ROOT / "_build").glob("*/notebooks/*.ipynb")) if (ROOT / "_build").exists() else set()
+    proc = _rflens("reproduce", *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    after = set((ROOT / "_build").glob("*/notebooks/*.ipynb")) if (ROOT / "_build").exists() else set()
+    assert after == before
+
+
+def test_there_is_one_chapter_per_section_in_the_table_of_contents():
+    toc = (ROOT / "_toc.yml").read_text()
+    assert len(CHAPTERS) == 10
+    for path in CHAPTERS:
+        assert f"file: book/{path.stem}" in toc
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapters_are_output_free_with_a_parameters_cell_declaring_the_scale(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stored outputs"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
+    assert "scale" in reproduce.plan(_args(chapters=path.name[:2]))["chapters"][path.name[:2]][1]
+
+
+def _args(scale="smoke", chapters=None, parameters=(), corpus=None):
+    class A:
+        pass
+
+    a = A()
+    a.scale, a.chapters, a.parameters, a.corpus = scale, chapters, list(parameters), corpus
+    return a
+
+
+def test_parameters_are_typed_and_reach_only_the_chapters_that_declare_them():
+    request = reproduce.plan(_args(chapters="03,04", parameters=["progress=False"], corpus="code"))
+    for key in ("03", "04"):
+        params = request["chapters"][key][1]
+        assert params["scale"] == "smoke" and params["corpus"] == "code" and params["progress"] is False
+
+
+def test_the_book_copy_keeps_the_html_figure_and_drops_the_duplicate_json(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    both = nbformat.v4.new_output("display_data", data={"text/html": "<div>fig</div>", PLOTLY_MIME: {"data": []}})
+    json_only = nbformat.v4.new_output("display_data", data={PLOTLY_MIME: {"data": []}})
+    nb.cells.append(nbformat.v4.new_code_cell("fig", outputs=[both, json_only]))
+    src, dst = tmp_path / "a.ipynb", tmp_path / "b.ipynb"
+    nbformat.write(nb, src)
+    reproduce._copy_for_book(src, dst)
+    out = json.loads(dst.read_text())["cells"][0]["outputs"]
+    assert set(out[0]["data"]) == {"text/html"}
+    assert set(out[1]["data"]) == {PLOTLY_MIME}  # a figure with no HTML is not hidden: the build fails on it
+    assert dst.stat().st_mtime == src.stat().st_mtime
+
+
+def test_the_scoreboard_lives_in_the_run_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "store"))
+    assert claims.board_path("tiny") == tmp_path / "store" / "scoreboard-tiny.json"
+    monkeypatch.delenv("RFLENS_RUNS")
+    assert claims.board_path("tiny").parent == ROOT / "runs"
