@@ -160,7 +160,8 @@ def test_erf_widget_recomputes_the_erf_with_the_threshold():
     before = box.children[2].value
     slider.value = 0.6
     assert box.children[2].value != before
-    assert len(box.children[1].data) == 4
+    (shown,) = box.children[1].outputs  # the figure in the Output: 2 curves for each of 2 models
+    assert len(shown["data"]["application/vnd.plotly.v1+json"]["data"]) == 4
     assert "ERF explorer" in repr(box)
 
 
@@ -217,3 +218,11 @@ def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
     assert len(list((smoke_store / "runs").glob("*/manifest.json"))) == n_runs
     assert board[11]["passed"] is None and board[1]["passed"] is not None
     assert (smoke_store / "runs" / "scoreboard-smoke.json").is_file()
+
+
+def test_training_speed_is_measured_side_by_side_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    first = ex.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False)
+    assert set(first) == {"alibi", "t5"} and all(v > 0 for v in first.values())
+    assert ex.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False) == first
+    assert len(list((tmp_path / "runs" / "speed").glob("smoke-*.json"))) == 1

@@ -449,24 +449,94 @@ def table3_models(scale, corpora=None) -> list[Spec]:
 
 
 def tokens_per_s(run) -> float:
-    """Training speed of a run, from its training metrics (None when not recorded)."""
+    """Training speed of a run, from its training metrics (NaN when not recorded).
+
+    Runs are trained one after the other on a machine whose load changes, so these
+    numbers do not compare schemes fairly; :func:`training_speed` does."""
     m = run.metrics or {}
-    for k in ("tokens_per_s", "tokens_per_sec", "train_tokens_per_s", "throughput"):
-        if m.get(k) is not None:
-            return float(m[k])
-    return math.nan
+    value = m.get("tokens_per_s")
+    return math.nan if value is None else float(value)
+
+
+SPEED_ROUNDS = 5  # interleaved rounds of training_speed; the median over rounds is kept
+SPEED_STEPS = 3  # timed training steps per scheme and round
+
+
+def training_speed(scale, positions=TABLE3_POS, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
+                   progress: bool = True, refresh: bool = False) -> dict[str, float]:
+    """Training tokens/s of each scheme at this scale's model size, measured in one process.
+
+    Table 3 of the paper puts the training speed beside the perplexities. The speed of a
+    stored run depends on what else the machine was doing while it trained, so the schemes
+    are timed here side by side: each round runs a few full training steps (forward,
+    backward, AdamW) of every scheme, in a different order each round, on random tokens
+    of the preset's batch shape; the median over rounds is reported. The result is cached
+    in the run store (``speed/``) by scale, schemes and code version.
+    """
+    import hashlib
+    import json
+    import statistics
+    import time
+
+    import torch
+
+    from . import runs
+    from .model import TransformerLM
+
+    sc = get_scale(scale)
+    positions = [str(p) for p in positions]
+    params = {"scale": sc.name, "positions": positions, "rounds": rounds, "steps": steps,
+              "code": runs.code_version(), "threads": torch.get_num_threads()}
+    key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+    path = runs.runs_dir() / "speed" / f"{sc.name}-{key}.json"
+    if path.is_file() and not refresh:
+        return json.loads(path.read_text())["tokens_per_s"]
+    b, l_tr = sc.train.batch_size, sc.train.l_tr
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.randint(0, sc.model.vocab_size, (b, l_tr + 1), generator=gen)
+    cases = {}
+    for pos in positions:
+        torch.manual_seed(0)
+        model = TransformerLM(sc.model.replace(pos=pos)).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=sc.train.lr)
+        cases[pos] = (model, opt)
+
+    def step(pos):
+        model, opt = cases[pos]
+        loss = model.loss(batch[:, :-1], batch[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), sc.train.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for pos in positions:  # warm-up: first calls allocate and build caches
+        step(pos)
+    times = {pos: [] for pos in positions}
+    order = list(positions)
+    for r in tqdm(range(rounds), desc="training speed", disable=not progress, leave=False):
+        order = order[r % len(order):] + order[:r % len(order)]  # a different order each round
+        for pos in order:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step(pos)
+            times[pos].append((time.perf_counter() - t0) / steps)
+    result = {pos: b * l_tr / statistics.median(ts) for pos, ts in times.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runs.write_json(path, {"params": params, "tokens_per_s": result})
+    return result
 
 
 def table3(scale: str = "tiny", corpora=None, *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
-    extrapolates, learnable or not, and training tokens/s."""
+    extrapolates, learnable or not, and training tokens/s (:func:`training_speed`)."""
     rows = []
+    speed = training_speed(scale, list(dict.fromkeys(s.pos for s in table3_models(scale, corpora))), progress=progress)
     for spec in _bar(table3_models(scale, corpora), "Table 3", progress):
         run = run_of(scale, spec, train=train)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
                "learnable": spec.pos in LEARNABLE, "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
-        row["tokens_per_s"] = tokens_per_s(run)
+        row["tokens_per_s"] = speed[spec.pos]  # measured side by side (training_speed)
         rows.append(row)
     return pd.DataFrame(rows)
 

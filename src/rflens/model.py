@@ -124,7 +124,12 @@ class TransformerLM(nn.Module):
             raise UserError(f"expected inputs of shape (B, L) or (B, L, {self.cfg.d_model}), got {tuple(x.shape)}")
         L = x.shape[1]
         if self.pos.kind == "absolute":
-            x = x + self.pos.embed(torch.arange(L, device=x.device)).to(x.dtype)  # (L, d) broadcast over B
+            # Token embeddings start at N(0, 0.02) per coordinate while a sinusoidal vector has
+            # entries of size ~1: added as they are, positions would swamp the tokens for most
+            # of a short training run. As in Vaswani et al. (2017), the token embeddings are
+            # scaled by sqrt(d) before the positions are added.
+            pe = self.pos.embed(torch.arange(L, device=x.device)).to(x.dtype)  # (L, d) broadcast over B
+            x = x * math.sqrt(self.cfg.d_model) + pe
         plan = attention.make_plan(self.pos, self.cfg.window, L, x.device, kernel)  # bias built once, all layers
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):

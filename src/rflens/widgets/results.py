@@ -45,6 +45,9 @@ def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = 0.99
     :func:`rflens.experiments.erf_curves`."""
     import ipywidgets as w
 
+    from ..figures.render import setup_plotly
+
+    setup_plotly()  # the figure as HTML (static book) and as plotly JSON (live Jupyter)
     labels = list(curves)
     selected = list(selected or labels[: min(3, len(labels))])
     chooser = w.SelectMultiple(options=labels, value=selected, rows=min(8, len(labels)), description="models")
