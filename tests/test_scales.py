@@ -27,7 +27,7 @@ def test_spec_numbers():
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
     m, t = tiny.model, tiny.train
-    assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 4, 128, 2048, 64, 16, 300)
+    assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 4, 128, 2048, 64, 16, 800)
     assert tiny.data.max_bytes is None and tiny.eval.n_segments == 128 and tiny.eval.erf_samples == 32
     assert tiny.lengths == [64, 128, 256, 512, 1024]
     assert tiny.sweeps["slope_shift"] == [-3, 0, 3, 6]
