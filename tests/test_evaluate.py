@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import fakes
 from rflens import evaluate
 from rflens.config import SCHEMES, EvalConfig, ModelConfig
 from rflens.errors import UserError
@@ -186,27 +187,8 @@ class FakeCorpus:
         return self.stream
 
 
-class FakeRun:
-    scale = None
-
-    def __init__(self, model):
-        self.model = model
-        self.model_cfg = model.cfg
-        self.train_cfg = type("T", (), {"l_tr": 8})()
-        self.store, self.computed = {}, 0
-
-    def load_model(self):
-        return self.model
-
-    def corpus(self):
-        return FakeCorpus()
-
-    def cached(self, name, params, compute):
-        key = (name, repr(sorted(params.items())))
-        if key not in self.store:
-            self.computed += 1
-            self.store[key] = compute()
-        return self.store[key]
+def FakeRun(model):
+    return fakes.FakeRun(model, FakeCorpus())
 
 
 def test_perplexity_defaults_and_cache():

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import fakes
 from rflens import receptive
 from rflens.config import EvalConfig, ModelConfig
 from rflens.errors import UserError
@@ -100,26 +101,8 @@ class FakeCorpus:
         return make_segments(n, length, seed=seed + 11)
 
 
-class FakeRun:
-    scale = None
-
-    def __init__(self, model):
-        self.model, self.model_cfg = model, model.cfg
-        self.train_cfg = type("T", (), {"l_tr": 8})()
-        self.store, self.computed = {}, 0
-
-    def load_model(self):
-        return self.model
-
-    def corpus(self):
-        return FakeCorpus()
-
-    def cached(self, name, params, compute):
-        key = (name, repr(sorted(params.items())))
-        if key not in self.store:
-            self.computed += 1
-            self.store[key] = compute()
-        return self.store[key]
+def FakeRun(model):
+    return fakes.FakeRun(model, FakeCorpus())
 
 
 def test_receptive_field_of_a_run_uses_the_cache_across_thresholds():

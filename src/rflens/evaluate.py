@@ -310,10 +310,15 @@ def cli_evaluate(args) -> int:
     run, ev = run_from_args(args)
     result = perplexity(run, protocol=args.protocol, lengths=parse_lengths(args.lengths), n=args.n,
                         progress=not args.quiet, eval_cfg=ev)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"model: {run.key}  ({run.model_cfg.pos}, {run.data_cfg.corpus})")
-        print(format_table(result))
-        print(f"({result['ci']}; {result['seconds']:.1f} s to compute)")
+    print_result(run, result, args.json, format_table(result), f"{result['ci']}; {result['seconds']:.1f} s to compute")
     return 0
+
+
+def print_result(run, result: dict, as_json: bool, table: str, note: str) -> None:
+    """Print a measurement of ``run``: the JSON result, or a header, the table and a note."""
+    if as_json:
+        print(json.dumps(result))
+        return
+    print(f"model: {run.key}  ({run.model_cfg.pos}, {run.data_cfg.corpus})")
+    print(table)
+    print(f"({note})")

@@ -22,7 +22,6 @@ position (index 0 = the most recent token).
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -185,15 +184,10 @@ def format_table(result: dict) -> str:
 
 
 def cli_erf(args) -> int:
-    from .evaluate import run_from_args
+    from .evaluate import print_result, run_from_args
 
     run, ev = run_from_args(args)
     result = receptive_field(run, length=args.length, n=args.n, threshold=args.threshold,
                              progress=not args.quiet, eval_cfg=ev)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"model: {run.key}  ({run.model_cfg.pos}, {run.data_cfg.corpus})")
-        print(format_table(result))
-        print(f"({result['seconds']:.1f} s to compute the gradients)")
+    print_result(run, result, args.json, format_table(result), f"{result['seconds']:.1f} s to compute the gradients")
     return 0
