@@ -14,7 +14,7 @@ m - n >= w. The bias is added to the *scaled* logits (as in ALiBi's and Sandwich
   The GPU path; on CPU torch 2.13 has no backward for it, and eager mode materialises
   the scores, so it is only for forward checks there.
 * ``"chunked"``: memory-bounded. Queries are processed in blocks (up to 512 queries, fewer
-  so that one block's scores stay under 128 MB); each block builds the bias for its own
+  so that one block's scores stay under 16 MB); each block builds the bias for its own
   keys only (H, block, keys), and a windowed model only reads the keys inside the window.
   No (H, L, L) tensor is ever made: for evaluation at 16 x L_tr. (Without a bias or a
   window it is SDPA's causal kernel, which is memory-bounded already.)
@@ -36,7 +36,7 @@ from .errors import ConfigError, UserError
 
 AUTO_CHUNK_FROM = 4096  # CPU: from this length on, "auto" takes the memory-bounded kernel
 QUERY_BLOCK = 512  # at most this many queries per block of the chunked kernel
-CHUNK_ELEMENTS = 2**25  # and at most this many scores (B x H x queries x keys, 128 MB in fp32) per block
+CHUNK_ELEMENTS = 2**22  # and at most this many scores (B x H x queries x keys, 16 MB in fp32) per block
 
 
 @dataclass

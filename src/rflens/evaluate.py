@@ -50,7 +50,7 @@ CI_LEVEL = 0.95
 MAX_LOGIT_ELEMENTS = 1 << 26  # 256 MB
 # Tokens per forward pass: long inputs are evaluated a few segments at a time, so that the
 # activations (B, L, 4d) stay the same size at 16 x L_tr as at L_tr.
-MAX_TOKENS = 8192
+MAX_TOKENS = 4096
 # From this length on (CPU), attention takes the memory-bounded "chunked" kernel: it never
 # builds the (H, L, L) bias and, measured on one thread, is as fast as SDPA with the full
 # bias from about 1024 positions (bench/eval_memory.py, notes/performance.md).

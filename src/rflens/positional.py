@@ -301,9 +301,8 @@ class Smoothed(Scheme):
         return curve.expand(self.n_head, n)
 
 
-class KerpleLog(Scheme):
-    """KERPLE, logarithmic variant (Chi et al., 2022): -r1 * log(1 + r2 * |m - n|) with
-    learnable r1, r2 > 0 per head (kept >= 0.01)."""
+class _Kerple(Scheme):
+    """KERPLE (Chi et al., 2022): two learnable parameters r1, r2 per head, from the config."""
 
     kind = "relative"
     learnable = True
@@ -312,22 +311,19 @@ class KerpleLog(Scheme):
         super().__init__(cfg)
         self.r1 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r1)))
         self.r2 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r2)))
+
+
+class KerpleLog(_Kerple):
+    """KERPLE, logarithmic variant: -r1 * log(1 + r2 * |m - n|) with learnable r1, r2 > 0
+    per head (kept >= 0.01)."""
 
     def _table(self, n: int) -> Tensor:
         k = self._distances(n, self.r1.device)
         return -_positive(self.r1)[:, None] * torch.log1p(_positive(self.r2)[:, None] * k)  # (H, n)
 
 
-class KerplePower(Scheme):
+class KerplePower(_Kerple):
     """KERPLE, power variant: -r1 * |m - n|^r2 with learnable r1 > 0 and 0 < r2 <= 2."""
-
-    kind = "relative"
-    learnable = True
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.r1 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r1)))
-        self.r2 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r2)))
 
     def _table(self, n: int) -> Tensor:
         k = self._distances(n, self.r1.device)
