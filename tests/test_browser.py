@@ -103,34 +103,30 @@ class Visit:
     def drawn_figures(self) -> int:
         return self.page.locator(".js-plotly-plot .main-svg").count()
 
-    def close(self):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
         self.page.close()
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter):
-    visit = Visit(browser, f"{server}/book/{chapter}.html")
-    try:
+    with Visit(browser, f"{server}/book/{chapter}.html") as visit:
         assert visit.errors == [], f"page errors in {chapter}: {visit.errors}"
         assert visit.external == [], f"{chapter} asked the network for {visit.external}"
         assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
-    finally:
-        visit.close()
 
 
 def test_equations_are_typeset_offline(browser, server):
-    visit = Visit(browser, f"{server}/book/02_alibi_and_relative_biases.html")
-    try:
+    with Visit(browser, f"{server}/book/02_alibi_and_relative_biases.html") as visit:
         visit.page.wait_for_selector("mjx-container", state="attached", timeout=20_000)
         assert visit.page.locator("mjx-container").count() > 5
         assert visit.external == []
-    finally:
-        visit.close()
 
 
 def test_moving_a_slider_changes_its_figure(browser, server):
-    visit = Visit(browser, f"{server}/book/02_alibi_and_relative_biases.html")
-    try:
+    with Visit(browser, f"{server}/book/02_alibi_and_relative_biases.html") as visit:
         page = visit.page
         plot = page.locator(".js-plotly-plot").filter(has=page.locator(".slider-container")).first
         plot.scroll_into_view_if_needed()
@@ -144,25 +140,17 @@ def test_moving_a_slider_changes_its_figure(browser, server):
         after = plot.evaluate(state)
         assert after != before, "moving the slider left the figure unchanged"
         assert visit.errors == []
-    finally:
-        visit.close()
 
 
 def test_static_widgets_render_offline(browser, server):
-    visit = Visit(browser, f"{server}/book/03_alibi_dissected.html")
-    try:
+    with Visit(browser, f"{server}/book/03_alibi_dissected.html") as visit:
         visit.page.wait_for_selector(".widget-container, .jupyter-widgets, .widget-slider, .widget-dropdown",
                                      timeout=20_000)
         assert visit.errors == []
         assert visit.external == []
-    finally:
-        visit.close()
 
 
 def test_index_page_says_how_to_rerun_with_papermill(browser, server):
-    visit = Visit(browser, f"{server}/book/index.html")
-    try:
+    with Visit(browser, f"{server}/book/index.html") as visit:
         assert "papermill" in visit.page.content()
         assert visit.errors == []
-    finally:
-        visit.close()
