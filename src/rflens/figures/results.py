@@ -35,9 +35,11 @@ def _color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
-def _menu(buttons: list[dict], active: int = 0, x: float = 0.0, y: float = 1.18) -> dict:
+def _menu(buttons: list[dict], active: int = 0) -> dict:
+    """A dropdown just above the plot area, at its right end: clear of the title (top left
+    of the figure) and of the L_tr labels, which sit at the top of the lines on the left."""
     return {"buttons": buttons, "active": active, "direction": "down", "showactive": True,
-            "x": x, "xanchor": "left", "y": y, "yanchor": "top"}
+            "x": 1.0, "xanchor": "right", "y": 1.02, "yanchor": "bottom"}
 
 
 def _button(label: str, visible: list[bool], title: str, extra: dict | None = None) -> dict:
@@ -125,7 +127,7 @@ def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)",
     fig.update_layout(template=TEMPLATE, height=max(300, 60 + 34 * len(labels)),
                       title={"text": f"{title} (green: <= {limit}, red: above)"},
                       yaxis={"autorange": "reversed"}, xaxis={"title": {"text": "L_ex"}, "side": "bottom"},
-                      updatemenus=[_menu(buttons, y=1.25)], margin={"t": 110})
+                      updatemenus=[_menu(buttons)], margin={"t": 110})
     return fig
 
 
@@ -169,7 +171,7 @@ def erf_explorer(curves: dict[str, dict], *, title: str = "Receptive field", log
                                {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2")]}))
     first = curves[labels[0]]
     fig.update_layout(template=TEMPLATE, height=560, title={"text": head(labels[0], first)},
-                      shapes=shapes(first), updatemenus=[_menu(buttons, y=1.2)], margin={"t": 120})
+                      shapes=shapes(first), updatemenus=[_menu(buttons)], margin={"t": 120})
     fig.update_xaxes(type="log" if log_x else "linear", row=1, col=1)
     fig.update_xaxes(type="log" if log_x else "linear", title_text="k: tokens back from the predicted token", row=2, col=1)
     fig.update_yaxes(type="log", row=1, col=1, exponentformat="power")
@@ -304,5 +306,5 @@ def scoreboard_figure(board: list[dict], *, title: str = "Claims scoreboard") ->
     buttons = [_button(f"{name} ({len(rows)})", [j == i for j in range(len(groups))], f"{title}: {name}")
                for i, (name, rows) in enumerate(groups)]
     fig.update_layout(template=TEMPLATE, title={"text": f"{title}: all"}, height=120 + 60 * max(1, len(board)),
-                      margin={"t": 90, "l": 10, "r": 10, "b": 10}, updatemenus=[_menu(buttons, y=1.0 + 40 / (120 + 60 * len(board)))])
+                      margin={"t": 90, "l": 10, "r": 10, "b": 10}, updatemenus=[_menu(buttons)])
     return fig
