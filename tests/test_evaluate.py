@@ -221,7 +221,6 @@ def test_perplexity_defaults_and_cache():
 
 @pytest.mark.slow
 def test_smoke_run_end_to_end(tmp_path, monkeypatch, capsys):
-    import json
 
     from rflens import cli, receptive, runs
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-import tempfile
 import textwrap
 import time
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from . import experiments as ex
+from . import runs
 from .errors import UserError
 
 TOL = ex.EXTRAPOLATION_TOLERANCE
@@ -442,18 +441,8 @@ def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress:
 
 
 def board_path(scale: str, corpus: str = "prose") -> Path:
-    from . import runs
-
     root = runs.runs_dir()
     return root / (f"scoreboard-{scale}.json" if corpus == "prose" else f"scoreboard-{scale}-{corpus}.json")
-
-
-def _write_json(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2, default=_jsonable)
-    os.replace(tmp, path)
 
 
 def _jsonable(o):
@@ -469,9 +458,11 @@ def scoreboard(scale: str = "tiny", corpus: str = "prose", compute: bool = True,
     without it, only models already in the run store are used."""
     results = gather(scale, corpus, compute=compute, progress=progress) if results is None else results
     board = check(results)
-    _write_json(board_path(scale, corpus), {
+    path = board_path(scale, corpus)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runs.write_json(path, {
         "scale": scale, "corpus": corpus, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "summary": summary(board), "claims": board})
+        "summary": summary(board), "claims": board}, default=_jsonable)
     return board
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 from .errors import ConfigError
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -512,9 +512,8 @@ def training_speed(scale, positions=TABLE3_POS, *, rounds: int = SPEED_ROUNDS, s
     for pos in positions:  # warm-up: first calls allocate and build caches
         step(pos)
     times = {pos: [] for pos in positions}
-    order = list(positions)
     for r in tqdm(range(rounds), desc="training speed", disable=not progress, leave=False):
-        order = order[r % len(order):] + order[:r % len(order)]  # a different order each round
+        order = positions[r % len(positions):] + positions[:r % len(positions)]  # a different order each round
         for pos in order:
             t0 = time.perf_counter()
             for _ in range(steps):

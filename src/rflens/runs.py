@@ -117,12 +117,13 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_json(path: Path, obj) -> None:
-    """Write JSON atomically: a reader never sees half a file."""
+def write_json(path: Path, obj, default: Callable | None = None) -> None:
+    """Write JSON atomically: a reader never sees half a file. ``default`` converts values
+    json cannot write (as in ``json.dump``)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
+        json.dump(obj, f, indent=1, sort_keys=True, default=default)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
