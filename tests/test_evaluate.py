@@ -257,6 +257,14 @@ def test_smoke_run_end_to_end(tmp_path, monkeypatch, capsys):
     assert cli.main(["evaluate", "--scale", "smoke", "--quiet", "--lengths", "1,16"]) == 2
     assert "at least 2 tokens" in capsys.readouterr().err
 
+    # an evaluation setting given with --set is the one used (the --protocol flag does not shadow it)
+    sliding = main_json(cli, capsys, ["evaluate", "--scale", "smoke", "--quiet", "--json", "--lengths", "16",
+                                      "--set", "protocol=sliding"])
+    assert sliding["protocol"] == "sliding" and sliding["stride"] == l_tr // 2
+    flag = main_json(cli, capsys, ["evaluate", "--scale", "smoke", "--quiet", "--json", "--lengths", "16",
+                                   "--set", "protocol=sliding", "--protocol", "non_overlapping"])
+    assert flag["protocol"] == "non_overlapping"
+
 
 def main_json(cli, capsys, argv):
     import json

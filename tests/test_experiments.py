@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from rflens import claims, scales
+from rflens.config import ModelConfig
 from rflens import experiments as ex
 from rflens.figures import results as fr
 
@@ -61,19 +62,20 @@ def test_ratio_columns_and_lengths_round_trip():
 
 def test_ints_from_sweeps_become_the_settings_types():
     spec = ex.make_spec("Δ=0", "alibi", slope_shift=np.int64(0), window=np.float64(8.0))
-    s = spec.settings
-    assert type(s["slope_shift"]) is float and type(s["window"]) is int
+    s = ModelConfig(pos=spec.pos, **spec.settings)
+    assert type(s.slope_shift) is float and type(s.window) is int
     # so that the run key of Table 1's Delta = 0 equals the default ALiBi's (same JSON)
-    assert json.dumps(s["slope_shift"]) == "0.0"
+    assert json.dumps(s.slope_shift) == "0.0"
 
 
 def test_table2_plan_retrains_only_listed_failures():
-    sc = dataclasses.replace(scales.get("smoke"), sweeps={"table2": [
-        {"pos": "window", "window": 16, "l_tr": 64, "batch_size": 2},
-        {"pos": "alibi", "slope_shift": 6, "l_tr_mult": 4},
-        {"pos": "alibi", "slope_shift": -3, "l_tr": 64},  # extrapolates already: skipped
-        {"pos": "window", "window": 99, "l_tr": 64},  # not in this Table 1
-    ]})
+    smoke = scales.get("smoke")
+    sc = dataclasses.replace(smoke, sweeps=dataclasses.replace(smoke.sweeps, table2=[
+        scales.Retrain("window", 16, l_tr=64, batch_size=2),
+        scales.Retrain("slope_shift", 6, l_tr_mult=4),
+        scales.Retrain("slope_shift", -3, l_tr=64),  # extrapolates already: skipped
+        scales.Retrain("window", 99, l_tr=64),  # not in this Table 1
+    ]))
     plan = ex._table2_plan(sc, synthetic_t1())
     assert [(old["label"], over) for old, over in plan] == [
         ("w=16", {"l_tr": 64, "batch_size": 2}), ("Δ=6", {"l_tr": 64})]
@@ -119,7 +121,7 @@ def test_ratio_heatmap_and_table2_figure():
 
 def test_erf_explorer_switches_models_and_marks_l_tr_and_erf():
     curves = synthetic_curves()
-    fig = fr.erf_explorer(curves)
+    fig = fr.erf_figure(curves)
     assert len(fig.data) == 6  # normalised + cumulative per model
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == ["a", "b", "c", "all (cumulative)"]
@@ -133,7 +135,7 @@ def test_gradient_jump_table3_and_protocol_figures():
     curves = synthetic_curves(("Sinusoidal, L_tr=8", "Sinusoidal, L_tr=16"))
     f7 = pd.DataFrame([{"label": lab, "l_tr": l_tr, **ex.gradient_jump(curves[lab]["normalized"], l_tr)}
                        for lab, l_tr in zip(curves, (8, 16))])
-    fig = fr.gradient_jump(curves, f7)
+    fig = fr.gradient_jump_figure(curves, f7)
     assert len(fig.data) == 4 and len(fig.layout.updatemenus[0].buttons) == 2
     _menus_use_title_text(fig)
 
@@ -171,9 +173,9 @@ def smoke_store(tmp_path_factory):
     """A smoke preset with one point per sweep, a fresh run store and data folder."""
     root = tmp_path_factory.mktemp("store")
     base = scales.get("smoke")
-    small = dataclasses.replace(base, sweeps={
-        **base.sweeps, "slope_shift": [0], "same_slope": [], "window": [4], "sinusoidal_l_tr": [16],
-        "table3_pos": ["alibi"], "corpora": ["prose"]})
+    small = dataclasses.replace(base, sweeps=dataclasses.replace(
+        base.sweeps, slope_shift=[0], same_slope=[], window=[4], sinusoidal_l_tr=[16],
+        table3_pos=["alibi"], corpora=["prose"]))
     real_get = scales.get
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RFLENS_RUNS", str(root / "runs"))

@@ -46,7 +46,7 @@ def test_alibi_paper_slopes(H):
 def test_alibi_official_slopes_for_12_heads_match_the_notes():
     s = positional.alibi_slopes(12, slopes="official").tolist()
     np.testing.assert_allclose(s[:8], [2.0 ** -h for h in range(1, 9)], rtol=1e-6)
-    # shared/paper/NOTES.md: "for H=12 it ends 0.707, 0.354, 0.177, 0.088"
+    # the official ALiBi code (get_slopes) for H=12 ends 0.707, 0.354, 0.177, 0.088
     np.testing.assert_allclose(s[8:], [0.707, 0.354, 0.177, 0.088], atol=6e-4)
 
 
@@ -116,7 +116,7 @@ def test_sandwich_function_broadcasts():
 
 
 def test_smoothed_log_curve_fit_reproduces_the_notes():
-    # NOTES: least squares of a*log(1+k)+b to Sandwich (d_bar=128, h_c=8) over k=0..8191 gives (-0.832, -0.794)
+    # measured: least squares of a*log(1+k)+b to Sandwich (d_bar=128, h_c=8) over k=0..8191 gives (-0.832, -0.794)
     k = torch.arange(8192)
     y = positional.sandwich_bias(k, 128, torch.tensor([8.0]))[0].double().numpy()
     A = np.stack([np.log1p(k.numpy()), np.ones(8192)], 1)

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from rflens import runs, scales
+from rflens.cli import runs as cli_runs
 from rflens.errors import ConfigError, UserError
 
 
@@ -48,9 +49,18 @@ def test_the_key_changes_with_every_setting_the_data_and_the_code():
     assert key not in others and len(others) == 5
 
 
-def test_code_version_ignores_comments_docstrings_and_the_command_line():
-    a = 'def f(x):\n    """Doc."""\n    return x + 1  # why\n\ndef cli_f(args):\n    return 0\n'
-    b = 'def f(x):\n    return x + 1\n\n\ndef cli_f(args):\n    print("changed")\n'
+def test_an_int_for_a_float_setting_is_the_same_run():
+    """slope_shift=0 and the default 0.0 are one setting: one run key, not a duplicate model."""
+    m, d, t = _configs()
+    assert m.replace(slope_shift=0).to_json() == m.to_json()
+    assert runs.run_key(m.replace(slope_shift=0), d, t, "fp") == runs.run_key(m, d, t, "fp")
+    assert runs.run_key(m.replace(same_slope=8), d, t, "fp") == runs.run_key(m.replace(same_slope=8.0), d, t, "fp")
+    assert runs.run_key(m, d, t.replace(lr=1), "fp") == runs.run_key(m, d, t.replace(lr=1.0), "fp")
+
+
+def test_code_version_ignores_comments_and_docstrings():
+    a = 'def f(x):\n    """Doc."""\n    return x + 1  # why\n'
+    b = 'def f(x):\n    return x + 1\n'
     c = 'def f(x):\n    return x + 2\n'
     dump = lambda src: ast.dump(runs._strip(ast.parse(src)))  # noqa: E731
     assert dump(a) == dump(b) != dump(c)
@@ -127,7 +137,7 @@ def test_listing_shows_the_run(smoke_run, capsys):
     assert (row["pos"], row["scale"], row["corpus"], row["steps"], row["status"]) == ("alibi", "smoke", "prose", 30, "complete")
     assert row["final_loss"] == pytest.approx(smoke_run.metrics["val_loss"])
     assert row["size_bytes"] > (smoke_run.path / "model.safetensors").stat().st_size
-    assert runs.cli_runs(type("A", (), {"json": False})()) == 0
+    assert cli_runs.run(type("A", (), {"json": False})()) == 0
     out = capsys.readouterr().out
     assert smoke_run.key in out and "alibi" in out and "final loss" in out
 
@@ -151,8 +161,9 @@ def test_a_corrupted_checkpoint_is_detected_and_retrain_fixes_it(store):
 
 
 def test_sweep_overrides_reach_the_stored_settings(store):
-    over = dict(scales.get("smoke").sweeps["table2"][0])
-    pos = over.pop("pos")
+    entry = scales.get("smoke").sweeps.table2[0]
+    over = {scales.FAMILIES[entry.family].setting: entry.value, **entry.training(scales.get("smoke").train.l_tr)}
+    pos = entry.pos
     m, d, t = runs.resolve("smoke", pos, "prose", over)[1:]
     assert (m.window, t.l_tr, t.batch_size) == (over["window"], over["l_tr"], over["batch_size"])
     assert "--set l_tr=64" in runs.train_command("smoke", pos, "prose", runs.describe(m, d, t, "smoke"))

@@ -1,6 +1,8 @@
 """The scale presets: the numbers the whole project agrees on, and sweeps that straddle
 each phenomenon of Chi et al. (ACL 2023)."""
 
+import dataclasses
+
 import pytest
 
 from rflens import runs, scales
@@ -10,14 +12,18 @@ from rflens.errors import UserError
 SWEEP_KEYS = {"slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2", "table3_pos", "corpora"}
 
 
+def sweeps(s) -> dict:
+    return {f.name: getattr(s.sweeps, f.name) for f in dataclasses.fields(s.sweeps)}
+
+
 @pytest.mark.parametrize("name", scales.SCALES)
 def test_every_preset_is_complete_and_consistent(name):
     s = scales.get(name)
     assert s.name == name
     assert s.model.vocab_size == s.data.vocab_size  # the model reads the data's tokens
-    assert set(s.sweeps) == SWEEP_KEYS
-    assert all(isinstance(v, list) and v for v in s.sweeps.values())
-    assert set(s.sweeps["table3_pos"]) <= set(SCHEMES)
+    assert set(sweeps(s)) == SWEEP_KEYS
+    assert all(isinstance(v, tuple) and v for v in sweeps(s).values())
+    assert set(s.sweeps.table3_pos) <= set(SCHEMES)
     assert s.lengths == [s.train.l_tr * m for m in s.eval.length_mults]
 
 
@@ -30,11 +36,11 @@ def test_spec_numbers():
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 4, 128, 2048, 64, 16, 800)
     assert tiny.data.max_bytes is None and tiny.eval.n_segments == 128 and tiny.eval.erf_samples == 32
     assert tiny.lengths == [64, 128, 256, 512, 1024]
-    assert tiny.sweeps["slope_shift"] == [-3, 0, 3, 6]
-    assert tiny.sweeps["same_slope"] == [0, 2, 4, 8]
-    assert tiny.sweeps["window"] == [8, 16, 32, 64]
-    assert tiny.sweeps["d_bar"] == [32, 64, 128, 256]
-    assert tiny.sweeps["sinusoidal_l_tr"] == [32, 64]
+    assert tiny.sweeps.slope_shift == (-3, 0, 3, 6)
+    assert tiny.sweeps.same_slope == (0, 2, 4, 8)
+    assert tiny.sweeps.window == (8, 16, 32, 64)
+    assert tiny.sweeps.d_bar == (32, 64, 128, 256)
+    assert tiny.sweeps.sinusoidal_l_tr == (32, 64)
     m, t = small.model, small.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (4, 8, 256, 8192, 128, 32, 3000)
     m, t = full.model, full.train
@@ -45,17 +51,17 @@ def test_spec_numbers():
 
 def test_full_sweeps_are_the_papers_grids():
     full = scales.get("full")
-    assert full.sweeps["slope_shift"] == [-3, 0, 3, 6, 8]
-    assert full.sweeps["window"] == [40, 80, 100, 120, 160, 320]
-    assert {"pos": "window", "window": 160, "l_tr": 1024} in full.sweeps["table2"]
-    assert {"pos": "alibi", "slope_shift": 6, "l_tr": 2048} in full.sweeps["table2"]
+    assert full.sweeps.slope_shift == (-3, 0, 3, 6, 8)
+    assert full.sweeps.window == (40, 80, 100, 120, 160, 320)
+    assert scales.Retrain("window", 160, l_tr=1024) in full.sweeps.table2
+    assert scales.Retrain("slope_shift", 6, l_tr=2048) in full.sweeps.table2
 
 
 @pytest.mark.parametrize("name", ["smoke", "tiny", "small"])
 def test_window_sweep_straddles_l_tr(name):
     """Section 4: a windowed model extrapolates when its receptive field R * w fits in L_tr."""
     s = scales.get(name)
-    fields = [s.model.n_layer * w for w in s.sweeps["window"]]
+    fields = [s.model.n_layer * w for w in s.sweeps.window]
     assert min(fields) < s.train.l_tr < max(fields)
 
 
@@ -63,15 +69,16 @@ def test_window_sweep_straddles_l_tr(name):
 def test_slope_sweeps_hold_both_sides(name):
     """Table 1: steep slopes (Delta < 0, small h) act as a window, flat ones (Delta >= 6, h = 8) fail."""
     s = scales.get(name)
-    assert min(s.sweeps["slope_shift"]) < 0 <= 6 <= max(s.sweeps["slope_shift"])
-    assert 0 in s.sweeps["same_slope"] and 8 in s.sweeps["same_slope"]
-    assert min(s.sweeps["d_bar"]) < 128 < max(s.sweeps["d_bar"])
+    assert min(s.sweeps.slope_shift) < 0 <= 6 <= max(s.sweeps.slope_shift)
+    assert 0 in s.sweeps.same_slope and 8 in s.sweeps.same_slope
+    assert min(s.sweeps.d_bar) < 128 < max(s.sweeps.d_bar)
 
 
 @pytest.mark.parametrize("name", ["tiny", "small"])
 def test_table2_raises_l_tr_and_keeps_tokens_per_step(name):
     s = scales.get(name)
-    for over in s.sweeps["table2"]:
+    for entry in s.sweeps.table2:
+        over = entry.training(s.train.l_tr)
         assert over["l_tr"] == 4 * s.train.l_tr
         assert over["l_tr"] * over["batch_size"] == s.train.l_tr * s.train.batch_size
 
@@ -79,16 +86,16 @@ def test_table2_raises_l_tr_and_keeps_tokens_per_step(name):
 @pytest.mark.parametrize("name", scales.SCALES)
 def test_every_sweep_point_is_a_valid_configuration(name):
     s = scales.get(name)
-    corpus = s.sweeps["corpora"][0]
-    configs = [runs.resolve(name, "alibi", corpus, {"slope_shift": v}) for v in s.sweeps["slope_shift"]]
-    configs += [runs.resolve(name, "alibi", corpus, {"same_slope": v}) for v in s.sweeps["same_slope"]]
-    configs += [runs.resolve(name, "window", corpus, {"window": v}) for v in s.sweeps["window"]]
-    configs += [runs.resolve(name, "sandwich", corpus, {"d_bar": v}) for v in s.sweeps["d_bar"]]
-    configs += [runs.resolve(name, "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps["sinusoidal_l_tr"]]
-    for over in s.sweeps["table2"]:
-        over = dict(over)
-        configs.append(runs.resolve(name, over.pop("pos"), corpus, over))
-    configs += [runs.resolve(name, p, c) for p in s.sweeps["table3_pos"] for c in s.sweeps["corpora"]]
+    corpus = s.sweeps.corpora[0]
+    configs = [runs.resolve(name, "alibi", corpus, {"slope_shift": v}) for v in s.sweeps.slope_shift]
+    configs += [runs.resolve(name, "alibi", corpus, {"same_slope": v}) for v in s.sweeps.same_slope]
+    configs += [runs.resolve(name, "window", corpus, {"window": v}) for v in s.sweeps.window]
+    configs += [runs.resolve(name, "sandwich", corpus, {"d_bar": v}) for v in s.sweeps.d_bar]
+    configs += [runs.resolve(name, "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps.sinusoidal_l_tr]
+    for entry in s.sweeps.table2:
+        over = {scales.FAMILIES[entry.family].setting: entry.value, **entry.training(s.train.l_tr)}
+        configs.append(runs.resolve(name, entry.pos, corpus, over))
+    configs += [runs.resolve(name, p, c) for p in s.sweeps.table3_pos for c in s.sweeps.corpora]
     assert all(m.vocab_size == d.vocab_size for _, m, d, _ in configs)
 
 

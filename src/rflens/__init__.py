@@ -1,12 +1,17 @@
 """rflens: an executable companion to Chi, Fan, Rudnicky and Ramadge (ACL 2023),
 *Dissecting Transformer Length Extrapolation via the Lens of Receptive Field Analysis*.
 
-Modules, one concern each: ``config`` (settings), ``positional`` (every positional scheme),
-``attention`` (the attention kernels), ``model`` (the transformer LM), ``data`` (corpora,
-tokenizer, token streams), ``scales`` (presets), ``runs`` (the run store), ``train``,
-``evaluate`` (perplexity protocols), ``receptive`` (receptive-field analysis),
-``experiments`` (the paper's sweeps), ``claims`` (the scoreboard), ``figures``,
-``widgets``, ``reproduce`` (papermill + Jupyter Book) and ``cli``.
+Modules, one concern each: ``schemes`` (the table of positional schemes), ``config``
+(settings), ``positional`` (every scheme's implementation), ``attention`` (the attention
+kernels), ``model`` (the transformer LM), ``storage`` (folders, atomic writes, checksums,
+locks), ``distributed`` (ranks and the process group), ``data`` (corpora, tokenizer, token
+streams), ``scales`` (presets and their sweeps), ``train`` (the training loop), ``runs``
+(the run store), ``evaluate`` (perplexity protocols), ``receptive`` (receptive-field
+analysis), ``results`` (the result tables and the criterion "extrapolates"), ``speed``
+(training speed side by side), ``experiments`` (the paper's sweeps), ``analysis`` (closed
+forms of the biases), ``claims`` (the scoreboard), ``figures``, ``widgets``, ``notebook``
+(what every chapter does first), ``reproduce`` (papermill + Jupyter Book) and ``cli`` (the
+commands).
 """
 
 __version__ = "0.1.0"

@@ -1,10 +1,12 @@
 """The claims scoreboard: each claim of Chi et al. (ACL 2023) checked with a fixed criterion.
 
-The sixteen claims and their criteria are fixed in advance (issue 6 of the project): they are
+The sixteen claims and their criteria were fixed before any result was seen: they are
 never re-tuned to the numbers a scale happens to give. Notation: r(L) = ppl(L) / ppl(L_tr)
 with the last-token protocol; a model "extrapolates" when r(L) <= 1.10 for every measured
-L_tr < L <= 16 L_tr (:func:`rflens.experiments.extrapolates`).
+L_tr < L <= 16 L_tr (:func:`rflens.results.extrapolates`).
 
+Each claim is a check declared with ``@claim(id, statement, criterion, needs)`` right above
+it; the thresholds are the constants below, from which the criterion texts are formatted.
 Each check reads the tables of :mod:`rflens.experiments` (a dict of results, so the checks
 can be tested on synthetic tables) and returns the measured figure as text and
 ``passed``: True, False, or None when the data it needs is missing. A missing experiment is
@@ -30,15 +32,25 @@ import numpy as np
 import pandas as pd
 
 from . import experiments as ex
-from . import runs
+from . import storage
 from .errors import UserError
+from .results import EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, lengths_of, row_ppl
+from .scales import DEFAULT_SCALE
+from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
-TOL = ex.EXTRAPOLATION_TOLERANCE
-HORIZON = ex.EXTRAPOLATION_HORIZON
-PARAMETER_FREE = ("sinusoidal", "rotary", "alibi", "sandwich", "smoothed")
-LEARNED = ("kerple_log", "t5")
+# The thresholds of the criteria, each written once: the checks compare against these and
+# the criterion texts are formatted from them.
+TOL = EXTRAPOLATION_TOLERANCE  # "extrapolates": r(L) <= 1.10 up to 16 L_tr
+HORIZON = EXTRAPOLATION_HORIZON
+BREAKS = 2.0  # "does not extrapolate": r(L) >= 2 at the stated length
+RISES = 1.01  # "rises": r(L) >= 1.01 somewhere beyond L_tr (claim 3)
+ERF_AGREEMENT = 0.8  # claim 6: share of Table 1 models whose ERF predicts extrapolation
+SHARE_IN_LTR = (0.3, 0.9)  # claim 11: the paper reports about 60% of the gradient inside L_tr
 LOG_FIT_TARGET = (-0.825, -0.8)  # the paper's smoothed Sandwich: a * log(1 + k) + b
 LOG_FIT_TOL = 0.02
+PARAMETER_FREE = TABLE3_PARAMETER_FREE
+LEARNED = TABLE3_LEARNABLE
+_EX = f"r(L) <= {TOL:.2f} for every L up to {HORIZON} L_tr"
 
 
 class Missing(Exception):
@@ -49,9 +61,21 @@ class Missing(Exception):
 class Claim:
     id: int
     statement: str  # the paper's claim, in our words
-    criterion: str  # the fixed test (issue 6)
+    criterion: str  # the fixed test, decided before any result was seen
     needs: tuple  # result keys the check reads
     check: Callable[[dict], tuple[str, bool]]
+
+
+CLAIMS: list[Claim] = []  # in the order of the paper, filled by @claim
+
+
+def claim(cid: int, statement: str, criterion: str, needs: tuple):
+    """Declare the check below it as claim ``cid``, with its statement and criterion."""
+    def add(check):
+        CLAIMS.append(Claim(cid, statement, criterion, needs, check))
+        return check
+
+    return add
 
 
 # --------------------------------------------------------------------------------------
@@ -111,16 +135,20 @@ def _fmt(v: float) -> str:
 # --------------------------------------------------------------------------------------
 # the sixteen checks
 # --------------------------------------------------------------------------------------
+@claim(1, "Windowed attention with a small window extrapolates.",
+       f"the smallest w of the sweep extrapolates: {_EX}", ("table1",))
 def _c1(res):
     row = _family(res, "window").iloc[0]
     ok = _extrap(row)
     return f"{row['label']}: {_max_r_text(row)} (limit {TOL})", ok
 
 
+@claim(2, "Windowed attention with a large window does not extrapolate.",
+       f"the largest w of the sweep has r({HORIZON} L_tr) >= {BREAKS:g}", ("table1",))
 def _c2(res):
     row = _family(res, "window").iloc[-1]
     r = _r_at(row, HORIZON)
-    return f"{row['label']}: r(16 L_tr) = {_fmt(r)}", r >= 2
+    return f"{row['label']}: r({HORIZON} L_tr) = {_fmt(r)}", r >= BREAKS
 
 
 def _alibi_row(res):
@@ -140,36 +168,46 @@ def _alibi_row(res):
     raise Missing("ALiBi with Δ = 0 is neither in the slope-shift sweep nor in Table 3")
 
 
+@claim(3, "ALiBi itself is not flat beyond L_tr: its perplexity rises.",
+       f"ALiBi (Δ = 0): r(L) >= {RISES:g} for some L > L_tr", ("table1",))
 def _c3(res):
     row, df = _alibi_row(res)
     rs = {}
-    for L in ex.lengths_of(df, "r"):
+    for L in lengths_of(df, "r"):
         v = row.get(f"r@{L}")
         if L > int(row["l_tr"]) and v is not None and not (isinstance(v, float) and math.isnan(v)):
             rs[L] = float(v)
     if not rs:
         raise Missing("no L > L_tr measured for ALiBi")
     L, r = max(rs.items(), key=lambda kv: kv[1])
-    return f"ALiBi Δ=0: max r = {r:.3f} at L = {L}", r >= 1.01
+    return f"ALiBi Δ=0: max r = {r:.3f} at L = {L}", r >= RISES
 
 
+def _stable_and_breaking(res, family: str, names: tuple[str, str]):
+    """The two ends of a Table 1 sweep (sorted by value): the first must extrapolate, the
+    last must break at 16 L_tr."""
+    fam = _family(res, family)
+    first, last = fam.iloc[0], fam.iloc[-1]
+    ok_first, r_last = _extrap(first), _r_at(last, HORIZON)
+    return (f"{names[0]}{first['label']}: {_max_r_text(first)}; {names[1]}{last['label']}: "
+            f"r({HORIZON} L_tr) = {_fmt(r_last)}", ok_first and r_last >= BREAKS)
+
+
+@claim(4, "Shifting ALiBi's slopes: steeper slopes extrapolate, flatter ones blow up.",
+       f"the most negative Δ extrapolates ({_EX}); the largest Δ has r({HORIZON} L_tr) >= {BREAKS:g}", ("table1",))
 def _c4(res):
-    fam = _family(res, "slope_shift")
-    lo, hi = fam.iloc[0], fam.iloc[-1]
-    ok_lo, r_hi = _extrap(lo), _r_at(hi, HORIZON)
-    return (f"{lo['label']}: {_max_r_text(lo)}; {hi['label']}: r(16 L_tr) = {_fmt(r_hi)}",
-            ok_lo and r_hi >= 2)
+    return _stable_and_breaking(res, "slope_shift", ("", ""))
 
 
+@claim(5, "One slope for every head: only large slopes extrapolate.",
+       f"the largest slope extrapolates ({_EX}); the smallest has r({HORIZON} L_tr) >= {BREAKS:g}", ("table1",))
 def _c5(res):
-    fam = _family(res, "same_slope")
     # slope 1/2^h: the largest slope is the smallest h
-    big, small = fam.iloc[0], fam.iloc[-1]
-    ok_big, r_small = _extrap(big), _r_at(small, HORIZON)
-    return (f"largest slope {big['label']}: {_max_r_text(big)}; smallest slope {small['label']}: "
-            f"r(16 L_tr) = {_fmt(r_small)}", ok_big and r_small >= 2)
+    return _stable_and_breaking(res, "same_slope", ("largest slope ", "smallest slope "))
 
 
+@claim(6, "An ERF within L_tr predicts extrapolation.",
+       f"ERF <= L_tr agrees with 'extrapolates' for at least {ERF_AGREEMENT:.0%} of the Table 1 models", ("table1",))
 def _c6(res):
     t1 = _table(res, "table1")
     sub = t1[t1["extrapolates"].notna()] if "extrapolates" in t1.columns else t1.iloc[0:0]
@@ -180,9 +218,12 @@ def _c6(res):
     share = float(agree.mean())
     wrong = ", ".join(sub.loc[~agree, "label"].astype(str))
     return (f"{int(agree.sum())}/{len(sub)} models = {share:.0%}" + (f" (mispredicted: {wrong})" if wrong else ""),
-            share >= 0.8)
+            share >= ERF_AGREEMENT)
 
 
+@claim(7, "Training on an L_tr that covers the ERF fixes the failures.",
+       f"every failing Table 1 model, retrained with a longer L_tr, extrapolates ({_EX}, same absolute L)",
+       ("table2",))
 def _c7(res):
     t2 = _table(res, "table2")
     if t2.empty:
@@ -195,6 +236,9 @@ def _c7(res):
     return "; ".join(parts), ok
 
 
+@claim(8, "Sinusoidal does not extrapolate, and its gradient jumps at the absolute position L_tr.",
+       f"r(4 L_tr) >= {BREAKS:g}, and the largest normalised gradient outside the most recent few tokens "
+       f"sits within {ex.JUMP_TOLERANCE:.0%} of the absolute position L_tr (every L_tr of the sweep)", ("figure7",))
 def _c8(res):
     f7 = _table(res, "figure7")
     sin = f7[f7["pos"] == "sinusoidal"] if "pos" in f7.columns else f7.iloc[0:0]
@@ -210,9 +254,10 @@ def _c8(res):
             raise Missing(f"no gradient curve for {row['label']}")
         ok &= bool(row["jump_ok"])
         jumps.append(f"L_tr={int(row['l_tr'])}: peak at position {int(row['jump_abs_pos'])}")
-    return f"r(4 L_tr) = {_fmt(r4)}; " + "; ".join(jumps), r4 >= 2 and ok
+    return f"r(4 L_tr) = {_fmt(r4)}; " + "; ".join(jumps), r4 >= BREAKS and ok
 
 
+@claim(9, "Rotary does not extrapolate.", f"r(4 L_tr) >= {BREAKS:g}", ("figure7",))
 def _c9(res):
     row = None
     if res.get("figure7") is not None and not isinstance(res["figure7"], Exception):
@@ -222,12 +267,14 @@ def _c9(res):
     if row is None:
         row = _row(_table(res, "table3"), "Rotary model", pos="rotary", corpus=res.get("corpus", "prose"))
     r4 = _r_at(row, 4)
-    return f"Rotary: r(4 L_tr) = {_fmt(r4)}", r4 >= 2
+    return f"Rotary: r(4 L_tr) = {_fmt(r4)}", r4 >= BREAKS
 
 
+@claim(10, "Sandwich extrapolates and uses tokens beyond L_tr.",
+       f"{_EX}, and min over L > L_tr of ppl(L) < ppl(L_tr)", ("table3",))
 def _c10(res):
     row = _row(_table(res, "table3"), "Sandwich model", pos="sandwich", corpus=res.get("corpus", "prose"))
-    ppl = ex.row_ppl(row)
+    ppl = row_ppl(row)
     l_tr = int(row["l_tr"])
     beyond = {L: p for L, p in ppl.items() if L > l_tr}
     if l_tr not in ppl or not beyond:
@@ -238,12 +285,18 @@ def _c10(res):
             f"(ratio {best / ppl[l_tr]:.4f})", e and best < ppl[l_tr])
 
 
+@claim(11, "Sandwich spreads its gradient beyond the last L_tr tokens (the paper: about 60% inside).",
+       f"between {SHARE_IN_LTR[0]:.0%} and {SHARE_IN_LTR[1]:.0%} of the cumulative gradient on the last L_tr tokens",
+       ("figure11",))
 def _c11(res):
     row = _row(_table(res, "figure11"), "Sandwich model", pos="sandwich")
     s = float(row["share_in_ltr"])
-    return f"Sandwich: {s:.0%} of the cumulative gradient in the last L_tr tokens", 0.3 <= s <= 0.9
+    return f"Sandwich: {s:.0%} of the cumulative gradient in the last L_tr tokens", SHARE_IN_LTR[0] <= s <= SHARE_IN_LTR[1]
 
 
+@claim(12, f"Sandwich's bias is close to a log curve {LOG_FIT_TARGET[0]:g} log(1 + k) - {-LOG_FIT_TARGET[1]:g}.",
+       f"least-squares fit a log(1 + k) + b: |a + {-LOG_FIT_TARGET[0]:g}| <= {LOG_FIT_TOL:g} and "
+       f"|b + {-LOG_FIT_TARGET[1]:g}| <= {LOG_FIT_TOL:g}", ("log_fit",))
 def _c12(res):
     fit = res.get("log_fit")
     if fit is None:
@@ -256,6 +309,8 @@ def _c12(res):
     return f"a = {a:.3f}, b = {b:.3f}", ok
 
 
+@claim(13, "A larger d_bar makes Sandwich window more strongly.",
+       "a larger d_bar gives a more negative bias at every distance > 0 (every head)", ("d_bar",))
 def _c13(res):
     curves = res.get("d_bar")
     if curves is None:
@@ -278,26 +333,30 @@ def _c13(res):
             f"(d_bar {lo} vs {hi} at distance {dist})", m > 0)
 
 
+@claim(14, "On code, Sandwich beats the other parameter-free baselines beyond L_tr.",
+       "Sandwich ppl < Sinusoidal, Rotary and ALiBi at every L_ex > L_tr (code corpus)", ("table3",))
 def _c14(res):
     t3 = _table(res, "table3")
     if "code" not in set(t3.get("corpus", [])):
         raise Missing("code corpus not in Table 3")
     code = t3[t3["corpus"] == "code"]
-    sand = ex.row_ppl(_row(code, "Sandwich on code", pos="sandwich"))
+    sand = row_ppl(_row(code, "Sandwich on code", pos="sandwich"))
     l_tr = int(_row(code, "Sandwich on code", pos="sandwich")["l_tr"])
     worst, ok = [], True
     for pos in ("sinusoidal", "rotary", "alibi"):
-        other = ex.row_ppl(_row(code, f"{pos} on code", pos=pos))
+        other = row_ppl(_row(code, f"{pos} on code", pos=pos))
         Ls = [L for L in sand if L > l_tr and L in other]
         if not Ls:
             raise Missing(f"no common L_ex > L_tr for Sandwich and {pos}")
         gaps = {L: other[L] - sand[L] for L in Ls}
         L = min(gaps, key=gaps.get)
         ok &= gaps[L] > 0
-        worst.append(f"{ex.POS_TITLES[pos]} - Sandwich >= {gaps[L]:.2f} (L = {L})")
+        worst.append(f"{title(pos)} - Sandwich >= {gaps[L]:.2f} (L = {L})")
     return "; ".join(worst), ok
 
 
+@claim(15, "The learnable KERPLE and T5 are better at L_ex = L_tr than the parameter-free schemes.",
+       "KERPLE and T5 ppl(L_tr) < every parameter-free scheme's, on each corpus", ("table3",))
 def _c15(res):
     t3 = _table(res, "table3")
     parts, ok = [], True
@@ -307,7 +366,7 @@ def _c15(res):
     for c in corpora:
         sub = t3[t3["corpus"] == c]
         l_tr = int(sub["l_tr"].iloc[0])
-        at = {r["pos"]: ex.row_ppl(r).get(l_tr) for _, r in sub.iterrows()}
+        at = {r["pos"]: row_ppl(r).get(l_tr) for _, r in sub.iterrows()}
         free = {p: v for p, v in at.items() if p in PARAMETER_FREE and v is not None}
         learned = {p: v for p, v in at.items() if p in LEARNED and v is not None}
         if not free or len(learned) < len(LEARNED):
@@ -315,11 +374,13 @@ def _c15(res):
         best_free = min(free, key=free.get)
         this = all(v < free[best_free] for v in learned.values())
         ok &= this
-        parts.append(f"{c}: " + ", ".join(f"{ex.POS_TITLES[p]} {v:.2f}" for p, v in learned.items())
-                     + f" vs best parameter-free {ex.POS_TITLES[best_free]} {free[best_free]:.2f}")
+        parts.append(f"{c}: " + ", ".join(f"{title(p)} {v:.2f}" for p, v in learned.items())
+                     + f" vs best parameter-free {title(best_free)} {free[best_free]:.2f}")
     return "; ".join(parts), ok
 
 
+@claim(16, "T5 trains slower than Sandwich.",
+       "T5 tokens/s < Sandwich tokens/s, training steps of both timed side by side in one process", ("table3",))
 def _c16(res):
     t3 = _table(res, "table3")
     corpus = res.get("corpus", "prose")
@@ -331,43 +392,7 @@ def _c16(res):
     return f"T5 {a:,.0f} vs Sandwich {b:,.0f} tokens/s ({a / b - 1:+.0%}) on {corpus}", a < b
 
 
-_EX = "r(L) <= 1.10 for every L up to 16 L_tr"
-CLAIMS: tuple[Claim, ...] = (
-    Claim(1, "Windowed attention with a small window extrapolates.",
-          f"the smallest w of the sweep extrapolates: {_EX}", ("table1",), _c1),
-    Claim(2, "Windowed attention with a large window does not extrapolate.",
-          "the largest w of the sweep has r(16 L_tr) >= 2", ("table1",), _c2),
-    Claim(3, "ALiBi itself is not flat beyond L_tr: its perplexity rises.",
-          "ALiBi (Δ = 0): r(L) >= 1.01 for some L > L_tr", ("table1",), _c3),
-    Claim(4, "Shifting ALiBi's slopes: steeper slopes extrapolate, flatter ones blow up.",
-          f"the most negative Δ extrapolates ({_EX}); the largest Δ has r(16 L_tr) >= 2", ("table1",), _c4),
-    Claim(5, "One slope for every head: only large slopes extrapolate.",
-          f"the largest slope extrapolates ({_EX}); the smallest has r(16 L_tr) >= 2", ("table1",), _c5),
-    Claim(6, "An ERF within L_tr predicts extrapolation.",
-          "ERF <= L_tr agrees with 'extrapolates' for at least 80% of the Table 1 models", ("table1",), _c6),
-    Claim(7, "Training on an L_tr that covers the ERF fixes the failures.",
-          f"every failing Table 1 model, retrained with a longer L_tr, extrapolates ({_EX}, same absolute L)",
-          ("table2",), _c7),
-    Claim(8, "Sinusoidal does not extrapolate, and its gradient jumps at the absolute position L_tr.",
-          "r(4 L_tr) >= 2, and the largest normalised gradient outside the most recent few tokens "
-          "sits within 5% of the absolute position L_tr (every L_tr of the sweep)", ("figure7",), _c8),
-    Claim(9, "Rotary does not extrapolate.", "r(4 L_tr) >= 2", ("figure7",), _c9),
-    Claim(10, "Sandwich extrapolates and uses tokens beyond L_tr.",
-          f"{_EX}, and min over L > L_tr of ppl(L) < ppl(L_tr)", ("table3",), _c10),
-    Claim(11, "Sandwich spreads its gradient beyond the last L_tr tokens (the paper: about 60% inside).",
-          "between 30% and 90% of the cumulative gradient on the last L_tr tokens", ("figure11",), _c11),
-    Claim(12, "Sandwich's bias is close to a log curve -0.825 log(1 + k) - 0.8.",
-          "least-squares fit a log(1 + k) + b: |a + 0.825| <= 0.02 and |b + 0.8| <= 0.02", ("log_fit",), _c12),
-    Claim(13, "A larger d_bar makes Sandwich window more strongly.",
-          "a larger d_bar gives a more negative bias at every distance > 0 (every head)", ("d_bar",), _c13),
-    Claim(14, "On code, Sandwich beats the other parameter-free baselines beyond L_tr.",
-          "Sandwich ppl < Sinusoidal, Rotary and ALiBi at every L_ex > L_tr (code corpus)", ("table3",), _c14),
-    Claim(15, "The learnable KERPLE and T5 are better at L_ex = L_tr than the parameter-free schemes.",
-          "KERPLE and T5 ppl(L_tr) < every parameter-free scheme's, on each corpus", ("table3",), _c15),
-    Claim(16, "T5 trains slower than Sandwich.",
-          "T5 tokens/s < Sandwich tokens/s, training steps of both timed side by side in one process",
-          ("table3",), _c16),
-)
+CLAIMS.sort(key=lambda c: c.id)
 BY_ID = {c.id: c for c in CLAIMS}
 
 
@@ -441,17 +466,17 @@ def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress:
 
 
 def board_path(scale: str, corpus: str = "prose") -> Path:
-    root = runs.runs_dir()
+    root = storage.runs_dir()
     return root / (f"scoreboard-{scale}.json" if corpus == "prose" else f"scoreboard-{scale}-{corpus}.json")
 
 
-def _jsonable(o):
+def jsonable(o):
     if hasattr(o, "item"):
         return o.item()
     return str(o)
 
 
-def scoreboard(scale: str = "tiny", corpus: str = "prose", compute: bool = True, *, progress: bool = True,
+def scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", compute: bool = True, *, progress: bool = True,
                results: dict | None = None) -> list[dict]:
     """Check all sixteen claims at ``scale`` and store the board in the run store
     (``runs/scoreboard-<scale>.json``). ``compute`` trains and measures what is missing;
@@ -460,13 +485,13 @@ def scoreboard(scale: str = "tiny", corpus: str = "prose", compute: bool = True,
     board = check(results)
     path = board_path(scale, corpus)
     path.parent.mkdir(parents=True, exist_ok=True)
-    runs.write_json(path, {
+    storage.write_json(path, {
         "scale": scale, "corpus": corpus, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "summary": summary(board), "claims": board}, default=_jsonable)
+        "summary": summary(board), "claims": board}, default=jsonable)
     return board
 
 
-def load_scoreboard(scale: str = "tiny", corpus: str = "prose") -> list[dict]:
+def load_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> list[dict]:
     path = board_path(scale, corpus)
     if not path.exists():
         raise UserError(f"no scoreboard for scale {scale!r} yet: run `python -m rflens claims --scale {scale}`")
@@ -483,7 +508,7 @@ def frame(board: list[dict]) -> pd.DataFrame:
     return df.rename(columns={"statement": "claim"}).set_index("id")
 
 
-def render_scoreboard(scale: str = "tiny", corpus: str = "prose", board: list[dict] | None = None,
+def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: list[dict] | None = None,
                       width: int = 110) -> str:
     """The board as a plain-text table for the terminal."""
     board = load_scoreboard(scale, corpus) if board is None else board
@@ -508,13 +533,3 @@ def verdicts(rows: list[dict], scale: str) -> str:
         word = {"pass": "holds", "fail": "does NOT hold", "not run": "was not checked"}[c["result"]]
         out.append(f"Claim {c['id']} ({c['statement'].rstrip('.')}) {word} at the {scale} scale: {c['measured']}.")
     return "\n".join(out)
-
-
-def cli_claims(args) -> int:
-    board = scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
-    if getattr(args, "json", False):
-        print(json.dumps(board, indent=2, default=_jsonable))
-    else:
-        print(render_scoreboard(args.scale, args.corpus, board=board))
-        print(f"written to {board_path(args.scale, args.corpus)}")
-    return 0

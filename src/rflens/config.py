@@ -12,33 +12,34 @@ Section 3, ``window`` the w of Eq. (3), ``d_bar`` the d-bar of Sandwich (Eq. 5).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
 from dataclasses import dataclass, fields
 
 from .errors import ConfigError
+from . import schemes
 
-# Positional schemes, selected by name (see rflens.positional for what each one is).
-SCHEMES = (
-    "nope",  # no positional information at all
-    "sinusoidal",  # absolute, added to the input embeddings
-    "rotary",  # rotates q and k
-    "alibi",  # linear bias -(m - n) / 2^h
-    "window",  # windowed attention, Eq. (3): no bias, only the last `window` positions
-    "sandwich",  # Eq. (5)-(6), parameter-free
-    "sandwich_learned",  # Sandwich with learnable compression ratios
-    "smoothed",  # a * log(1 + |m - n|) + b
-    "kerple_log",  # -r1 * log(1 + r2 |m - n|), learnable
-    "kerple_power",  # -r1 * |m - n|^r2, learnable
-    "t5",  # learned per-head bias over log-binned buckets
-)
+# Positional schemes, selected by name (the table of rflens.schemes; implementations in
+# rflens.positional). Settings are checked against the table itself, so a scheme added to
+# it at run time is accepted too.
+SCHEMES = schemes.NAMES
 ALIBI_SLOPE_SETS = ("paper", "official")
 KERNELS = ("auto", "sdpa", "flex", "chunked")
 CORPORA = ("prose", "code", "math")
 SOURCES = ("embedded", "hub", "files")
 PROTOCOLS = ("last_token", "non_overlapping", "sliding")
 DTYPES = ("fp32", "bf16")
+
+
+@functools.cache
+def _number_fields(cls) -> tuple[frozenset[str], frozenset[str]]:
+    """The fields of a settings class typed float (or float | None), and those typed int."""
+    hints = typing.get_type_hints(cls)
+    floats = frozenset(n for n, h in hints.items() if h is float or float in typing.get_args(h))
+    ints = frozenset(n for n, h in hints.items() if h is int or int in typing.get_args(h))
+    return floats, ints
 
 
 def _positive(name: str, value, allow_none: bool = False) -> None:
@@ -54,7 +55,25 @@ def _choice(name: str, value, allowed: tuple) -> None:
 
 
 class _Settings:
-    """Shared behaviour: dict round trip and ``key=value`` overrides."""
+    """Shared behaviour: canonical numbers, dict round trip and ``key=value`` overrides."""
+
+    def _canonical_numbers(self) -> None:
+        """One value, one form: a numpy scalar becomes a Python number, an int given for a
+        float field a float, and an integral float given for an int field an int. So
+        ``slope_shift=0`` and the default 0.0 (or ``window=64.0`` from a table and 64) are
+        one setting, and serialise and key a run the same."""
+        floats, ints = _number_fields(type(self))
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if hasattr(v, "item") and not isinstance(v, (str, bytes, tuple)):  # numpy scalar
+                v = v.item()
+            if isinstance(v, bool):
+                pass
+            elif f.name in floats and isinstance(v, int):
+                v = float(v)
+            elif f.name in ints and isinstance(v, float) and v.is_integer():
+                v = int(v)
+            object.__setattr__(self, f.name, v)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -105,7 +124,8 @@ class ModelConfig(_Settings):
     rotary_base: float = 10000.0
 
     def __post_init__(self):
-        _choice("pos", self.pos, SCHEMES)
+        self._canonical_numbers()
+        _choice("pos", self.pos, tuple(schemes.TABLE))
         for name in ("n_layer", "n_head", "d_model", "vocab_size", "num_buckets", "max_distance"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -147,6 +167,7 @@ class DataConfig(_Settings):
     split_seed: int = 0
 
     def __post_init__(self):
+        self._canonical_numbers()
         _choice("source", self.source, SOURCES)
         if self.source == "embedded":
             _choice("corpus", self.corpus, CORPORA)
@@ -179,6 +200,7 @@ class TrainConfig(_Settings):
     compile: bool = False
 
     def __post_init__(self):
+        self._canonical_numbers()
         for name in ("l_tr", "batch_size", "steps", "eval_batches"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -213,6 +235,7 @@ class EvalConfig(_Settings):
     erf_threshold: float = 0.99
 
     def __post_init__(self):
+        self._canonical_numbers()
         if not self.length_mults or any(isinstance(m, bool) or not isinstance(m, int) or m <= 0 for m in self.length_mults):
             raise ConfigError("length_mults", self.length_mults, "must be positive integers, e.g. 1,2,4,8,16")
         for name in ("n_segments", "batch_size", "erf_length_mult", "erf_samples"):

@@ -31,7 +31,6 @@ seed; the perplexity of a resample is exp(sum of NLL / number of scored tokens).
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -53,7 +52,7 @@ MAX_LOGIT_ELEMENTS = 1 << 26  # 256 MB
 MAX_TOKENS = 4096
 # From this length on (CPU), attention takes the memory-bounded "chunked" kernel: it never
 # builds the (H, L, L) bias and, measured on one thread, is as fast as SDPA with the full
-# bias from about 1024 positions (bench/eval_memory.py, notes/performance.md).
+# bias from about 1024 positions (bench/eval_memory.py, bench/README.md).
 CHUNK_FROM = 1024
 
 
@@ -265,60 +264,3 @@ def _append(result: dict, ppl, lo, hi, nll_mean, tokens, units) -> None:
     result["nll"].append(float(nll_mean))
     result["tokens"].append(int(tokens))
     result["units"].append(int(units))
-
-
-# -----------------------------------------------------------------------------
-# command line
-
-
-def run_from_args(args):
-    """The stored model that ``--scale/--pos/--corpus/--set`` select (trained if needed)."""
-    from . import runs
-    from .config import parse_overrides
-
-    sections = parse_overrides(args.overrides)
-    ev_overrides = sections.pop("eval")
-    # by section, so that runs.resolve checks them (and rejects pos / corpus given as overrides)
-    run = runs.get_run(args.scale, args.pos, args.corpus, train=True, progress=not args.quiet,
-                       **{k: v for k, v in sections.items() if v})
-    ev = eval_config(run)
-    if ev_overrides:
-        ev = ev.replace(**ev_overrides)
-    return run, ev
-
-
-def parse_lengths(text: str | None):
-    if text is None:
-        return None
-    try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise UserError(f"--lengths must be comma-separated integers, e.g. 64,128,256; got {text!r}") from None
-
-
-def format_table(result: dict) -> str:
-    l_tr = result["l_tr"]
-    head = f"{'L_ex':>7} {'L_ex/L_tr':>9} {'ppl':>10} {'95% CI':>21} {'tokens':>8}"
-    lines = [f"protocol: {result['protocol']}   N = {result['n']}   L_tr = {l_tr}", head, "-" * len(head)]
-    for i, length in enumerate(result["lengths"]):
-        ci = f"[{result['ci_low'][i]:.2f}, {result['ci_high'][i]:.2f}]"
-        lines.append(f"{length:>7} {length / l_tr:>9.3g} {result['ppl'][i]:>10.2f} {ci:>21} {result['tokens'][i]:>8}")
-    return "\n".join(lines)
-
-
-def cli_evaluate(args) -> int:
-    run, ev = run_from_args(args)
-    result = perplexity(run, protocol=args.protocol, lengths=parse_lengths(args.lengths), n=args.n,
-                        progress=not args.quiet, eval_cfg=ev)
-    print_result(run, result, args.json, format_table(result), f"{result['ci']}; {result['seconds']:.1f} s to compute")
-    return 0
-
-
-def print_result(run, result: dict, as_json: bool, table: str, note: str) -> None:
-    """Print a measurement of ``run``: the JSON result, or a header, the table and a note."""
-    if as_json:
-        print(json.dumps(result))
-        return
-    print(f"model: {run.key}  ({run.model_cfg.pos}, {run.data_cfg.corpus})")
-    print(table)
-    print(f"({note})")

@@ -30,7 +30,6 @@ length L. :func:`lengths_of` reads the lengths back from the column names and
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -38,43 +37,33 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from . import scales
+from .config import PROTOCOLS
 from .errors import UserError
+from .results import (EXTRAPOLATION_HORIZON, add_erf_columns, add_ppl_columns, display_table,  # noqa: F401
+                      extrapolates, lengths_of, long_form, row_ppl)
+from .scales import FAMILIES
+from .schemes import LEARNABLE, title
 
-# "extrapolates" (issue 6): r(L) = ppl(L) / ppl(L_tr) <= 1.10 for every L up to 16 L_tr.
-EXTRAPOLATION_TOLERANCE = 1.10
-EXTRAPOLATION_HORIZON = 16  # in units of L_tr
-
-# Table 3 in the paper's order: parameter-free schemes, then learnable ones.
-TABLE3_POS = ("sinusoidal", "rotary", "alibi", "sandwich", "smoothed", "kerple_log", "t5")
-LEARNABLE = {"kerple_log", "kerple_power", "t5", "sandwich_learned"}
+# The schemes of two figures of the paper: Figure 11 (Section 6) compares the receptive
+# fields of Sandwich and the learnable log-like biases; the protocol comparison (footnote 2,
+# Figure 3) uses an RPE, Sandwich and an APE.
 FIGURE11_POS = ("sandwich", "kerple_log", "t5")
 PROTOCOL_POS = ("alibi", "sandwich", "sinusoidal")
-PROTOCOLS = ("last_token", "non_overlapping", "sliding")
-
-FAMILIES = {
-    # family: (positional scheme, setting swept, label maker)
-    "slope_shift": ("alibi", "slope_shift", lambda v: f"Δ={_num(v)}"),
-    "same_slope": ("alibi", "same_slope", lambda v: f"h={_num(v)}"),
-    "window": ("window", "window", lambda v: f"w={_num(v)}"),
-}
-FAMILY_TITLES = {
-    "slope_shift": "ALiBi, slope exponents shifted by Δ",
-    "same_slope": "ALiBi, one slope 1/2^h for every head",
-    "window": "windowed attention of size w",
-}
-POS_TITLES = {
-    "sinusoidal": "Sinusoidal", "rotary": "Rotary", "alibi": "ALiBi", "sandwich": "Sandwich",
-    "smoothed": "Smoothed Sandwich", "kerple_log": "KERPLE (log)", "kerple_power": "KERPLE (power)",
-    "t5": "T5", "window": "Windowed", "nope": "NoPE", "sandwich_learned": "Sandwich (learned h_c)",
-}
-# ModelConfig fields that are floats: an int from a sweep list must become a float, or the
-# run key (a hash of the settings as JSON: "0" vs "0.0") would differ from the default run's.
-_FLOAT_FIELDS = {"slope_shift", "same_slope", "smooth_a", "smooth_b", "kerple_r1", "kerple_r2", "rotary_base"}
-_INT_FIELDS = {"window", "d_bar", "l_tr", "num_buckets", "max_distance", "steps", "batch_size"}
+# Section 7: Sandwich, its smoothed log curve and the learnable biases of the same family
+LOG_LIKE_POS = ("sandwich", "smoothed", "kerple_log", "t5")
+FAMILY_TITLES = {name: fam.title for name, fam in FAMILIES.items()}
+# Figure 7: a gradient peak counts as "at the absolute position L_tr" within 5% of L_tr
+JUMP_TOLERANCE = 0.05
 
 
 def _num(v) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def family_label(family: str, value) -> str:
+    """The row label of a Table 1 model, e.g. "w=32" or "Δ=-3"."""
+    return f"{FAMILIES[family].symbol}={_num(value)}"
 
 
 # --------------------------------------------------------------------------------------
@@ -97,40 +86,33 @@ class Spec:
 
 
 def make_spec(label: str, pos: str, corpus: str = "prose", *, family: str = "", value: Any = None, **overrides) -> Spec:
-    clean = {k: _plain(v, k) for k, v in overrides.items()}
+    clean = {k: _plain(v) for k, v in overrides.items()}
     return Spec(label, pos, corpus, tuple(sorted(clean.items())), family, _plain(value))
 
 
-def _plain(v, name: str = ""):
-    """A numpy scalar (e.g. from a DataFrame cell) as a Python number of the field's type."""
-    if v is None:
-        return None
+def _plain(v):
+    """A numpy scalar (e.g. from a DataFrame cell) as a Python number; an integral float
+    as an int (the settings classes give each field its canonical type)."""
     if hasattr(v, "item"):
         v = v.item()
-    if name in _FLOAT_FIELDS:
-        return float(v)
-    if name in _INT_FIELDS or (isinstance(v, float) and v.is_integer() and not name):
-        return int(v)
-    return v
+    return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
-_RUNS: dict = {}  # (scale, pos, corpus, overrides) -> Run, so one process asks the store once
+_RUNS: dict = {}  # (scale, pos, corpus, overrides, train) -> Run, so one process asks the store once
 
 
-def get_scale(scale):
+def get_scale(scale) -> scales.Scale:
     """The preset object for a scale name (or the object itself)."""
-    from . import scales
-
     return scales.get(scale) if isinstance(scale, str) else scale
 
 
-def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
-    """The run of ``spec`` at ``scale``: trained on first use, loaded afterwards."""
+def _run(scale: str, spec: Spec, *, train: bool = True):
+    """The run of ``spec`` at ``scale`` (rflens.runs.get_run), asked of the store once per process."""
     from .runs import get_run
 
     key = (scale, spec.pos, spec.corpus, spec.overrides, train)
     if key not in _RUNS:
-        _RUNS[key] = get_run(scale, spec.pos, spec.corpus, train=train, progress=progress, **spec.settings)
+        _RUNS[key] = get_run(scale, spec.pos, spec.corpus, spec.settings, train=train, progress=False)
     return _RUNS[key]
 
 
@@ -139,19 +121,8 @@ def _bar(items, desc: str, progress: bool):
     return tqdm(items, desc=desc, disable=not progress or not items, leave=False, unit="model")
 
 
-def _sweep(sc, name: str, default):
-    values = sc.sweeps.get(name) if isinstance(sc.sweeps, dict) else None
-    return list(values) if values is not None else list(default)
-
-
 def _l_tr(run) -> int:
     return int(run.train_cfg.l_tr)
-
-
-def default_lengths(scale, l_tr: int | None = None) -> list[int]:
-    sc = get_scale(scale)
-    l_tr = l_tr or sc.train.l_tr
-    return [l_tr * m for m in sc.eval.length_mults]
 
 
 # --------------------------------------------------------------------------------------
@@ -169,115 +140,21 @@ def measure_erf(run, *, length=None, threshold=None) -> dict:
     return receptive_field(run, length=length, threshold=threshold, progress=False)
 
 
-def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
-    """r(L) = ppl(L) / ppl(L_tr) for every measured L; empty when ppl(L_tr) was not measured."""
-    base = ppl.get(l_tr)
-    if base is None or not np.isfinite(base) or base <= 0:
-        return {}
-    return {L: (p / base if np.isfinite(p) else math.inf) for L, p in ppl.items()}
-
-
-def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
-                 horizon: int = EXTRAPOLATION_HORIZON) -> bool | None:
-    """Issue 6's criterion: r(L) <= tol for every measured L_tr < L <= horizon * L_tr.
-
-    ``ppl`` maps L_ex -> perplexity. None when ppl(L_tr) or every longer length is missing.
-    A non-finite perplexity (a diverged model) counts as a failure.
-    """
-    r = ratio(ppl, l_tr)
-    beyond = {L: v for L, v in r.items() if l_tr < L <= horizon * l_tr}
-    if not beyond:
-        return None
-    return bool(all(np.isfinite(v) and v <= tol + 1e-12 for v in beyond.values()))  # 1e-12: binary rounding
-
-
-def add_ppl_columns(row: dict, res: dict, l_tr: int) -> dict:
-    """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row."""
-    ppl = {int(L): float(p) for L, p in zip(res["lengths"], res["ppl"])}
-    for L, lo, hi in zip(res["lengths"], res.get("ci_low") or [math.nan] * len(ppl), res.get("ci_high") or [math.nan] * len(ppl)):
-        row[f"ppl@{int(L)}"] = ppl[int(L)]
-        row[f"ci_low@{int(L)}"] = float(lo)
-        row[f"ci_high@{int(L)}"] = float(hi)
-    r = ratio(ppl, l_tr)
-    for L in ppl:
-        row[f"r@{L}"] = r.get(L, math.nan)
-    row["extrapolates"] = extrapolates(ppl, l_tr)
-    beyond = [v for L, v in r.items() if L > l_tr]
-    row["max_r"] = max(beyond) if beyond else math.nan
-    return row
-
-
-def add_erf_columns(row: dict, rf: dict) -> dict:
-    row["erf"] = int(rf["erf"])
-    row["share_in_ltr"] = float(rf["share_in_ltr"])
-    row["theoretical"] = rf.get("theoretical")
-    row["erf_length"] = int(rf["length"])
-    return row
-
-
-# --------------------------------------------------------------------------------------
-# helpers on wide tables
-# --------------------------------------------------------------------------------------
-_COL = re.compile(r"^(ppl|r|ci_low|ci_high)@(\d+)$")
-
-
-def lengths_of(df: pd.DataFrame, kind: str = "ppl") -> list[int]:
-    """The evaluation lengths of a wide table, read from its ``ppl@L`` columns."""
-    return sorted({int(m.group(2)) for c in df.columns if (m := _COL.match(str(c))) and m.group(1) == kind})
-
-
-def row_ppl(row) -> dict[int, float]:
-    """{L: ppl} of one row of a wide table (NaN entries dropped)."""
-    out = {}
-    for c, v in dict(row).items():
-        m = _COL.match(str(c))
-        if m and m.group(1) == "ppl" and v is not None and not (isinstance(v, float) and math.isnan(v)):
-            out[int(m.group(2))] = float(v)
-    return out
-
-
-def long_form(df: pd.DataFrame, id_cols: Iterable[str] | None = None) -> pd.DataFrame:
-    """One row per (model, L_ex): columns ``l_ex, ppl, ci_low, ci_high, r`` plus the ids."""
-    id_cols = [c for c in (id_cols or df.columns) if not _COL.match(str(c))]
-    rows = []
-    for _, rec in df.iterrows():
-        base = {c: rec[c] for c in id_cols}
-        for L in lengths_of(df):
-            rows.append({**base, "l_ex": L, "ppl": rec.get(f"ppl@{L}"), "ci_low": rec.get(f"ci_low@{L}"),
-                         "ci_high": rec.get(f"ci_high@{L}"), "r": rec.get(f"r@{L}")})
-    return pd.DataFrame(rows)
-
-
-def display_table(df: pd.DataFrame, what: str = "ppl", extra: Iterable[str] = (), index: str | list = "label",
-                  digits: int = 2) -> pd.DataFrame:
-    """The paper-style view of a wide table: ``what`` ("ppl" or "r") at each L_ex as columns
-    named by L_ex, then the ``extra`` columns, rounded."""
-    cols = [f"{what}@{L}" for L in lengths_of(df, what)]
-    out = df.set_index(index)[cols + [c for c in extra if c in df.columns]].copy()
-    out = out.rename(columns={f"{what}@{L}": f"{L}" for L in lengths_of(df, what)})
-    out.columns.name = f"{what} at L_ex" if what == "ppl" else "r(L) at L_ex"
-    return out.round(digits)
-
-
 # --------------------------------------------------------------------------------------
 # Table 1 (Section 3) with the receptive-field numbers of Section 4
 # --------------------------------------------------------------------------------------
 def table1_models(scale, corpus: str = "prose") -> list[Spec]:
-    sc = get_scale(scale)
-    defaults = {"slope_shift": [-3, 0, 3, 6], "same_slope": [0, 2, 4, 8], "window": [8, 16, 32, 64]}
-    specs = []
-    for family, (pos, setting, label) in FAMILIES.items():
-        for v in _sweep(sc, family, defaults[family]):
-            specs.append(make_spec(label(v), pos, corpus, family=family, value=v, **{setting: v}))
-    return specs
+    sw = get_scale(scale).sweeps
+    return [make_spec(family_label(family, v), fam.pos, corpus, family=family, value=v, **{fam.setting: v})
+            for family, fam in FAMILIES.items() for v in getattr(sw, family)]
 
 
-def table1(scale: str = "tiny", corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def table1(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Table 1: one row per model (family, value, label, ppl@L, r@L, extrapolates, erf,
     share_in_ltr, theoretical), last-token perplexity at L_ex = L_tr x length_mults."""
     rows = []
     for spec in _bar(table1_models(scale, corpus), "Table 1", progress):
-        run = run_of(scale, spec, train=train)
+        run = _run(scale, spec, train=train)
         row = {"family": spec.family, "value": spec.value, "label": spec.label, "pos": spec.pos,
                "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
@@ -289,56 +166,44 @@ def table1(scale: str = "tiny", corpus: str = "prose", *, progress: bool = True,
 # --------------------------------------------------------------------------------------
 # Table 2 (Section 4): retrain the failures with an L_tr that covers their ERF
 # --------------------------------------------------------------------------------------
-def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
-    """Pairs (failing Table 1 row, overrides of the retrained model) from ``sweeps["table2"]``.
+def _table1_row(t1: pd.DataFrame, family: str, value) -> dict | None:
+    match = t1[(t1["family"] == family) & (t1["value"].astype(float) == float(value))]
+    return None if match.empty else dict(match.iloc[0])
 
-    Each entry of the sweep names one Table 1 model by its scheme and swept setting, with
-    the longer training length (and, e.g., a smaller batch that keeps the tokens a step),
-    as the paper does for w = 160 and Delta = 6: ``{"pos": "window", "window": 64,
-    "l_tr": 256, "batch_size": 4}``. Only models that fail in Table 1 at this scale are
-    retrained: a model that already extrapolates has nothing to fix. Entries may also give
-    ``l_tr_mult`` instead of ``l_tr``.
+
+def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
+    """Pairs (failing Table 1 row, training settings of the retrained model) from the
+    scale's ``sweeps.table2``.
+
+    Each entry names one Table 1 model (its family and value) and the longer training
+    length, as the paper does for w = 160 and Delta = 6. Only models that fail in Table 1
+    at this scale are retrained: a model that already extrapolates has nothing to fix, and
+    one the scale's Table 1 does not have is left out.
     """
     plan = []
-    for entry in _sweep(sc, "table2", []):
-        entry = dict(entry)
-        entry.pop("pos", None)
-        family = next((f for f in FAMILIES if f in entry), None)
-        if family is None:
-            raise UserError(f"sweeps['table2'] entry {entry} names no Table 1 setting "
-                            f"({', '.join(FAMILIES)})")
-        value = entry.pop(family)
-        match = t1[(t1["family"] == family) & (t1["value"].astype(float) == float(value))]
-        if match.empty:
+    for entry in sc.sweeps.table2:
+        row = _table1_row(t1, entry.family, entry.value)
+        if row is None:
             continue  # not in this scale's Table 1 sweep
-        row = dict(match.iloc[0])
         ext = row["extrapolates"]
         if ext is None or (isinstance(ext, float) and math.isnan(ext)) or bool(ext):
             continue  # extrapolates already (or was not measured): nothing to fix
-        if "l_tr_mult" in entry:
-            entry["l_tr"] = int(row["l_tr"]) * int(entry.pop("l_tr_mult"))
-        plan.append((row, entry))
+        plan.append((row, entry.training(int(row["l_tr"]))))
     return plan
 
 
 def table2_skipped(scale, t1: pd.DataFrame) -> list[str]:
-    """Labels of the Table 1 models of ``sweeps["table2"]`` that were not retrained
-    because they already extrapolate."""
+    """Labels of the Table 1 models of ``sweeps.table2`` that were not retrained because
+    they already extrapolate."""
     sc = get_scale(scale)
     planned = {row["label"] for row, _ in _table2_plan(sc, t1)}
-    out = []
-    for entry in _sweep(sc, "table2", []):
-        family = next((f for f in FAMILIES if f in entry), None)
-        if family is None:
-            continue
-        match = t1[(t1["family"] == family) & (t1["value"].astype(float) == float(entry[family]))]
-        out += [lab for lab in match["label"] if lab not in planned]
-    return out
+    listed = [_table1_row(t1, e.family, e.value) for e in sc.sweeps.table2]
+    return [row["label"] for row in listed if row is not None and row["label"] not in planned]
 
 
-def table2(scale: str = "tiny", corpus: str = "prose", *, t1: pd.DataFrame | None = None,
+def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.DataFrame | None = None,
            progress: bool = True, train: bool = True) -> pd.DataFrame:
-    """Table 2: the failing Table 1 models retrained with a longer L_tr (``sweeps["table2"]``),
+    """Table 2: the failing Table 1 models retrained with a longer L_tr (``sweeps.table2``),
     measured at the same absolute L_ex as Table 1. r(L) is taken against ppl at the new
     L_tr; "extrapolates" looks at new L_tr < L <= 16 x (Table 1's L_tr), the same absolute
     horizon as Table 1. Empty when no Table 1 model fails."""
@@ -347,10 +212,11 @@ def table2(scale: str = "tiny", corpus: str = "prose", *, t1: pd.DataFrame | Non
     cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "l_tr", "covers_erf", "run_key"]
     rows = []
     for old, over in _bar(_table2_plan(sc, t1), "Table 2", progress):
-        fam_pos, setting, _ = FAMILIES[old["family"]]
-        spec = make_spec(f'{old["label"]}, L_tr={over.get("l_tr", old["l_tr"])}', fam_pos, corpus,
-                         family=old["family"], value=old["value"], **{setting: old["value"]}, **over)
-        run = run_of(scale, spec, train=train)
+        fam = FAMILIES[old["family"]]
+        fam_pos = fam.pos
+        spec = make_spec(f'{old["label"]}, L_tr={over["l_tr"]}', fam.pos, corpus,
+                         family=old["family"], value=old["value"], **{fam.setting: old["value"]}, **over)
+        run = _run(scale, spec, train=train)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
         lengths = sorted(set(lengths_of(t1)) | {l_tr})  # same absolute L_ex, plus the new L_tr
         row = {"family": old["family"], "value": old["value"], "label": spec.label, "pos": fam_pos,
@@ -373,7 +239,7 @@ def figure7_models(scale, corpus: str = "prose") -> list[Spec]:
     sc = get_scale(scale)
     base = sc.train.l_tr
     specs = []
-    for l_tr in _sweep(sc, "sinusoidal_l_tr", [base // 2, base]):
+    for l_tr in sc.sweeps.sinusoidal_l_tr:
         # the default L_tr gets no override, so it is the very run of Table 3
         over = {} if int(l_tr) == base else {"l_tr": int(l_tr)}
         specs.append(make_spec(f"Sinusoidal, L_tr={int(l_tr)}", "sinusoidal", corpus, family="sinusoidal",
@@ -407,12 +273,12 @@ def gradient_jump(normalized, l_tr: int) -> dict:
         return {"jump_index": None, "jump_abs_pos": None, "jump_ok": None, "jump_tolerance": None, "few": skip}
     i = int(skip + np.argmax(g[skip:]))
     abs_pos = L - 1 - i
-    tol = max(1.0, 0.05 * l_tr)
+    tol = max(1.0, JUMP_TOLERANCE * l_tr)
     return {"jump_index": i, "jump_abs_pos": abs_pos, "jump_ok": bool(abs(abs_pos - l_tr) <= tol),
             "jump_tolerance": tol, "few": skip, "jump_share": float(g[i])}
 
 
-def figure7(scale: str = "tiny", corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 7: one row per model (Sinusoidal at each L_tr of the sweep, Rotary): perplexity
     at its own L_tr x length_mults, ERF numbers on segments of 4 x (the scale's L_tr) for
     every model (the same last token, as in the paper), and the gradient jump."""
@@ -420,7 +286,7 @@ def figure7(scale: str = "tiny", corpus: str = "prose", *, progress: bool = True
     length = sc.train.l_tr * sc.eval.erf_length_mult
     rows = []
     for spec in _bar(figure7_models(scale, corpus), "Figure 7", progress):
-        run = run_of(scale, spec, train=train)
+        run = _run(scale, spec, train=train)
         l_tr = _l_tr(run)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": l_tr,
                "default_l_tr": l_tr == sc.train.l_tr, "run_key": run.key}
@@ -438,100 +304,60 @@ def figure7(scale: str = "tiny", corpus: str = "prose", *, progress: bool = True
 def corpora_of(scale, corpora=None) -> list[str]:
     sc = get_scale(scale)
     if corpora is None:
-        return [str(c) for c in _sweep(sc, "corpora", ["prose", "code", "math"])]
+        return list(sc.sweeps.corpora)
     return [corpora] if isinstance(corpora, str) else list(corpora)
 
 
 def table3_models(scale, corpora=None) -> list[Spec]:
     sc = get_scale(scale)
-    return [make_spec(POS_TITLES.get(p, p), p, c, family="table3", value=p)
-            for c in corpora_of(sc, corpora) for p in _sweep(sc, "table3_pos", TABLE3_POS)]
-
-
-def tokens_per_s(run) -> float:
-    """Training speed of a run, from its training metrics (NaN when not recorded).
-
-    Runs are trained one after the other on a machine whose load changes, so these
-    numbers do not compare schemes fairly; :func:`training_speed` does."""
-    m = run.metrics or {}
-    value = m.get("tokens_per_s")
-    return math.nan if value is None else float(value)
+    return [make_spec(title(p), p, c, family="table3", value=p)
+            for c in corpora_of(sc, corpora) for p in sc.sweeps.table3_pos]
 
 
 SPEED_ROUNDS = 5  # interleaved rounds of training_speed; the median over rounds is kept
 SPEED_STEPS = 3  # timed training steps per scheme and round
 
 
-def training_speed(scale, positions=TABLE3_POS, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
+def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
                    progress: bool = True, refresh: bool = False) -> dict[str, float]:
-    """Training tokens/s of each scheme at this scale's model size, measured in one process.
-
-    Table 3 of the paper puts the training speed beside the perplexities. The speed of a
-    stored run depends on what else the machine was doing while it trained, so the schemes
-    are timed here side by side: each round runs a few full training steps (forward,
-    backward, AdamW) of every scheme, in a different order each round, on random tokens
-    of the preset's batch shape; the median over rounds is reported. The result is cached
-    in the run store (``speed/``) by scale, schemes and code version.
+    """Training tokens/s of each scheme at this scale's model size, timed side by side
+    (:func:`rflens.speed.time_steps`); the median over rounds. ``positions`` default to the
+    scale's Table 3 schemes. Cached in the run store (``speed/``) by scale, schemes, code
+    version and thread count.
     """
     import hashlib
     import json
     import statistics
-    import time
 
     import torch
 
-    from . import runs
-    from .model import TransformerLM
+    from . import runs, storage
+    from .speed import time_steps
 
     sc = get_scale(scale)
-    positions = [str(p) for p in positions]
+    positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
     params = {"scale": sc.name, "positions": positions, "rounds": rounds, "steps": steps,
               "code": runs.code_version(), "threads": torch.get_num_threads()}
     key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-    path = runs.runs_dir() / "speed" / f"{sc.name}-{key}.json"
+    path = storage.runs_dir() / "speed" / f"{sc.name}-{key}.json"
     if path.is_file() and not refresh:
-        return json.loads(path.read_text())["tokens_per_s"]
-    b, l_tr = sc.train.batch_size, sc.train.l_tr
-    gen = torch.Generator().manual_seed(0)
-    batch = torch.randint(0, sc.model.vocab_size, (b, l_tr + 1), generator=gen)
-    cases = {}
-    for pos in positions:
-        torch.manual_seed(0)
-        model = TransformerLM(sc.model.replace(pos=pos)).train()
-        opt = torch.optim.AdamW(model.parameters(), lr=sc.train.lr)
-        cases[pos] = (model, opt)
-
-    def step(pos):
-        model, opt = cases[pos]
-        loss = model.loss(batch[:, :-1], batch[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), sc.train.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    for pos in positions:  # warm-up: first calls allocate and build caches
-        step(pos)
-    times = {pos: [] for pos in positions}
-    for r in tqdm(range(rounds), desc="training speed", disable=not progress, leave=False):
-        order = positions[r % len(positions):] + positions[:r % len(positions)]  # a different order each round
-        for pos in order:
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                step(pos)
-            times[pos].append((time.perf_counter() - t0) / steps)
-    result = {pos: b * l_tr / statistics.median(ts) for pos, ts in times.items()}
+        return storage.read_json(path)["tokens_per_s"]
+    seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
+                         progress=progress)
+    tokens = sc.train.batch_size * sc.train.l_tr
+    result = {p: tokens / statistics.median(s) for p, s in seconds.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    runs.write_json(path, {"params": params, "tokens_per_s": result})
+    storage.write_json(path, {"params": params, "tokens_per_s": result})
     return result
 
 
-def table3(scale: str = "tiny", corpora=None, *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
     extrapolates, learnable or not, and training tokens/s (:func:`training_speed`)."""
     rows = []
     speed = training_speed(scale, list(dict.fromkeys(s.pos for s in table3_models(scale, corpora))), progress=progress)
     for spec in _bar(table3_models(scale, corpora), "Table 3", progress):
-        run = run_of(scale, spec, train=train)
+        run = _run(scale, spec, train=train)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
                "learnable": spec.pos in LEARNABLE, "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
@@ -540,33 +366,31 @@ def table3(scale: str = "tiny", corpora=None, *, progress: bool = True, train: b
     return pd.DataFrame(rows)
 
 
-def figure11(scale: str = "tiny", corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def figure11(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 11: ERF, share of the gradient in the last L_tr tokens for Sandwich, KERPLE, T5."""
     rows = []
-    for pos in _bar(FIGURE11_POS, "Figure 11", progress):
-        spec = make_spec(POS_TITLES[pos], pos, corpus, family="figure11", value=pos)
-        run = run_of(scale, spec, train=train)
-        row = {"label": spec.label, "pos": pos, "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
+    for spec in _bar(models_of(scale, "figure11", corpus), "Figure 11", progress):
+        run = _run(scale, spec, train=train)
+        row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_erf_columns(row, measure_erf(run))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def d_bar_values(scale) -> list[int]:
-    return [int(v) for v in _sweep(get_scale(scale), "d_bar", [32, 64, 128, 256])]
+    return list(get_scale(scale).sweeps.d_bar)
 
 
 # --------------------------------------------------------------------------------------
 # Evaluation protocols (footnote 2, Figure 3)
 # --------------------------------------------------------------------------------------
-def protocols(scale: str = "tiny", corpus: str = "prose", positions: Iterable[str] = PROTOCOL_POS, *,
+def protocols(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", positions: Iterable[str] = PROTOCOL_POS, *,
               progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Perplexity of the same models under the three protocols at L_tr x length_mults:
     one row per (model, protocol, L_ex)."""
     rows = []
-    specs = [make_spec(POS_TITLES.get(p, p), p, corpus, family="protocols", value=p) for p in positions]
-    for spec in _bar(specs, "protocols", progress):
-        run = run_of(scale, spec, train=train)
+    for spec in _bar(_scheme_specs(positions, corpus, "protocols"), "protocols", progress):
+        run = _run(scale, spec, train=train)
         for proto in PROTOCOLS:
             res = measure_ppl(run, protocol=proto)
             for i, L in enumerate(res["lengths"]):
@@ -601,17 +425,22 @@ def protocol_verdict(df: pd.DataFrame) -> str:
 # --------------------------------------------------------------------------------------
 # receptive-field curves for the explorers
 # --------------------------------------------------------------------------------------
+def _scheme_specs(positions, corpus: str, family: str) -> list[Spec]:
+    """One model per scheme at the preset's settings."""
+    return [make_spec(title(p), p, corpus, family=family, value=p) for p in positions]
+
+
 def models_of(scale, experiment: str, corpus: str = "prose") -> list[Spec]:
     if experiment == "table1":
         return table1_models(scale, corpus)
     if experiment == "figure7":
         return figure7_models(scale, corpus)
     if experiment == "figure11":
-        return [make_spec(POS_TITLES[p], p, corpus, family="figure11", value=p) for p in FIGURE11_POS]
+        return _scheme_specs(FIGURE11_POS, corpus, "figure11")
     if experiment == "table3":
         return table3_models(scale, corpus)
     if experiment == "protocols":
-        return [make_spec(POS_TITLES.get(p, p), p, corpus, family="protocols", value=p) for p in PROTOCOL_POS]
+        return _scheme_specs(PROTOCOL_POS, corpus, "protocols")
     raise UserError(f"unknown experiment {experiment!r}: use table1, figure7, figure11, table3 or protocols")
 
 
@@ -626,7 +455,7 @@ def erf_curves(scale: str, models, corpus: str = "prose", *, length: int | None 
         length = sc.train.l_tr * sc.eval.erf_length_mult
     out = {}
     for spec in _bar(specs, "receptive fields", progress):
-        run = run_of(scale, spec, train=train)
+        run = _run(scale, spec, train=train)
         rf = dict(measure_erf(run, length=length))
         rf.setdefault("l_tr", _l_tr(run))
         rf["label"] = spec.label
@@ -638,7 +467,76 @@ def table2_curves(scale: str, t2: pd.DataFrame, corpus: str = "prose") -> dict[s
     """Receptive-field curves of the retrained Table 2 models."""
     specs = []
     for _, row in t2.iterrows():
-        pos, setting, _ = FAMILIES[row["family"]]
-        specs.append(make_spec(row["label"], pos, corpus, family=row["family"], value=row["value"],
-                               **{setting: row["value"], "l_tr": int(row["l_tr"])}))
+        fam = FAMILIES[row["family"]]
+        specs.append(make_spec(row["label"], fam.pos, corpus, family=row["family"], value=row["value"],
+                               **{fam.setting: row["value"], "l_tr": int(row["l_tr"])}))
     return erf_curves(scale, specs, corpus)
+
+
+# --------------------------------------------------------------------------------------
+# every model of the book, and what training it costs (Chapter 10)
+# --------------------------------------------------------------------------------------
+def table2_models(scale, corpus: str = "prose") -> list[Spec]:
+    """Every retraining ``sweeps.table2`` lists, whether or not its Table 1 model fails."""
+    sc = get_scale(scale)
+    specs = []
+    for entry in sc.sweeps.table2:
+        fam = FAMILIES[entry.family]
+        over = entry.training(sc.train.l_tr)
+        specs.append(make_spec(f"{family_label(entry.family, entry.value)}, L_tr={over['l_tr']}", fam.pos, corpus,
+                               family=entry.family, value=entry.value, **{fam.setting: entry.value}, **over))
+    return specs
+
+
+def model_plan(scale) -> list[dict]:
+    """Every model the book trains at ``scale``, once each: [{"experiment", "pos", "corpus",
+    "overrides"}], where ``overrides`` are the settings that differ from the preset.
+
+    From the experiments' own model lists: Table 1, Table 2 (every listed retraining),
+    Figure 7, Table 3 on every corpus, Figure 11 and the protocol comparison. A model two
+    experiments share is listed once, under the first.
+    """
+    from .runs import describe, resolve
+
+    sc = get_scale(scale)
+    groups = [("Table 1", table1_models(sc)), ("Table 2", table2_models(sc)), ("Figure 7", figure7_models(sc)),
+              ("Table 3", table3_models(sc)), ("Figure 11", models_of(sc, "figure11")),
+              ("Protocols", models_of(sc, "protocols"))]
+    plan, seen = [], set()
+    for experiment, specs in groups:
+        for spec in specs:
+            _, m, d, t = resolve(sc.name, spec.pos, spec.corpus, spec.settings)
+            changed = describe(m, d, t, sc.name)
+            key = (spec.pos, spec.corpus, tuple(sorted(changed.items())))
+            if key not in seen:
+                seen.add(key)
+                plan.append({"experiment": experiment, "pos": spec.pos, "corpus": spec.corpus, "overrides": changed})
+    return plan
+
+
+def training_cost(scale, *, gpu_tflops: float = 312.0, mfu: float = 0.4) -> list[dict]:
+    """FLOPs and GPU-hours of each model of :func:`model_plan`: training (steps x batch x
+    L_tr tokens at ``flops_per_token``) plus last-token evaluation (N segments at each
+    L_ex, forward only: a third of the training FLOPs per token). GPU-hours assume
+    ``gpu_tflops`` peak (312: an A100 in bf16) at ``mfu`` utilisation."""
+    import torch
+
+    from .model import TransformerLM
+    from .runs import resolve
+
+    sc = get_scale(scale)
+    rows = []
+    for item in model_plan(sc):
+        _, mcfg, _, tcfg = resolve(sc.name, item["pos"], item["corpus"], item["overrides"])
+        with torch.device("meta"):  # sizes only: no memory, no initialisation
+            model = TransformerLM(mcfg)
+        tokens = tcfg.steps * tcfg.batch_size * tcfg.l_tr
+        train_flops = model.flops_per_token(tcfg.l_tr) * tokens
+        lengths = [tcfg.l_tr * m for m in sc.eval.length_mults]
+        eval_flops = sum(model.flops_per_token(L) / 3.0 * L * sc.eval.n_segments for L in lengths)
+        flops = train_flops + eval_flops
+        rows.append({**item, "params": model.num_params(non_embedding=False), "l_tr": tcfg.l_tr,
+                     "tokens": tokens, "train_flops": train_flops, "eval_flops": eval_flops,
+                     "gpu_hours": flops / (gpu_tflops * 1e12 * mfu) / 3600.0})
+    return rows
+

@@ -61,7 +61,9 @@ def vendor_dir() -> Path:
     if env:
         path = Path(env)
     else:
-        repo = Path(__file__).resolve().parents[2]  # src/rflens/offline.py -> repo (editable install)
+        from .storage import package_repo
+
+        repo = package_repo()
         path = repo / "_build" / "vendor" if (repo / "pyproject.toml").exists() else Path.home() / ".cache" / "rflens" / "vendor"
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -23,16 +23,14 @@ the paper's windowed attention alone (no bias).
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import sys
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 
-from .config import ModelConfig, parse_overrides
+from . import schemes
+from .config import ModelConfig
 from .errors import UserError
 
 # ----------------------------------------------------------------------------------------
@@ -132,10 +130,26 @@ def _positive(p: Tensor, low: float = 0.01, high: float | None = None) -> Tensor
 # ----------------------------------------------------------------------------------------
 # Schemes
 
+REGISTRY: dict[str, type["Scheme"]] = {}  # name -> class, filled by @register
+
+
+def register(name: str):
+    """Class decorator: the implementation of the scheme ``name`` of rflens.schemes.TABLE,
+    whose row gives its kind and whether it is learnable."""
+    info = schemes.TABLE[name]  # KeyError: a scheme needs its row in the table first
+
+    def add(cls):
+        cls.name, cls.kind, cls.learnable = name, info.kind, info.learnable
+        REGISTRY[name] = cls
+        return cls
+
+    return add
+
 
 class Scheme(nn.Module):
     """Base class: a positional scheme for H heads (see the module docstring)."""
 
+    name: str = ""  # set by @register, with kind and learnable from the scheme table
     kind: str = "none"
     learnable: bool = False
 
@@ -171,18 +185,16 @@ class Scheme(nn.Module):
         return torch.arange(n, dtype=torch.float32, device=device)
 
 
+@register("nope")
 class NoPE(Scheme):
     """No positional information: causal attention alone (``nope``)."""
 
-    kind = "none"
 
-
+@register("sinusoidal")
 class Sinusoidal(Scheme):
     """Sinusoidal absolute embeddings (Vaswani et al.), added to the input embeddings:
     p[m, 2i] = sin(m / 10000^(2i/d)), p[m, 2i+1] = cos(m / 10000^(2i/d)). Computed for any
     position, so a model can be run at lengths it never saw (Section 5)."""
-
-    kind = "absolute"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -198,11 +210,10 @@ class Sinusoidal(Scheme):
         return p.float()  # (L, d)
 
 
+@register("rotary")
 class Rotary(Scheme):
     """Rotary position embedding (Su et al.): rotate each (x_j, x_{j+hd/2}) pair of q and k
     by the angle m / base^(2j/hd), so q_m . k_n depends on m - n through the angles."""
-
-    kind = "rotary"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -224,18 +235,16 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos.to(x.dtype) + turned * sin.to(x.dtype)
 
 
+@register("window")
 class Window(Scheme):
     """Windowed attention alone, Eq. (3): no bias; the window mask (m - n >= w -> -inf)
     is added by the attention kernels from ``ModelConfig.window``."""
 
-    kind = "relative"
 
-
+@register("alibi")
 class ALiBi(Scheme):
     """ALiBi: bias -(m - n) / 2^h per head (Press et al.; Sections 2-3 of the paper).
     ``slopes`` (buffer, (H,)) holds 1/2^h after ``slope_shift`` / ``same_slope``."""
-
-    kind = "relative"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -247,11 +256,10 @@ class ALiBi(Scheme):
         return 0.0 - self.slopes[:, None] * self._distances(n, self.slopes.device)  # (H, n)
 
 
+@register("sandwich")
 class Sandwich(Scheme):
     """Sandwich, Eq. (5)-(6): the centred inner product of two sinusoidal embeddings of
     size ``d_bar``, divided by the compression ratio h_c = n * 8 / H of each head."""
-
-    kind = "relative"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -262,12 +270,10 @@ class Sandwich(Scheme):
         return sandwich_bias(self._distances(n, self.compression.device), self.d_bar, self.compression)
 
 
+@register("sandwich_learned")
 class SandwichLearned(Scheme):
     """Sandwich with learnable compression ratios (the paper's suggested extension),
     initialised at h_c = n * 8 / H and kept >= 0.01."""
-
-    kind = "relative"
-    learnable = True
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -285,11 +291,10 @@ class SandwichLearned(Scheme):
         return c[:, :n] / _positive(self.compression)[:, None]  # (H, n)
 
 
+@register("smoothed")
 class Smoothed(Scheme):
     """Smoothed Sandwich (Section 7): a * log(1 + |m - n|) + b, the same for every head
     (defaults a = -0.825, b = -0.8: a log-curve fit of Sandwich with d_bar = 128, h_c = 8)."""
-
-    kind = "relative"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -304,15 +309,13 @@ class Smoothed(Scheme):
 class _Kerple(Scheme):
     """KERPLE (Chi et al., 2022): two learnable parameters r1, r2 per head, from the config."""
 
-    kind = "relative"
-    learnable = True
-
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.r1 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r1)))
         self.r2 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r2)))
 
 
+@register("kerple_log")
 class KerpleLog(_Kerple):
     """KERPLE, logarithmic variant: -r1 * log(1 + r2 * |m - n|) with learnable r1, r2 > 0
     per head (kept >= 0.01)."""
@@ -322,6 +325,7 @@ class KerpleLog(_Kerple):
         return -_positive(self.r1)[:, None] * torch.log1p(_positive(self.r2)[:, None] * k)  # (H, n)
 
 
+@register("kerple_power")
 class KerplePower(_Kerple):
     """KERPLE, power variant: -r1 * |m - n|^r2 with learnable r1 > 0 and 0 < r2 <= 2."""
 
@@ -333,12 +337,10 @@ class KerplePower(_Kerple):
         return -_positive(self.r1)[:, None] * powed  # (H, n)
 
 
+@register("t5")
 class T5(Scheme):
     """T5 relative bias (Raffel et al.): one learned scalar per (head, bucket), buckets from
     :func:`t5_bucket` (causal). Initialised at zero."""
-
-    kind = "relative"
-    learnable = True
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -349,21 +351,6 @@ class T5(Scheme):
         dev = self.relative_attention_bias.device
         buckets = t5_bucket(torch.arange(n, device=dev), self.num_buckets, self.max_distance)  # (n,)
         return self.relative_attention_bias[:, buckets]  # (H, n)
-
-
-REGISTRY: dict[str, type[Scheme]] = {
-    "nope": NoPE,
-    "sinusoidal": Sinusoidal,
-    "rotary": Rotary,
-    "alibi": ALiBi,
-    "window": Window,
-    "sandwich": Sandwich,
-    "sandwich_learned": SandwichLearned,
-    "smoothed": Smoothed,
-    "kerple_log": KerpleLog,
-    "kerple_power": KerplePower,
-    "t5": T5,
-}
 
 
 def build(cfg: ModelConfig) -> Scheme:
@@ -413,52 +400,3 @@ def last_query_bias(cfg: ModelConfig, length: int) -> Tensor:
         raise UserError(f"--length must be a positive number of distances, got {length}")
     with torch.no_grad():
         return window_table(scheme.distance_bias(length), cfg.window).clone()
-
-
-def _fmt(x: float) -> str:
-    return "-inf" if x == float("-inf") else f"{x + 0.0:.4g}"  # + 0.0: no "-0"
-
-
-def _json_value(x: float):
-    # float32 values written with the 7 significant digits they hold; JSON has no -inf
-    return float(f"{x + 0.0:.7g}") if math.isfinite(x) else "-inf"
-
-
-def cli_bias(args) -> int:
-    """``python -m rflens bias``: each head's bias over distances 0..L-1 at initialisation.
-
-    JSON output: ``{"pos", "heads", "length", "window", "bias": {"0": [...], ...}}`` with
-    one list per head (distance 0 first); a masked distance is the string ``"-inf"`` (JSON
-    has no infinity). Human output: a table with one row per head; for long L only the
-    first and last distances are shown.
-    """
-    if args.heads is None or args.heads <= 0:
-        raise UserError(f"--heads must be a positive integer, got {args.heads}")
-    over = parse_overrides(args.overrides)["model"]
-    for fixed in ("pos", "n_head"):
-        if fixed in over:
-            raise UserError(f"set {fixed} with --{'pos' if fixed == 'pos' else 'heads'}, not --set")
-    over.setdefault("d_model", args.heads * 8)  # any size divisible by H: the bias does not depend on d
-    cfg = ModelConfig(**{**over, "pos": args.pos, "n_head": args.heads})
-    bias = last_query_bias(cfg, args.length)  # (H, L)
-    if args.json:
-        rows = {str(h): [_json_value(v) for v in bias[h].tolist()] for h in range(cfg.n_head)}
-        _print(json.dumps({"pos": cfg.pos, "heads": cfg.n_head, "length": args.length, "window": cfg.window, "bias": rows}))
-        return 0
-    L = args.length
-    cols = list(range(L)) if L <= 12 else list(range(8)) + [None] + list(range(L - 3, L))
-    head = ["head"] + ["..." if c is None else f"k={c}" for c in cols]
-    table = [head] + [[str(h)] + ["..." if c is None else _fmt(bias[h, c].item()) for c in cols] for h in range(cfg.n_head)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
-    extra = f", window={cfg.window}" if cfg.window is not None else ""
-    lines = [f"{cfg.pos}: bias the last query gives to distance k = m - n (H={cfg.n_head}, L={L}{extra})"]
-    lines += ["  ".join(x.rjust(w) for x, w in zip(r, widths)) for r in table]
-    _print("\n".join(lines))
-    return 0
-
-
-def _print(text: str) -> None:
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:  # e.g. piped into `head`: not an error
-        sys.stdout = open(os.devnull, "w")

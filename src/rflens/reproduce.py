@@ -33,11 +33,12 @@ import time
 from pathlib import Path
 
 from .errors import UserError
+from .scales import DEFAULT_SCALE  # its book goes to _build/html, the path the README names
+from .storage import package_repo
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (editable install: src/rflens/..)
+ROOT = package_repo()  # the repository the book and the package live in
 BOOK = ROOT / "book"
 BUILD = ROOT / "_build"
-DEFAULT_SCALE = "tiny"  # its book goes to _build/html, the path the README names
 KERNEL = "python3"
 
 
@@ -131,7 +132,7 @@ def plan(args) -> dict:
     return {"scale": scale, "chapters": out}
 
 
-def _kernel_env() -> dict:
+def kernel_env() -> dict:
     """A ``python3`` kernelspec that runs this interpreter, first on JUPYTER_PATH, so the
     chapters run in this virtual environment whatever other kernels the user has."""
     spec_root = BUILD / "jupyter"
@@ -243,40 +244,12 @@ def build(scale: str, *, quiet: bool = False) -> Path:
     return out
 
 
-def _scoreboard(scale: str, corpus: str | None) -> str:
+def scoreboard_text(scale: str, corpus: str | None) -> str:
     try:
         from . import claims
     except ImportError:
         return "(no claims module: scoreboard skipped)"
     try:
-        return claims.render_scoreboard(scale, corpus or "prose")
+        return claims.renderscoreboard_text(scale, corpus or "prose")
     except UserError as err:
         return f"(no scoreboard: {err})"
-
-
-def cli_reproduce(args) -> int:
-    from tqdm.auto import tqdm
-
-    quiet = getattr(args, "quiet", False)
-    request = plan(args)
-    scale = request["scale"]
-    os.environ.update(_kernel_env())
-    os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill
-    start = time.time()
-    bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
-    for key, (path, params) in bar:
-        bar.set_postfix_str(path.stem)
-        t0 = time.time()
-        execute(key, path, params, scale)
-        if not quiet:
-            tqdm.write(f"chapter {key} executed in {time.time() - t0:.0f} s -> {notebooks_dir(scale) / path.name}")
-    if getattr(args, "no_build", False):
-        print(f"executed {len(request['chapters'])} chapter(s) in {time.time() - start:.0f} s; book not built (--no-build)")
-        return 0
-    t0 = time.time()
-    out = build(scale, quiet=quiet)
-    print(f"book built in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
-    print(_scoreboard(scale, getattr(args, "corpus", None)))
-    print(f"book: {out / 'index.html'}")
-    return 0
-

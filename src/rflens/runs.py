@@ -25,7 +25,6 @@ import ast
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import time
 from dataclasses import fields
@@ -33,9 +32,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from . import scales
+from . import distributed, scales, storage
+from . import train as training
 from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig
 from .errors import ConfigError, UserError
+from .storage import read_json, runs_dir, sha256_file, write_json
 
 # Modules whose code decides the trained weights. data.py is left out on purpose: the
 # data fingerprint already identifies the exact token stream, so a change in data.py that
@@ -43,32 +44,16 @@ from .errors import ConfigError, UserError
 # faster loader, a new message) keeps every stored model valid.
 CODE_MODULES = ("model.py", "positional.py", "attention.py", "train.py")
 KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collisions among a few thousand runs
-WEIGHTS = "model.safetensors"
-
-
-# ----------------------------------------------------------------------------- locations
-
-def runs_dir() -> Path:
-    """``$RFLENS_RUNS`` if set, else ``<repo>/runs`` (the repository found as rflens.data finds it)."""
-    env = os.environ.get("RFLENS_RUNS")
-    if env:
-        return Path(env).expanduser().resolve()
-    from .data import _repo_root  # one rule for the project folder, shared with the data store
-
-    return _repo_root() / "runs"
 
 
 # ----------------------------------------------------------------------------- keys
 
 def _strip(tree: ast.AST) -> ast.AST:
-    """Drop docstrings and ``cli_*`` functions: they never change trained weights."""
+    """Drop docstrings: they never change trained weights (comments are gone after parsing)."""
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if not isinstance(body, list):
-            continue
-        body[:] = [n for n in body if not (isinstance(n, ast.FunctionDef) and n.name.startswith("cli_"))]
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
             body.pop(0)
     return tree
 
@@ -79,8 +64,7 @@ _code_version_cache: str | None = None
 def code_version() -> str:
     """sha256 of the code that shapes the weights, insensitive to comments and formatting.
 
-    The source is parsed, docstrings and command-line functions are dropped and the
-    syntax tree is hashed; the torch version is included because bitwise results depend
+    The source is parsed, docstrings are dropped and the syntax tree is hashed; the torch version is included because bitwise results depend
     on it.
     """
     global _code_version_cache
@@ -107,54 +91,9 @@ def run_key(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:KEY_LENGTH]
 
 
-# ----------------------------------------------------------------------------- files
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def write_json(path: Path, obj, default: Callable | None = None) -> None:
-    """Write JSON atomically: a reader never sees half a file. ``default`` converts values
-    json cannot write (as in ``json.dump``)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True, default=default)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-@contextlib.contextmanager
-def _lock(path: Path):
-    """An exclusive lock, so two processes never train the same run at once."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 # ----------------------------------------------------------------------------- settings
 
-def resolve(scale: str = "tiny", pos: str = "alibi", corpus: str = "prose",
+def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
             overrides: dict | None = None) -> tuple[scales.Scale, ModelConfig, DataConfig, TrainConfig]:
     """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied.
 
@@ -209,10 +148,11 @@ def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfi
     return out
 
 
-def train_command(scale: str, pos: str, corpus: str, changed: dict) -> str:
+def train_command(scale: str, pos: str, corpus: str, changed: dict, launcher: str = "python -m rflens") -> str:
+    """The command line that trains this model (``launcher``: e.g. ``torchrun ... -m rflens``)."""
     sets = " ".join(f"--set {k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
                     for k, v in sorted(changed.items()))
-    return f"python -m rflens train --scale {scale} --pos {pos} --corpus {corpus}" + (f" {sets}" if sets else "")
+    return f"{launcher} train --scale {scale} --pos {pos} --corpus {corpus}" + (f" {sets}" if sets else "")
 
 
 # ----------------------------------------------------------------------------- Run
@@ -223,7 +163,7 @@ class Run:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.key = self.path.name
-        cfg = _read_json(self.path / "config.json")
+        cfg = read_json(self.path / "config.json")
         self.config = cfg
         self.scale: str = cfg["scale"]
         self.model_cfg = ModelConfig.from_dict(cfg["model"])
@@ -248,14 +188,9 @@ class Run:
         return self.train_cfg.l_tr
 
     @property
-    def eval_cfg(self):
-        """The preset's evaluation settings for this run's scale."""
-        return scales.get(self.scale).eval
-
-    @property
     def metrics(self) -> dict:
         if self._metrics is None:
-            self._metrics = _read_json(self.path / "metrics.json")
+            self._metrics = read_json(self.path / "metrics.json")
         return self._metrics
 
     @property
@@ -266,7 +201,7 @@ class Run:
 
     def verify(self) -> None:
         """Check every stored file against the manifest; UserError naming the fix if not."""
-        manifest = _read_json(self.path / "manifest.json")
+        manifest = read_json(self.path / "manifest.json")
         for name, digest in manifest["sha256"].items():
             p = self.path / name
             if not p.is_file() or sha256_file(p) != digest:
@@ -281,7 +216,7 @@ class Run:
 
         self.verify()
         model = TransformerLM(self.model_cfg)
-        load_model(model, str(self.path / WEIGHTS), device="cpu")
+        load_model(model, str(self.path / training.WEIGHTS), device="cpu")
         return model.eval()
 
     def corpus(self):
@@ -303,7 +238,7 @@ class Run:
         path = self.path / "results" / f"{safe}-{digest}.json"
         if path.is_file():
             try:
-                stored = _read_json(path)
+                stored = read_json(path)
                 if stored.get("params") == json.loads(json.dumps(params, default=str)):
                     return stored["result"]
             except (OSError, ValueError):
@@ -318,34 +253,29 @@ def is_complete(path: Path) -> bool:
     return (path / "manifest.json").is_file()
 
 
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
-def get_run(scale: str = "tiny", pos: str = "alibi", corpus: str = "prose", *, train: bool = True,
-            progress: bool = True, retrain: bool = False, **overrides) -> Run:
+def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
+            overrides: dict | None = None, *, train: bool = True, progress: bool = True, retrain: bool = False,
+            **settings) -> Run:
     """The model for these settings: the stored one, or trained now and stored.
 
-    ``overrides`` are any ModelConfig / DataConfig / TrainConfig fields (``window=8``,
-    ``slope_shift=-3``, ``l_tr=256``). With ``train=False`` a missing model raises
+    The settings that differ from the preset are ModelConfig / DataConfig / TrainConfig
+    fields, given as ``overrides`` (flat, ``{"window": 8}``, or by section as from
+    :func:`rflens.config.parse_overrides`, see :func:`resolve`) or as keywords
+    (``window=8, slope_shift=-3, l_tr=256``). With ``train=False`` a missing model raises
     UserError naming the command that trains it; ``retrain=True`` trains it again.
     ``run.reused`` says whether the stored model was returned.
     """
-    return obtain(scale, pos, corpus, overrides, train=train, progress=progress, retrain=retrain)
-
-
-def obtain(scale: str, pos: str, corpus: str, overrides: dict | None, *, train: bool = True,
-           progress: bool = True, retrain: bool = False) -> Run:
-    """:func:`get_run` with the overrides as one dict, flat or by section (see :func:`resolve`)."""
+    if settings:
+        if overrides:
+            raise UserError("give the settings either as an overrides dict or as keywords, not both")
+        overrides = settings
     _, model_cfg, data_cfg, train_cfg = resolve(scale, pos, corpus, overrides)
     changed = describe(model_cfg, data_cfg, train_cfg, scale)
     command = train_command(scale, pos, corpus, changed)
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    if distributed and train:
-        from .train import init_distributed
-
-        init_distributed()
-    corpus_obj = _prepare_data(data_cfg, progress=progress, distributed=distributed and train)
+    several = distributed.world_size() > 1 and train
+    if several:
+        distributed.init()
+    corpus_obj = _prepare_data(data_cfg, progress=progress, distributed=several)
     if corpus_obj.vocab_size > model_cfg.vocab_size:
         raise ConfigError("vocab_size", model_cfg.vocab_size,
                           f"the {data_cfg.corpus} tokenizer has {corpus_obj.vocab_size} tokens; the model needs as many")
@@ -364,15 +294,12 @@ def obtain(scale: str, pos: str, corpus: str, overrides: dict | None, *, train: 
         raise UserError(f"no stored model for {scale} {pos} on {corpus}"
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
     if not retrain:
-        from .train import read_checkpoint_pointer
-
-        read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work
-    from .train import barrier, train as train_model
-
-    with _lock(runs_dir() / f".{key}.lock") if _rank() == 0 else contextlib.nullcontext():
+        training.read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work
+    main = distributed.is_main()
+    with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited
             return stored()
-        if _rank() == 0:
+        if main:
             if retrain and path.exists():
                 shutil.rmtree(path)
             path.mkdir(parents=True, exist_ok=True)
@@ -381,8 +308,8 @@ def obtain(scale: str, pos: str, corpus: str, overrides: dict | None, *, train: 
                     "key": key, "scale": scale, "model": model_cfg.to_dict(), "data": data_cfg.to_dict(),
                     "train": train_cfg.to_dict(), "data_fingerprint": corpus_obj.fingerprint,
                     "code_version": code_version(), "command": command, "created": time.time()})
-        barrier()  # the other ranks wait until rank 0 has laid out the folder
-        train_model(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
+        distributed.barrier()  # the other ranks wait until rank 0 has laid out the folder
+        training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
     run = Run(path)
     run._corpus, run.reused = corpus_obj, False
     return run
@@ -394,10 +321,10 @@ def _prepare_data(data_cfg: DataConfig, *, progress: bool, distributed: bool):
 
     if not distributed:
         return data.prepare(data_cfg, progress=progress)
-    from .train import barrier
+    from . import distributed as dist
 
-    corpus_obj = data.prepare(data_cfg, progress=progress) if _rank() == 0 else None
-    barrier()
+    corpus_obj = data.prepare(data_cfg, progress=progress) if dist.is_main() else None
+    dist.barrier()
     return corpus_obj if corpus_obj is not None else data.prepare(data_cfg, progress=False)
 
 
@@ -413,50 +340,18 @@ def list_runs(root: Path | None = None) -> list[dict]:
         try:
             run = Run(path)
         except (OSError, ValueError, KeyError, UserError):
-            rows.append({"key": path.name, "status": "unreadable", "size_bytes": _dir_size(path)})
+            rows.append({"key": path.name, "status": "unreadable", "size_bytes": storage.dir_size(path)})
             continue
         row = {"key": run.key, "pos": run.pos, "scale": run.scale, "corpus": run.data_cfg.corpus,
                "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
-               "steps": run.train_cfg.steps, "size_bytes": _dir_size(path)}
+               "steps": run.train_cfg.steps, "size_bytes": storage.dir_size(path)}
         if is_complete(path):
             m = run.metrics
             row.update(status="complete", final_loss=m.get("val_loss"), train_loss=m.get("final_train_loss"),
                        tokens_per_s=m.get("tokens_per_s"), train_seconds=m.get("train_seconds"))
         else:
             ck = path / "checkpoint.json"
-            step = _read_json(ck)["step"] if ck.is_file() else 0
+            step = read_json(ck)["step"] if ck.is_file() else 0
             row.update(status=f"in progress ({step}/{run.train_cfg.steps})", final_loss=None)
         rows.append(row)
     return rows
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return str(n)
-
-
-def cli_runs(args) -> int:
-    rows = list_runs()
-    if getattr(args, "json", False):
-        print(json.dumps(rows, indent=1))
-        return 0
-    if not rows:
-        print(f"no stored runs in {runs_dir()}")
-        return 0
-    header = ("key", "scheme", "settings", "scale", "corpus", "steps", "final loss", "size", "status")
-    table = [header]
-    for r in rows:
-        settings = " ".join(f"{k}={v}" for k, v in sorted(r.get("settings", {}).items())) or "-"
-        loss = r.get("final_loss")
-        table.append((r["key"], r.get("pos", "?"), settings, r.get("scale", "?"), r.get("corpus", "?"),
-                      str(r.get("steps", "?")), f"{loss:.3f}" if loss is not None else "-",
-                      _size(r["size_bytes"]), r["status"]))
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    total = sum(r["size_bytes"] for r in rows)
-    print(f"{len(rows)} runs, {_size(total)} in {runs_dir()}")
-    return 0

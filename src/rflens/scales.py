@@ -1,7 +1,8 @@
 """Scale presets: the same experiments at four sizes.
 
 Chi et al. (ACL 2023) train R = 12 layers, H = 12 heads, d = 768 at L_tr = 512 for 50k steps
-(Section 2 and the KERPLE recipe in shared/paper/NOTES.md). That is the ``full`` preset. The
+(Section 2, with the recipe of the KERPLE code base they build on). That is the ``full``
+preset. The
 smaller presets shrink the model and the training length but keep what the paper's
 arguments depend on:
 
@@ -13,23 +14,86 @@ arguments depend on:
   a Sandwich d_bar below and above the paper's 128 (Figure 10).
 
 ``get(name)`` returns a :class:`Scale`; ``rflens.runs.get_run`` starts from it and applies
-the overrides of one experiment (``window=16``, ``slope_shift=-3``, ...).
+the overrides of one experiment (``window=16``, ``slope_shift=-3``, ...). The sweeps are
+the only place the experiments read their grids from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
+from .config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
+from .schemes import TABLE3
 
 SCALES = ("smoke", "tiny", "small", "full")
+DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 
-# Positional schemes of Table 3 (Section 6): the parameter-free ones, Sandwich and its
-# smoothed form, and the learnable KERPLE and T5.
-TABLE3_POS = ["sinusoidal", "rotary", "alibi", "sandwich", "smoothed", "kerple_log", "t5"]
-# OpenWebText2, GitHub and ArXiv in the paper; prose, code and math here.
-CORPORA = ["prose", "code", "math"]
+
+@dataclass(frozen=True)
+class Family:
+    """One sweep of Table 1 (Section 3): a positional scheme and the setting it varies."""
+
+    pos: str
+    setting: str
+    symbol: str  # the paper's symbol for the setting, in labels such as "w=32"
+    title: str
+
+
+FAMILIES = {
+    "slope_shift": Family("alibi", "slope_shift", "Δ", "ALiBi, slope exponents shifted by Δ"),
+    "same_slope": Family("alibi", "same_slope", "h", "ALiBi, one slope 1/2^h for every head"),
+    "window": Family("window", "window", "w", "windowed attention of size w"),
+}
+
+
+@dataclass(frozen=True)
+class Retrain:
+    """A Table 2 model (Section 4): the Table 1 model ``family = value`` trained again with
+    a longer training length, ``l_tr`` or ``l_tr_mult`` x the scale's (and, e.g., a smaller
+    ``batch_size`` that keeps the tokens a step)."""
+
+    family: str  # a key of FAMILIES
+    value: int | float  # the swept setting's value (an int for windows)
+    l_tr: int | None = None
+    l_tr_mult: int | None = None
+    batch_size: int | None = None
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise UserError(f"a Table 2 model names a Table 1 family ({', '.join(FAMILIES)}), not {self.family!r}")
+        if (self.l_tr is None) == (self.l_tr_mult is None):
+            raise UserError(f"a Table 2 model gives exactly one of l_tr and l_tr_mult: {self}")
+
+    @property
+    def pos(self) -> str:
+        return FAMILIES[self.family].pos
+
+    def training(self, l_tr: int) -> dict:
+        """The training settings of the retrained model, for a Table 1 trained at ``l_tr``."""
+        out = {"l_tr": self.l_tr if self.l_tr is not None else l_tr * self.l_tr_mult}
+        if self.batch_size is not None:
+            out["batch_size"] = self.batch_size
+        return out
+
+
+@dataclass(frozen=True)
+class Sweeps:
+    """The grids the book sweeps at one scale; every experiment reads them from here."""
+
+    slope_shift: tuple[float, ...]  # Table 1(a): h -> h + Delta
+    same_slope: tuple[float, ...]  # Table 1(b): one h for every head
+    window: tuple[int, ...]  # Table 1(c), Eq. (3)
+    d_bar: tuple[int, ...]  # Figure 10
+    sinusoidal_l_tr: tuple[int, ...]  # Figure 7: Sinusoidal at these training lengths
+    table2: tuple[Retrain, ...]  # Table 2: the failures retrained with a longer L_tr
+    table3_pos: tuple[str, ...] = TABLE3  # Table 3 (Section 6)
+    corpora: tuple[str, ...] = CORPORA  # OpenWebText2, GitHub and ArXiv in the paper
+
+    def __post_init__(self):
+        for name in ("slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2",
+                     "table3_pos", "corpora"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -41,7 +105,7 @@ class Scale:
     data: DataConfig
     train: TrainConfig
     eval: EvalConfig
-    sweeps: dict = field(default_factory=dict)
+    sweeps: Sweeps
     about: str = ""
 
     @property
@@ -70,16 +134,16 @@ def _smoke() -> Scale:
         ),
         eval=EvalConfig(n_segments=16, erf_samples=4, batch_size=8),
         # one point on each side of every phenomenon, so the book's code paths all run
-        sweeps={
-            "slope_shift": [-3, 6],
-            "same_slope": [0, 8],
-            "window": [4, 16],  # R * w = 8 < L_tr = 16 and R * w = 32 > L_tr
-            "d_bar": [32, 128],
-            "sinusoidal_l_tr": [8, 16],
-            "table2": [{"pos": "window", "window": 16, "l_tr": 64, "batch_size": 2}],
-            "table3_pos": ["alibi", "sandwich", "t5"],
-            "corpora": ["prose"],
-        },
+        sweeps=Sweeps(
+            slope_shift=[-3, 6],
+            same_slope=[0, 8],
+            window=[4, 16],  # R * w = 8 < L_tr = 16 and R * w = 32 > L_tr
+            d_bar=[32, 128],
+            sinusoidal_l_tr=[8, 16],
+            table2=[Retrain("window", 16, l_tr=64, batch_size=2)],
+            table3_pos=("alibi", "sandwich", "t5"),
+            corpora=("prose",),
+        ),
     )
 
 
@@ -106,29 +170,27 @@ def _tiny() -> Scale:
             ckpt_interval=200,
         ),
         eval=EvalConfig(n_segments=128, erf_samples=32, length_mults=(1, 2, 4, 8, 16)),
-        sweeps={
+        sweeps=Sweeps(
             # Table 1(a): h -> h + Delta. With H = 4 the paper's h = n * 8 / H gives slopes 1/4..1/256;
             # Delta = -3 makes the steepest head a slope of 2 (a hard window of a few tokens),
             # Delta = 6 makes every slope <= 1/256, i.e. almost no bias over 64 tokens (fails).
-            "slope_shift": [-3, 0, 3, 6],
+            slope_shift=[-3, 0, 3, 6],
             # Table 1(b): one h for all heads, from slope 1 (h = 0, extrapolates) to 1/256 (h = 8, fails).
-            "same_slope": [0, 2, 4, 8],
+            same_slope=[0, 2, 4, 8],
             # Table 1(c), Eq. (3): the paper's w / L_tr = 40/512 .. 320/512. With R = 2 the
             # theoretical receptive field R * w is 16, 32 (< L_tr), 64 (= L_tr) and 128 (> L_tr).
-            "window": [8, 16, 32, 64],
+            window=[8, 16, 32, 64],
             # Figure 10: a larger d_bar windows more strongly; 128 is the paper's value.
-            "d_bar": [32, 64, 128, 256],
+            d_bar=[32, 64, 128, 256],
             # Figure 7: Sinusoidal's gradient spikes at absolute position L_tr, for two L_tr.
-            "sinusoidal_l_tr": [32, 64],
+            sinusoidal_l_tr=[32, 64],
             # Table 2: the models of Table 1 that fail are retrained with L_tr x 4 (256 covers
             # their receptive field); batch / 4 keeps the 1024 tokens a step of Table 1.
-            "table2": [
-                {"pos": "window", "window": 64, "l_tr": 4 * l_tr, "batch_size": 4},
-                {"pos": "alibi", "slope_shift": 6, "l_tr": 4 * l_tr, "batch_size": 4},
+            table2=[
+                Retrain("window", 64, l_tr=4 * l_tr, batch_size=4),
+                Retrain("slope_shift", 6, l_tr=4 * l_tr, batch_size=4),
             ],
-            "table3_pos": list(TABLE3_POS),
-            "corpora": list(CORPORA),
-        },
+        ),
     )
 
 
@@ -151,22 +213,20 @@ def _small() -> Scale:
             ckpt_interval=500,
         ),
         eval=EvalConfig(n_segments=500, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
-        sweeps={
+        sweeps=Sweeps(
             # the paper's full grids of Table 1 (slope exponents do not scale with L_tr)
-            "slope_shift": [-3, 0, 3, 6, 8],
-            "same_slope": [0, 2, 4, 6, 8],
+            slope_shift=[-3, 0, 3, 6, 8],
+            same_slope=[0, 2, 4, 6, 8],
             # the paper's w = 40..320 at L_tr = 512 scaled by 128/512 (10, 20, 40, 80), plus
             # w = L_tr; with R = 4 the theoretical field R * w runs from 40 (< L_tr) to 512
-            "window": [10, 20, 40, 80, 128],
-            "d_bar": [32, 64, 128, 256],
-            "sinusoidal_l_tr": [64, 128],
-            "table2": [
-                {"pos": "window", "window": 80, "l_tr": 4 * l_tr, "batch_size": 8},
-                {"pos": "alibi", "slope_shift": 6, "l_tr": 4 * l_tr, "batch_size": 8},
+            window=[10, 20, 40, 80, 128],
+            d_bar=[32, 64, 128, 256],
+            sinusoidal_l_tr=[64, 128],
+            table2=[
+                Retrain("window", 80, l_tr=4 * l_tr, batch_size=8),
+                Retrain("slope_shift", 6, l_tr=4 * l_tr, batch_size=8),
             ],
-            "table3_pos": list(TABLE3_POS),
-            "corpora": list(CORPORA),
-        },
+        ),
     )
 
 
@@ -194,23 +254,21 @@ def _full() -> Scale:
             eval_batches=20,
             ckpt_interval=1000,
             dtype="bf16",
-            compile=True,  # used on GPUs only (no speed-up on CPU, see notes/performance.md)
+            compile=True,  # used on GPUs only (no speed-up on CPU: bench/README.md)
         ),
         eval=EvalConfig(n_segments=1000, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
-        sweeps={
+        sweeps=Sweeps(
             # exactly the paper's grids (Table 1, Table 2, Figure 7, Figure 10, Table 3)
-            "slope_shift": [-3, 0, 3, 6, 8],
-            "same_slope": [0, 2, 4, 6, 8],
-            "window": [40, 80, 100, 120, 160, 320],
-            "d_bar": [64, 128, 256, 512],
-            "sinusoidal_l_tr": [128, 512],
-            "table2": [
-                {"pos": "window", "window": 160, "l_tr": 1024},
-                {"pos": "alibi", "slope_shift": 6, "l_tr": 2048},
+            slope_shift=[-3, 0, 3, 6, 8],
+            same_slope=[0, 2, 4, 6, 8],
+            window=[40, 80, 100, 120, 160, 320],
+            d_bar=[64, 128, 256, 512],
+            sinusoidal_l_tr=[128, 512],
+            table2=[
+                Retrain("window", 160, l_tr=1024),
+                Retrain("slope_shift", 6, l_tr=2048),
             ],
-            "table3_pos": list(TABLE3_POS),
-            "corpora": list(CORPORA),
-        },
+        ),
     )
 
 

@@ -1,7 +1,7 @@
 """Training: the recipe the paper follows, resumable, deterministic, on one or many devices.
 
-Chi et al. (ACL 2023) train their models with the KERPLE / GPT-NeoX recipe (notes in
-shared/paper/NOTES.md): Adam(W) with lr 6e-4, betas (0.9, 0.999), 1% linear warm-up then
+Chi et al. (ACL 2023) train their models with the recipe of the KERPLE / GPT-NeoX code
+base they build on: Adam(W) with lr 6e-4, betas (0.9, 0.999), 1% linear warm-up then
 cosine decay, gradient clipping at 1.0, no dropout, bf16 on GPUs. The presets in
 :mod:`rflens.scales` scale the recipe down for CPUs.
 
@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from . import distributed
 from .config import DataConfig, ModelConfig, TrainConfig
 from .errors import UserError
+from .storage import atomic_path, atomic_write, sha256_file, write_json
 
 CHECKPOINT_POINTER = "checkpoint.json"  # names the current checkpoint file and its sha256
 WEIGHTS = "model.safetensors"
@@ -100,42 +102,7 @@ def validation_windows(tokens: np.ndarray, l_tr: int, n: int, seed: int) -> np.n
     return tokens[starts[:, None] + np.arange(l_tr + 1)].astype(np.int64)
 
 
-# ----------------------------------------------------------------------------- distributed
-
-def dist_info() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torchrun's environment (0, 1, 0 without it)."""
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
-
-
-def init_distributed() -> None:
-    """Join the process group torchrun set up: gloo on CPUs, nccl on GPUs. Idempotent."""
-    import torch
-    import torch.distributed as dist
-
-    rank, world, local = dist_info()
-    if world <= 1 or dist.is_initialized():
-        return
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local)
-        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    else:
-        dist.init_process_group("gloo")
-
-
-def barrier() -> None:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-
-
 # ----------------------------------------------------------------------------- checkpoints
-
-def _sha256(path: Path) -> str:
-    from .runs import sha256_file
-
-    return sha256_file(path)
-
 
 def read_checkpoint_pointer(out_dir: Path) -> dict | None:
     """The pointer to the last checkpoint, after checking the file's sha256 (UserError if bad)."""
@@ -145,7 +112,7 @@ def read_checkpoint_pointer(out_dir: Path) -> dict | None:
     try:
         info = json.loads(pointer.read_text())
         path = Path(out_dir) / info["file"]
-        ok = path.is_file() and _sha256(path) == info["sha256"]
+        ok = path.is_file() and sha256_file(path) == info["sha256"]
     except (OSError, ValueError, KeyError):
         ok = False
     if not ok:
@@ -162,16 +129,10 @@ def _save_checkpoint(out_dir: Path, state: dict, step: int) -> None:
     """
     import torch
 
-    from .runs import write_json
-
     name = f"checkpoint-{step:08d}.pt"
-    tmp = out_dir / f".{name}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
+    with atomic_write(out_dir / name) as f:
         torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out_dir / name)
-    write_json(out_dir / CHECKPOINT_POINTER, {"file": name, "sha256": _sha256(out_dir / name), "step": step})
+    write_json(out_dir / CHECKPOINT_POINTER, {"file": name, "sha256": sha256_file(out_dir / name), "step": step})
     for old in out_dir.glob("checkpoint-*.pt"):
         if old.name != name:
             old.unlink(missing_ok=True)
@@ -183,7 +144,135 @@ def _remove_checkpoints(out_dir: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-# ----------------------------------------------------------------------------- training
+# ----------------------------------------------------------------------------- training steps
+
+@dataclass
+class Progress:
+    """Where a training run stands: saved in every checkpoint, so a resumed run continues
+    its curves and clocks."""
+
+    step: int = 0
+    train_loss: list = field(default_factory=list)  # one value per step
+    val_curve: list = field(default_factory=list)  # [step, validation loss] pairs
+    elapsed: float = 0.0  # wall seconds of training, over every session
+    step_seconds: float = 0.0  # seconds inside training steps (for tokens/s)
+
+
+def _loss_module(lm):
+    """The LM loss as a module's forward(), so that DistributedDataParallel sees (and
+    syncs) the call."""
+    import torch.nn as nn
+
+    class LossModule(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, idx, targets):
+            return self.lm.loss(idx, targets)
+
+    return LossModule()
+
+
+def build(model_cfg: ModelConfig, cfg: TrainConfig, device):
+    """The model, initialised on the CPU from the seed (so its initial weights do not
+    depend on the device), and its AdamW optimizer (no weight decay on norms, biases and
+    scalar parameters)."""
+    import torch
+
+    from .model import TransformerLM
+
+    torch.manual_seed(cfg.seed)
+    model = TransformerLM(model_cfg)
+    model.to(device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]  # matrices and embeddings
+    no_decay = [p for p in model.parameters() if p.dim() < 2]  # norms, biases, learnable scalars
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
+    return model, optimizer
+
+
+def _resume(out_dir: Path, model, optimizer, batches: Batches, device) -> Progress:
+    """Load the last checkpoint into the model, optimizer, batches and RNGs, if there is one."""
+    import torch
+
+    info = read_checkpoint_pointer(out_dir)
+    if info is None:
+        return Progress()
+    state = torch.load(out_dir / info["file"], map_location="cpu", weights_only=False)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    batches.set_state(state["batches"])
+    torch.set_rng_state(state["torch_rng"])
+    if device.type == "cuda" and state.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
+    return Progress(state["step"], state["train_loss"], state["val_curve"], state["elapsed"], state["step_seconds"])
+
+
+def _checkpoint(out_dir: Path, model, optimizer, batches: Batches, progress: Progress, device,
+                model_cfg: ModelConfig, cfg: TrainConfig) -> None:
+    import torch
+
+    _save_checkpoint(out_dir, {
+        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "batches": batches.state(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+        "step": progress.step, "train_loss": progress.train_loss, "val_curve": progress.val_curve,
+        "elapsed": progress.elapsed, "step_seconds": progress.step_seconds,
+        "model_cfg": model_cfg.to_dict(), "train_cfg": cfg.to_dict(),
+    }, progress.step)
+
+
+def train_step(step_fn, model, optimizer, chunk, lr: float, cfg: TrainConfig, autocast) -> "torch.Tensor":
+    """One optimisation step on the windows ``chunk`` (B, L + 1): the loss of predicting
+    each next token, its gradients (clipped at ``cfg.grad_clip``), an AdamW step at ``lr``.
+    Returns the loss, detached and still on the device."""
+    import torch
+
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with autocast:
+        loss = step_fn(chunk[:, :-1], chunk[:, 1:])
+    loss.backward()
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def validate(model, val: np.ndarray, batch_size: int, autocast, device) -> float:
+    """Mean loss over the fixed validation windows (this rank's share), averaged over ranks."""
+    import torch
+
+    model.eval()
+    total = torch.zeros((), device=device, dtype=torch.float64)
+    with torch.no_grad():
+        for i in range(0, len(val), batch_size):
+            chunk = torch.from_numpy(val[i:i + batch_size]).to(device)
+            with autocast:
+                loss = model.loss(chunk[:, :-1], chunk[:, 1:])
+            total += loss.double() * len(chunk)
+    model.train()
+    return distributed.all_mean([total / len(val)])[0]
+
+
+def _store(out_dir: Path, model, metrics: dict) -> None:
+    """Weights, metrics, then the manifest (written last: its presence marks the run as
+    complete); the checkpoints go."""
+    from safetensors.torch import save_model
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / WEIGHTS) as tmp:
+        save_model(model.cpu() if next(model.parameters()).device.type != "cpu" else model, str(tmp))
+    write_json(out_dir / "metrics.json", metrics)
+    files = [WEIGHTS] + (["config.json"] if (out_dir / "config.json").is_file() else [])
+    write_json(out_dir / "manifest.json", {"sha256": {f: sha256_file(out_dir / f) for f in files}})
+    _remove_checkpoints(out_dir)
+
+
+# ----------------------------------------------------------------------------- the loop
 
 def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, *, out_dir, progress: bool = True,
           corpus=None) -> dict:
@@ -193,24 +282,19 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
     returns the metrics: per-step training loss, validation losses, tokens/s, seconds.
     """
     import torch
-    import torch.nn as nn
-    from safetensors.torch import save_model
     from tqdm.auto import tqdm
 
-    from .model import TransformerLM
-    from .runs import sha256_file, write_json
-
     out_dir = Path(out_dir)
-    init_distributed()
-    rank, world, local = dist_info()
+    distributed.init()
+    rank, world, local = distributed.rank(), distributed.world_size(), distributed.local_rank()
     main = rank == 0
     if main:
         out_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
     if corpus is None:
-        from . import data as data_mod
+        from . import data
 
-        corpus = data_mod.prepare(data_cfg, progress=progress and main)
+        corpus = data.prepare(data_cfg, progress=progress and main)
     if corpus.vocab_size > model_cfg.vocab_size:
         raise UserError(f"the corpus has {corpus.vocab_size} tokens but the model only {model_cfg.vocab_size}: "
                         f"--set vocab_size={corpus.vocab_size}")
@@ -218,43 +302,14 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
     batches = Batches(corpus.tokens("train"), cfg.l_tr, cfg.batch_size, cfg.seed, rank, world)
     val = validation_windows(corpus.tokens("validation"), cfg.l_tr, cfg.eval_batches * cfg.batch_size, cfg.seed)
     val = val[rank * len(val) // world:(rank + 1) * len(val) // world]  # this rank's share
+    val_batch = max(1, cfg.batch_size // world)
 
-    # The model is built on the CPU from the seed, so its initial weights do not depend on the device.
-    torch.manual_seed(cfg.seed)
-    model = TransformerLM(model_cfg)
-    model.to(device)
-    decay = [p for p in model.parameters() if p.dim() >= 2]  # matrices and embeddings
-    no_decay = [p for p in model.parameters() if p.dim() < 2]  # norms, biases, learnable scalars
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
-
-    start, train_loss, val_curve, elapsed, step_seconds = 0, [], [], 0.0, 0.0
-    info = read_checkpoint_pointer(out_dir)
-    if info is not None:
-        state = torch.load(out_dir / info["file"], map_location="cpu", weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        batches.set_state(state["batches"])
-        torch.set_rng_state(state["torch_rng"])
-        if device.type == "cuda" and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"], device)
-        start, train_loss, val_curve = state["step"], state["train_loss"], state["val_curve"]
-        elapsed, step_seconds = state["elapsed"], state["step_seconds"]
-        if main and progress:
-            print(f"resuming {out_dir.name} from step {start}", file=sys.stderr)
-
-    class LossModule(nn.Module):
-        """forward() = the LM loss, so that DistributedDataParallel sees (and syncs) the call."""
-
-        def __init__(self, lm):
-            super().__init__()
-            self.lm = lm
-
-        def forward(self, idx, targets):
-            return self.lm.loss(idx, targets)
-
-    step_fn = LossModule(model)
+    model, optimizer = build(model_cfg, cfg, device)
+    state = _resume(out_dir, model, optimizer, batches, device)
+    start = state.step
+    if start and main and progress:
+        print(f"resuming {out_dir.name} from step {start}", file=sys.stderr)
+    step_fn = _loss_module(model)
     if cfg.compile:
         step_fn = torch.compile(step_fn)
     if world > 1:
@@ -263,143 +318,54 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
         step_fn = DistributedDataParallel(step_fn, device_ids=[local] if device.type == "cuda" else None)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.dtype == "bf16")
 
-    def all_mean(values: list) -> list[float]:
-        """Mean over ranks of per-rank means (equal shares), as Python floats."""
-        t = torch.stack(values).float()
-        if world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(t)
-            t /= world
-        return t.tolist()
-
-    @torch.no_grad()
-    def validate() -> float:
-        model.eval()
-        per = max(1, cfg.batch_size // world)
-        total = torch.zeros((), device=device, dtype=torch.float64)
-        for i in range(0, len(val), per):
-            chunk = torch.from_numpy(val[i:i + per]).to(device)
-            with autocast:
-                loss = model.loss(chunk[:, :-1], chunk[:, 1:])
-            total += loss.double() * len(chunk)
-        model.train()
-        return all_mean([total / len(val)])[0]
-
-    def checkpoint(step: int) -> None:
-        if not main:
-            return
-        _save_checkpoint(out_dir, {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "batches": batches.state(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-            "step": step, "train_loss": train_loss, "val_curve": val_curve,
-            "elapsed": elapsed + time.perf_counter() - t_start, "step_seconds": step_seconds,
-            "model_cfg": model_cfg.to_dict(), "train_cfg": cfg.to_dict(),
-        }, step)
-
     tokens_per_step = cfg.batch_size * cfg.l_tr
     bar = tqdm(total=cfg.steps, initial=start, disable=not (progress and main), unit="step", dynamic_ncols=True,
                desc=f"train {model_cfg.pos}", file=sys.stderr)
     pending: list = []  # losses still on the device; fetched every few steps (no sync per step on GPUs)
     flush_every = 10
     session = 0.0  # seconds in training steps since this process started (for the bar's tokens/s)
+    elapsed_before = state.elapsed
     model.train()
     t_start = time.perf_counter()
     for step in range(start, cfg.steps):
         t0 = time.perf_counter()
         chunk = torch.from_numpy(batches.next()).to(device, non_blocking=True)
-        lr = lr_at(step, cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        with autocast:
-            loss = step_fn(chunk[:, :-1], chunk[:, 1:])
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        pending.append(loss.detach())
+        pending.append(train_step(step_fn, model, optimizer, chunk, lr_at(step, cfg), cfg, autocast))
         done = step + 1
         if len(pending) >= flush_every or done == cfg.steps or (cfg.ckpt_interval and done % cfg.ckpt_interval == 0) \
                 or (cfg.eval_interval and done % cfg.eval_interval == 0):
-            train_loss.extend(all_mean(pending))
+            state.train_loss.extend(distributed.all_mean(pending))
             pending = []
-            step_seconds += time.perf_counter() - t0  # includes the sync of the losses
-            session += time.perf_counter() - t0
-            bar.set_postfix(loss=f"{train_loss[-1]:.3f}", tok_s=f"{tokens_per_step * (done - start) / session:,.0f}",
+            bar.set_postfix(loss=f"{state.train_loss[-1]:.3f}",
+                            tok_s=f"{tokens_per_step * (done - start) / (session + time.perf_counter() - t0):,.0f}",
                             refresh=False)
-        else:
-            step_seconds += time.perf_counter() - t0
-            session += time.perf_counter() - t0
+        spent = time.perf_counter() - t0  # includes the sync of the losses when they were fetched
+        state.step_seconds += spent
+        session += spent
         bar.update(1)
+        state.step = done
         if cfg.eval_interval and done % cfg.eval_interval == 0 and done != cfg.steps:
-            val_curve.append([done, validate()])
-        if cfg.ckpt_interval and done % cfg.ckpt_interval == 0 and done != cfg.steps:
-            checkpoint(done)
+            state.val_curve.append([done, validate(model, val, val_batch, autocast, device)])
+        if cfg.ckpt_interval and done % cfg.ckpt_interval == 0 and done != cfg.steps and main:
+            state.elapsed = elapsed_before + time.perf_counter() - t_start
+            _checkpoint(out_dir, model, optimizer, batches, state, device, model_cfg, cfg)
     bar.close()
 
-    val_loss = validate()
-    if not val_curve or val_curve[-1][0] != cfg.steps:
-        val_curve.append([cfg.steps, val_loss])
-    elapsed += time.perf_counter() - t_start
-    tail = train_loss[-max(1, len(train_loss) // 10):]
+    val_loss = validate(model, val, val_batch, autocast, device)
+    if not state.val_curve or state.val_curve[-1][0] != cfg.steps:
+        state.val_curve.append([cfg.steps, val_loss])
+    state.elapsed = elapsed_before + time.perf_counter() - t_start
+    tail = state.train_loss[-max(1, len(state.train_loss) // 10):]
     metrics = {
-        "steps": cfg.steps, "tokens": cfg.steps * tokens_per_step, "train_loss": train_loss,
-        "final_train_loss": float(np.mean(tail)), "val_curve": val_curve, "val_loss": val_loss,
-        "tokens_per_s": cfg.steps * tokens_per_step / max(step_seconds, 1e-9), "train_seconds": elapsed,
+        "steps": cfg.steps, "tokens": cfg.steps * tokens_per_step, "train_loss": state.train_loss,
+        "final_train_loss": float(np.mean(tail)), "val_curve": state.val_curve, "val_loss": val_loss,
+        "tokens_per_s": cfg.steps * tokens_per_step / max(state.step_seconds, 1e-9), "train_seconds": state.elapsed,
         "num_params": model.num_params(non_embedding=False),
         "num_params_non_embedding": model.num_params(non_embedding=True),
         "world_size": world, "device": device.type, "dtype": cfg.dtype, "torch": torch.__version__,
         "threads": torch.get_num_threads(), "resumed_from": start,
     }
     if main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / f".{WEIGHTS}.{os.getpid()}.tmp"
-        save_model(model.cpu() if device.type != "cpu" else model, str(tmp))
-        os.replace(tmp, out_dir / WEIGHTS)
-        write_json(out_dir / "metrics.json", metrics)
-        files = [WEIGHTS] + (["config.json"] if (out_dir / "config.json").is_file() else [])
-        # written last: its presence marks the run as complete
-        write_json(out_dir / "manifest.json", {"sha256": {f: sha256_file(out_dir / f) for f in files}})
-        _remove_checkpoints(out_dir)
-    barrier()
+        _store(out_dir, model, metrics)
+    distributed.barrier()
     return metrics
-
-
-# ----------------------------------------------------------------------------- command line
-
-def cli_train(args) -> int:
-    """``python -m rflens train``: train, or report the stored run."""
-    from . import runs
-    from .config import parse_overrides
-
-    rank = dist_info()[0]
-    overrides = parse_overrides(args.overrides)
-    # every setting is checked before any data is touched or anything is written
-    runs.resolve(args.scale, args.pos, args.corpus, overrides)
-    t0 = time.perf_counter()
-    run = runs.obtain(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet, retrain=args.retrain)
-    seconds = time.perf_counter() - t0
-    if rank != 0:
-        return 0
-    m = run.metrics
-    summary = {
-        "key": run.key, "path": str(run.path), "reused": run.reused, "scale": run.scale, "pos": run.pos,
-        "corpus": run.data_cfg.corpus, "settings": runs.describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
-        "steps": m["steps"], "val_loss": m["val_loss"], "final_train_loss": m["final_train_loss"],
-        "tokens_per_s": m["tokens_per_s"], "train_seconds": m["train_seconds"], "num_params": m["num_params"],
-        "seconds": seconds,
-    }
-    if args.json:
-        print(json.dumps(summary, indent=1))
-        return 0
-    what = f"{run.scale} {run.pos} on {summary['corpus']}" + "".join(f", {k}={v}" for k, v in sorted(summary["settings"].items()))
-    facts = (f"{m['steps']} steps, val loss {m['val_loss']:.3f}, {m['num_params']:,} parameters, "
-             f"trained in {m['train_seconds']:.1f} s at {m['tokens_per_s']:,.0f} tokens/s")
-    if run.reused:
-        print(f"reused the stored run {run.path} ({what}: {facts}); --retrain trains it again")
-    else:
-        print(f"trained {what}: {facts}; stored in {run.path}")
-    return 0
-

@@ -25,6 +25,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .. import experiments as ex
+from ..results import EXTRAPOLATION_TOLERANCE
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
@@ -101,7 +102,7 @@ def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None =
     return fig
 
 
-def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)", limit: float = ex.EXTRAPOLATION_TOLERANCE) -> go.Figure:
+def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)", limit: float = EXTRAPOLATION_TOLERANCE) -> go.Figure:
     """The r(L) table as a heat map (rows: models, columns: L_ex / L_tr); cells above the
     1.10 limit turn red. A dropdown switches to the raw perplexities."""
     lengths = ex.lengths_of(df)
@@ -131,7 +132,7 @@ def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)",
     return fig
 
 
-def erf_explorer(curves: dict[str, dict], *, title: str = "Receptive field", log_x: bool = True) -> go.Figure:
+def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x: bool = True) -> go.Figure:
     """Normalised gradient (top) and cumulative curve (bottom) against "tokens back" k from
     the predicted token, with L_tr, the ERF and the threshold marked; a dropdown selects
     the model, and a last entry overlays every model's cumulative curve."""
@@ -179,7 +180,7 @@ def erf_explorer(curves: dict[str, dict], *, title: str = "Receptive field", log
     return fig
 
 
-def gradient_jump(curves: dict[str, dict], f7: pd.DataFrame, *, title: str = "Normalised gradient by absolute position") -> go.Figure:
+def gradient_jump_figure(curves: dict[str, dict], f7: pd.DataFrame, *, title: str = "Normalised gradient by absolute position") -> go.Figure:
     """Figure 7: the normalised gradient against the absolute (0-based) position of each
     input token, the dashed line at each model's L_tr and a marker at the largest
     gradient outside the most recent few tokens; a dropdown selects the model."""
@@ -308,3 +309,18 @@ def scoreboard_figure(board: list[dict], *, title: str = "Claims scoreboard") ->
     fig.update_layout(template=TEMPLATE, title={"text": f"{title}: all"}, height=120 + 60 * max(1, len(board)),
                       margin={"t": 90, "l": 10, "r": 10, "b": 10}, updatemenus=[_menu(buttons)])
     return fig
+
+
+def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:
+    """Chapter 10: stacked bars of the estimated GPU-hours of each model
+    (rows of :func:`rflens.experiments.training_cost`), one bar per experiment."""
+    import plotly.express as px
+
+    cost = cost.copy()
+    cost["settings"] = cost["overrides"].map(lambda o: ", ".join(f"{k}={v}" for k, v in o.items()) or "default")
+    fig = px.bar(cost, x="gpu_hours", y="experiment", color="pos", orientation="h",
+                 hover_data=["corpus", "settings", "l_tr"],
+                 labels={"gpu_hours": "GPU-hours (estimate)", "experiment": "", "pos": "scheme"}, title=title)
+    fig.update_layout(template=TEMPLATE, height=380, barmode="stack")
+    return fig
+

@@ -16,9 +16,11 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
+from ..schemes import RELATIVE
 from ..positional import last_query_bias, sandwich_bias, sandwich_compression
 
-SCHEMES = ("alibi", "window", "sandwich", "smoothed", "kerple_log", "kerple_power", "t5")
+# every relative bias; Sandwich with learnable ratios starts as Sandwich, so it is shown once
+SCHEMES = tuple(name for name in RELATIVE if name != "sandwich_learned")
 DEFAULTS = {"pos": "alibi", "n_head": 12, "length": 256, "slope_shift": 0.0, "use_same_slope": False,
             "same_slope": 4.0, "window": 0, "d_bar": 128, "compression_scale": 1.0, "r1": 1.0, "r2": 1.0}
 

@@ -1,8 +1,9 @@
 """Command line: ``python -m rflens COMMAND ...`` (``python -m rflens --help`` lists them).
 
-This module only parses arguments; each command is carried out by a ``cli_<command>``
-function of the module that owns the work. A :class:`rflens.errors.UserError` becomes one
-line on stderr and exit code 2.
+This module parses the arguments; each command is carried out by ``run(args)`` of its own
+module in this package (``rflens.cli.train``, ``rflens.cli.evaluate``, ...), which calls the
+library and prints. A :class:`rflens.errors.UserError` becomes one line on stderr and exit
+code 2.
 """
 
 from __future__ import annotations
@@ -11,23 +12,25 @@ import argparse
 import importlib
 import sys
 
-from .errors import UserError
+from ..errors import UserError
+from ..scales import DEFAULT_SCALE, SCALES
 
-# command -> (module that carries it out, one-line help)
+# command (and its module in this package) -> one-line help
 COMMANDS = {
-    "bias": ("positional", "print each head's bias over distances 0..L-1 for a positional scheme"),
-    "data": ("data", "build the embedded corpora (or load the Pile / local files) and their tokenizers"),
-    "train": ("train", "train a model, or reuse the one already in the run store"),
-    "runs": ("runs", "list the models stored in the run store"),
-    "evaluate": ("evaluate", "perplexity at several evaluation lengths (last-token protocol by default)"),
-    "erf": ("receptive", "receptive-field analysis: normalised gradients, cumulative curve and ERF"),
-    "reproduce": ("reproduce", "execute the book's chapters with papermill at a scale and build the book"),
-    "claims": ("claims", "check the paper's claims on stored results and print the scoreboard"),
+    "bias": "print each head's bias over distances 0..L-1 for a positional scheme",
+    "data": "build the embedded corpora (or load the Pile / local files) and their tokenizers",
+    "train": "train a model, or reuse the one already in the run store",
+    "runs": "list the models stored in the run store",
+    "evaluate": "perplexity at several evaluation lengths (last-token protocol by default)",
+    "erf": "receptive-field analysis: normalised gradients, cumulative curve and ERF",
+    "reproduce": "execute the book's chapters with papermill at a scale and build the book",
+    "claims": "check the paper's claims on stored results and print the scoreboard",
 }
+SCALE_HELP = f"preset: {', '.join(SCALES)} (default: {DEFAULT_SCALE})"
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scale", default="tiny", help="preset: smoke, tiny, small or full (default: tiny)")
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
     p.add_argument("--pos", default="alibi", help="positional scheme, e.g. alibi, window, sandwich, t5")
     p.add_argument("--corpus", default="prose", help="prose, code or math (default: prose)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -43,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
-    p = sub.add_parser("bias", help=COMMANDS["bias"][1], description=COMMANDS["bias"][1])
+    p = sub.add_parser("bias", help=COMMANDS["bias"], description=COMMANDS["bias"])
     p.add_argument("--pos", required=True, help="positional scheme")
     p.add_argument("--heads", type=int, default=12, help="number of heads H (default 12)")
     p.add_argument("--length", type=int, default=16, help="number of distances L (default 16)")
@@ -51,36 +54,39 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model setting, e.g. --set d_bar=256 --set window=8 (repeatable)")
     p.add_argument("--json", action="store_true", help="print {head: [bias at distance 0..L-1]} as JSON")
 
-    p = sub.add_parser("data", help=COMMANDS["data"][1], description=COMMANDS["data"][1])
+    p = sub.add_parser("data", help=COMMANDS["data"], description=COMMANDS["data"])
     p.add_argument("--corpus", default="all", help="prose, code, math or all (default: all)")
     p.add_argument("--source", default="embedded", help="embedded (default), hub or files")
     p.add_argument("--files", nargs="*", default=[], metavar="PATH", help="text, jsonl or parquet files (--source files)")
     p.add_argument("--vocab-size", type=int, default=8192, help="BPE vocabulary size (default 8192)")
+    p.add_argument("--max-bytes", type=int, default=None, help="use only this many bytes of the corpus (a prefix)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split (default 0)")
     p.add_argument("--scale", default=None, help="prepare the data a preset needs (its vocabulary and slice)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    p = sub.add_parser("train", help=COMMANDS["train"][1], description=COMMANDS["train"][1])
+    p = sub.add_parser("train", help=COMMANDS["train"], description=COMMANDS["train"])
     _add_model_selectors(p)
     p.add_argument("--retrain", action="store_true", help="train again even if the run store has this model")
 
-    p = sub.add_parser("runs", help=COMMANDS["runs"][1], description=COMMANDS["runs"][1])
+    p = sub.add_parser("runs", help=COMMANDS["runs"], description=COMMANDS["runs"])
     p.add_argument("--json", action="store_true", help="print the list as JSON")
 
-    p = sub.add_parser("evaluate", help=COMMANDS["evaluate"][1], description=COMMANDS["evaluate"][1])
+    p = sub.add_parser("evaluate", help=COMMANDS["evaluate"], description=COMMANDS["evaluate"])
     _add_model_selectors(p)
     p.add_argument("--lengths", default=None, help="comma-separated L_ex values (default: L_tr x 1,2,4,8,16)")
-    p.add_argument("--protocol", default="last_token", help="last_token (default), non_overlapping or sliding")
+    p.add_argument("--protocol", default=None,
+                   help="last_token, non_overlapping or sliding (default: --set protocol=..., else last_token)")
     p.add_argument("--n", type=int, default=None, help="number of segments N (default: the preset's)")
 
-    p = sub.add_parser("erf", help=COMMANDS["erf"][1], description=COMMANDS["erf"][1])
+    p = sub.add_parser("erf", help=COMMANDS["erf"], description=COMMANDS["erf"])
     _add_model_selectors(p)
     p.add_argument("--length", type=int, default=None, help="segment length (default: 4 x L_tr)")
     p.add_argument("--n", type=int, default=None, help="number of segments (default: the preset's)")
     p.add_argument("--threshold", type=float, default=None, help="cumulative share that defines the ERF (default 0.99)")
 
-    p = sub.add_parser("reproduce", help=COMMANDS["reproduce"][1], description=COMMANDS["reproduce"][1])
-    p.add_argument("--scale", default="tiny", help="smoke, tiny, small or full (default: tiny)")
+    p = sub.add_parser("reproduce", help=COMMANDS["reproduce"], description=COMMANDS["reproduce"])
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
     p.add_argument("--chapters", default=None, help="comma-separated chapter numbers, e.g. 03,04 (default: all)")
     p.add_argument("--corpus", default=None, help="restrict corpus-dependent chapters to one corpus")
     p.add_argument("-p", "--parameter", dest="parameters", action="append", default=[], metavar="NAME=VALUE",
@@ -88,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-build", action="store_true", help="execute the chapters but do not build the HTML book")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    p = sub.add_parser("claims", help=COMMANDS["claims"][1], description=COMMANDS["claims"][1])
-    p.add_argument("--scale", default="tiny", help="smoke, tiny, small or full (default: tiny)")
+    p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
     p.add_argument("--corpus", default="prose", help="corpus of the Table 1 experiments (default: prose)")
     p.add_argument("--json", action="store_true", help="print the scoreboard as JSON")
     return parser
@@ -101,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
-    module = importlib.import_module(f"rflens.{COMMANDS[args.command][0]}")
     try:
-        return int(getattr(module, f"cli_{args.command}")(args) or 0)
+        module = importlib.import_module(f"rflens.cli.{args.command}")
+        return int(module.run(args) or 0)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

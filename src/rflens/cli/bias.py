@@ -1,0 +1,51 @@
+"""``python -m rflens bias``: each head's bias over distances 0..L-1, at initialisation."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ..config import ModelConfig, parse_overrides
+from ..errors import UserError
+from ..positional import last_query_bias
+from .common import emit
+
+
+def _fmt(x: float) -> str:
+    return "-inf" if x == float("-inf") else f"{x + 0.0:.4g}"  # + 0.0: no "-0"
+
+
+def _json_value(x: float):
+    # float32 values written with the 7 significant digits they hold; JSON has no -inf
+    return float(f"{x + 0.0:.7g}") if math.isfinite(x) else "-inf"
+
+
+def run(args) -> int:
+    """JSON output: ``{"pos", "heads", "length", "window", "bias": {"0": [...], ...}}`` with
+    one list per head (distance 0 first); a masked distance is the string ``"-inf"`` (JSON
+    has no infinity). Human output: a table with one row per head; for long L only the
+    first and last distances are shown.
+    """
+    if args.heads is None or args.heads <= 0:
+        raise UserError(f"--heads must be a positive integer, got {args.heads}")
+    over = parse_overrides(args.overrides)["model"]
+    for fixed in ("pos", "n_head"):
+        if fixed in over:
+            raise UserError(f"set {fixed} with --{'pos' if fixed == 'pos' else 'heads'}, not --set")
+    over.setdefault("d_model", args.heads * 8)  # any size divisible by H: the bias does not depend on d
+    cfg = ModelConfig(**{**over, "pos": args.pos, "n_head": args.heads})
+    bias = last_query_bias(cfg, args.length)  # (H, L)
+    if args.json:
+        rows = {str(h): [_json_value(v) for v in bias[h].tolist()] for h in range(cfg.n_head)}
+        emit(json.dumps({"pos": cfg.pos, "heads": cfg.n_head, "length": args.length, "window": cfg.window, "bias": rows}))
+        return 0
+    L = args.length
+    cols = list(range(L)) if L <= 12 else list(range(8)) + [None] + list(range(L - 3, L))
+    head = ["head"] + ["..." if c is None else f"k={c}" for c in cols]
+    table = [head] + [[str(h)] + ["..." if c is None else _fmt(bias[h, c].item()) for c in cols] for h in range(cfg.n_head)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    extra = f", window={cfg.window}" if cfg.window is not None else ""
+    lines = [f"{cfg.pos}: bias the last query gives to distance k = m - n (H={cfg.n_head}, L={L}{extra})"]
+    lines += ["  ".join(x.rjust(w) for x, w in zip(r, widths)) for r in table]
+    emit("\n".join(lines))
+    return 0

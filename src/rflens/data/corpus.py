@@ -1,0 +1,94 @@
+"""One built corpus: its tokenizer, its token streams and the evaluation segments.
+
+A :class:`Corpus` only reads what :func:`rflens.data.prepare` built and checked; it never
+writes. The token streams are memory-mapped: a split is read from disk only where it is
+used.
+
+The evaluation segments serve the last-token protocol of Chi et al. (ACL 2023, footnote
+2 and Figure 3; see :mod:`rflens.evaluate`): every evaluation length, and every model,
+scores the same last tokens, and a longer length only adds context on the left.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..config import DataConfig
+from ..errors import UserError
+
+SPLITS = ("train", "validation", "test")
+EOT = "<|endoftext|>"  # separates documents in the token streams; id 0
+
+
+
+class Corpus:
+    """One built corpus: tokenizer, token streams (memory mapped) and evaluation segments."""
+
+    def __init__(self, cfg: DataConfig, path: Path, manifest: dict):
+        from tokenizers import Tokenizer
+
+        self.cfg = cfg
+        self.name = cfg.corpus
+        self.path = path
+        self.manifest = manifest
+        self.fingerprint: str = manifest["fingerprint"]
+        # embedding size a model needs: every id is below it (a small slice may learn fewer merges)
+        self.vocab_size: int = max(cfg.vocab_size, manifest["tokenizer_vocab"]) if manifest["tokenizer"] != "gpt2" \
+            else manifest["tokenizer_vocab"]
+        self.tokenizer = Tokenizer.from_file(str(path / manifest["files"]["tokenizer"]["name"]))
+        self._dtype = np.dtype(manifest["dtype"])
+        self._tokens: dict[str, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        t = self.manifest["tokens"]
+        return (f"Corpus({self.name!r}, vocab={self.vocab_size}, tokens train/validation/test="
+                f"{t['train']}/{t['validation']}/{t['test']}, fingerprint={self.fingerprint[:12]})")
+
+    def tokens(self, split: str) -> np.ndarray:
+        """The token ids of a split as a read-only 1-D memmap (not loaded into memory)."""
+        if split not in SPLITS:
+            raise UserError(f"unknown split {split!r}: choose train, validation or test")
+        if split not in self._tokens:
+            f = self.path / self.manifest["files"][split]["name"]
+            self._tokens[split] = np.memmap(f, dtype=self._dtype, mode="r")
+        return self._tokens[split]
+
+    def eval_segments(self, n: int, length: int, seed: int = 0) -> np.ndarray:
+        """``n`` segments of ``length`` tokens from the test split, shape (n, length), int64.
+
+        Segment ends are drawn once per (n, seed) from positions that leave room for any
+        length up to ``min(T // 2, 32768)``, so every evaluation length, and every model
+        on this corpus, scores the same last tokens; a longer ``length`` only adds context.
+        """
+        n, length = int(n), int(length)
+        if n <= 0 or length <= 0:
+            raise UserError(f"eval_segments needs n > 0 and length > 0 (got n={n}, length={length})")
+        test = self.tokens("test")
+        total = len(test)
+        if length > total:
+            raise UserError(f"the {self.name} test split has {total} tokens, fewer than length={length}: "
+                            f"use a shorter length or more data (max_bytes)")
+        floor = min(total // 2, 32768)
+        rng = np.random.default_rng([seed, n, 0x5E6])
+        if length <= floor:
+            ends = rng.integers(floor, total + 1, size=n)  # exclusive end positions
+        else:  # too long for the shared ends: ends that leave room for this length
+            ends = rng.integers(length, total + 1, size=n)
+        idx = ends[:, None] - length + np.arange(length)[None, :]  # (n, length)
+        return np.asarray(test[idx], dtype=np.int64)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def summary(self) -> dict:
+        m = self.manifest
+        return {
+            "corpus": self.name, "source": self.cfg.source, "path": str(self.path), "vocab_size": self.vocab_size,
+            "documents": m["documents"], "tokens": m["tokens"], "bytes": m["bytes"],
+            "bytes_per_token": m["bytes_per_token"], "sources": m["sources"], "fingerprint": self.fingerprint,
+        }

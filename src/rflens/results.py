@@ -1,0 +1,114 @@
+"""The wide result tables of the experiments, and the criterion "extrapolates".
+
+Every experiment of :mod:`rflens.experiments` returns one row per model with, for every
+evaluation length L, the columns ``ppl@L`` (last-token perplexity), ``ci_low@L`` /
+``ci_high@L`` (its confidence interval) and ``r@L`` (= ppl(L) / ppl(L_tr)), beside the
+model's own columns (label, scheme, L_tr, ERF, ...). :func:`lengths_of` reads the lengths
+back from the column names and :func:`long_form` turns a wide table into one row per
+(model, L).
+
+Chi et al. (ACL 2023) call a model extrapolating when its perplexity stays flat beyond
+L_tr. The book fixes that reading once (:func:`extrapolates`): r(L) <= 1.10 for every
+measured L_tr < L <= 16 L_tr; the claims (rflens.claims) and the figures use it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+# "extrapolates": r(L) = ppl(L) / ppl(L_tr) <= 1.10 for every L up to 16 L_tr.
+EXTRAPOLATION_TOLERANCE = 1.10
+EXTRAPOLATION_HORIZON = 16  # in units of L_tr
+
+
+def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
+    """r(L) = ppl(L) / ppl(L_tr) for every measured L; empty when ppl(L_tr) was not measured."""
+    base = ppl.get(l_tr)
+    if base is None or not np.isfinite(base) or base <= 0:
+        return {}
+    return {L: (p / base if np.isfinite(p) else math.inf) for L, p in ppl.items()}
+
+
+def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
+                 horizon: int = EXTRAPOLATION_HORIZON) -> bool | None:
+    """The criterion: r(L) <= tol for every measured L_tr < L <= horizon * L_tr.
+
+    ``ppl`` maps L_ex -> perplexity. None when ppl(L_tr) or every longer length is missing.
+    A non-finite perplexity (a diverged model) counts as a failure.
+    """
+    r = ratio(ppl, l_tr)
+    beyond = {L: v for L, v in r.items() if l_tr < L <= horizon * l_tr}
+    if not beyond:
+        return None
+    return bool(all(np.isfinite(v) and v <= tol + 1e-12 for v in beyond.values()))  # 1e-12: binary rounding
+
+
+def add_ppl_columns(row: dict, res: dict, l_tr: int) -> dict:
+    """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row."""
+    ppl = {int(L): float(p) for L, p in zip(res["lengths"], res["ppl"])}
+    for L, lo, hi in zip(res["lengths"], res.get("ci_low") or [math.nan] * len(ppl), res.get("ci_high") or [math.nan] * len(ppl)):
+        row[f"ppl@{int(L)}"] = ppl[int(L)]
+        row[f"ci_low@{int(L)}"] = float(lo)
+        row[f"ci_high@{int(L)}"] = float(hi)
+    r = ratio(ppl, l_tr)
+    for L in ppl:
+        row[f"r@{L}"] = r.get(L, math.nan)
+    row["extrapolates"] = extrapolates(ppl, l_tr)
+    beyond = [v for L, v in r.items() if L > l_tr]
+    row["max_r"] = max(beyond) if beyond else math.nan
+    return row
+
+
+def add_erf_columns(row: dict, rf: dict) -> dict:
+    row["erf"] = int(rf["erf"])
+    row["share_in_ltr"] = float(rf["share_in_ltr"])
+    row["theoretical"] = rf.get("theoretical")
+    row["erf_length"] = int(rf["length"])
+    return row
+
+
+
+_COL = re.compile(r"^(ppl|r|ci_low|ci_high)@(\d+)$")
+
+
+def lengths_of(df: pd.DataFrame, kind: str = "ppl") -> list[int]:
+    """The evaluation lengths of a wide table, read from its ``ppl@L`` columns."""
+    return sorted({int(m.group(2)) for c in df.columns if (m := _COL.match(str(c))) and m.group(1) == kind})
+
+
+def row_ppl(row) -> dict[int, float]:
+    """{L: ppl} of one row of a wide table (NaN entries dropped)."""
+    out = {}
+    for c, v in dict(row).items():
+        m = _COL.match(str(c))
+        if m and m.group(1) == "ppl" and v is not None and not (isinstance(v, float) and math.isnan(v)):
+            out[int(m.group(2))] = float(v)
+    return out
+
+
+def long_form(df: pd.DataFrame, id_cols: Iterable[str] | None = None) -> pd.DataFrame:
+    """One row per (model, L_ex): columns ``l_ex, ppl, ci_low, ci_high, r`` plus the ids."""
+    id_cols = [c for c in (id_cols or df.columns) if not _COL.match(str(c))]
+    rows = []
+    for _, rec in df.iterrows():
+        base = {c: rec[c] for c in id_cols}
+        for L in lengths_of(df):
+            rows.append({**base, "l_ex": L, "ppl": rec.get(f"ppl@{L}"), "ci_low": rec.get(f"ci_low@{L}"),
+                         "ci_high": rec.get(f"ci_high@{L}"), "r": rec.get(f"r@{L}")})
+    return pd.DataFrame(rows)
+
+
+def display_table(df: pd.DataFrame, what: str = "ppl", extra: Iterable[str] = (), index: str | list = "label",
+                  digits: int = 2) -> pd.DataFrame:
+    """The paper-style view of a wide table: ``what`` ("ppl" or "r") at each L_ex as columns
+    named by L_ex, then the ``extra`` columns, rounded."""
+    cols = [f"{what}@{L}" for L in lengths_of(df, what)]
+    out = df.set_index(index)[cols + [c for c in extra if c in df.columns]].copy()
+    out = out.rename(columns={f"{what}@{L}": f"{L}" for L in lengths_of(df, what)})
+    out.columns.name = f"{what} at L_ex" if what == "ppl" else "r(L) at L_ex"
+    return out.round(digits)

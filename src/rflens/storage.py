@@ -1,0 +1,152 @@
+"""Files on disk: the project's folders, atomic writes, checksums and a file lock.
+
+Every file rflens writes (token streams, tokenizers, weights, checkpoints, JSON results)
+goes through :func:`atomic_write` or one of its wrappers: it is written to a temporary
+name beside its destination, flushed to disk and renamed over it, so a reader (or a
+process started after a crash) sees the old file or the whole new one, never half of one.
+
+Folders are read from the environment at call time, never frozen at import:
+
+* ``$RFLENS_ROOT``, else the nearest folder above the working directory that holds the
+  project's files, else the repository of an editable install (:func:`project_dir`);
+* ``$RFLENS_DATA``, else ``<project>/data`` (:func:`data_dir`);
+* ``$RFLENS_RUNS``, else ``<project>/runs`` (:func:`runs_dir`).
+
+This module imports neither torch nor anything else of rflens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable, Iterator
+
+from filelock import FileLock
+
+SAMPLE_BYTES = 4 * 2**20  # sha256_file(sample=True) reads the first and the last 4 MiB
+
+
+# ----------------------------------------------------------------------------- folders
+
+def project_dir() -> Path:
+    """The project folder: ``$RFLENS_ROOT``, else the nearest folder above the working
+    directory with the project's files, else the repository of the installed package."""
+    env = os.environ.get("RFLENS_ROOT")
+    if env:
+        return Path(env).expanduser().resolve()
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "pyproject.toml").is_file() and (d / "src" / "rflens").is_dir():
+            return d
+        if (d / "_toc.yml").is_file():
+            return d
+    return package_repo()
+
+
+def package_repo() -> Path:
+    """The repository an editable install runs from (``src/rflens/..``)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def data_dir() -> Path:
+    """Where corpora live: ``$RFLENS_DATA``, else ``<project>/data``."""
+    env = os.environ.get("RFLENS_DATA")
+    return Path(env).expanduser().resolve() if env else project_dir() / "data"
+
+
+def runs_dir() -> Path:
+    """Where trained models and their results live: ``$RFLENS_RUNS``, else ``<project>/runs``."""
+    env = os.environ.get("RFLENS_RUNS")
+    return Path(env).expanduser().resolve() if env else project_dir() / "runs"
+
+
+# ----------------------------------------------------------------------------- writing
+
+@contextlib.contextmanager
+def atomic_write(path, mode: str = "wb") -> Iterator:
+    """Open a temporary file beside ``path`` for writing; on success it replaces ``path``.
+
+    On an exception the temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for writers that want a file name (safetensors);
+    renamed over ``path`` on success, removed on an exception."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_write(path) as f:
+        f.write(data)
+
+
+def write_json(path, obj, default: Callable | None = None, newline: bool = False) -> None:
+    """Write JSON atomically (indent 1, sorted keys). ``default`` converts values json
+    cannot write, as in ``json.dump``; ``newline`` ends the file with one."""
+    text = json.dumps(obj, indent=1, sort_keys=True, default=default) + ("\n" if newline else "")
+    write_bytes(path, text.encode())
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+# ----------------------------------------------------------------------------- checking
+
+def sha256_file(path, sample: bool = False) -> str:
+    """sha256 of a file; ``sample``: of its first and last SAMPLE_BYTES only (a cheap check
+    for very large files)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        if sample:
+            h.update(f.read(SAMPLE_BYTES))
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - SAMPLE_BYTES))
+            h.update(f.read(SAMPLE_BYTES))
+        else:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def dir_size(path) -> int:
+    """Bytes of all files under ``path``."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+# ----------------------------------------------------------------------------- locking
+
+@contextlib.contextmanager
+def locked(path) -> Iterator[None]:
+    """An exclusive lock across processes on the lock file ``path`` (created if missing).
+
+    The operating system releases it when its holder dies, so a killed build or training
+    never leaves the store locked.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path)):
+        yield

@@ -1,0 +1,121 @@
+"""The package's structure: imports run one way, every fact has one home."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from rflens import positional, schemes
+from rflens.config import ModelConfig
+from rflens.model import TransformerLM
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "rflens"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """{module: rflens modules it imports anywhere in its code (also inside functions)}."""
+    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+                for a in node.names:  # `from . import x` imports the module x; `from .x import f`, x
+                    sub = f"{target}.{a.name}"
+                    out.add(sub if sub in modules else target)
+            elif isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name in modules}
+        graph[name] = {m for m in out if m in modules} - {name}
+    return graph
+
+
+def _reachable(graph, start) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_no_import_circle():
+    graph = _imports()
+    assert sorted(m for m in graph if m in _reachable(graph, m)) == []
+
+
+def test_the_run_store_imports_training_never_the_other_way():
+    graph = _imports()
+    assert "rflens.train" in graph["rflens.runs"]
+    assert "rflens.runs" not in _reachable(graph, "rflens.train")
+
+
+def test_the_data_package_imports_nothing_above_it():
+    graph = _imports()
+    above = {m for name in graph if name.startswith("rflens.data") for m in graph[name]
+             if not m.startswith("rflens.data")}
+    assert above <= {"rflens.config", "rflens.errors", "rflens.storage", "rflens.schemes"}
+
+
+def test_commands_live_in_the_command_line_package():
+    """Library modules compute; rflens.cli parses arguments and prints."""
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        if "cli" in path.relative_to(PKG).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("cli_"):
+                offenders.append(f"{path.name}:{node.name}")
+    assert offenders == []
+
+
+def test_every_scheme_has_one_row_and_one_implementation():
+    assert set(positional.REGISTRY) == set(schemes.TABLE)
+    for name, cls in positional.REGISTRY.items():
+        row = schemes.TABLE[name]
+        assert (cls.name, cls.kind, cls.learnable) == (name, row.kind, row.learnable)
+        assert row.kind in schemes.KINDS
+
+
+def test_table3_is_the_papers_seven_schemes_in_its_order():
+    assert schemes.TABLE3 == ("sinusoidal", "rotary", "alibi", "sandwich", "smoothed", "kerple_log", "t5")
+    assert schemes.TABLE3_LEARNABLE == ("kerple_log", "t5")
+
+
+def test_a_new_scheme_is_one_row_and_one_class(monkeypatch):
+    monkeypatch.setitem(schemes.TABLE, "halfway", schemes.SchemeInfo("halfway", "relative", False, "Halfway"))
+
+    @positional.register("halfway")
+    class Halfway(positional.Scheme):
+        """-k / 2: ALiBi with one slope of 1/2 for every head."""
+
+        def _table(self, n):
+            return -0.5 * self._distances(n).expand(self.n_head, n)
+
+    try:
+        cfg = ModelConfig(pos="halfway", n_layer=1, n_head=2, d_model=16, vocab_size=300)
+        bias = positional.last_query_bias(cfg, 4)
+        assert torch.equal(bias, torch.tensor([[0.0, -0.5, -1.0, -1.5]] * 2))
+        logits = TransformerLM(cfg)(torch.zeros(1, 5, dtype=torch.long))
+        assert logits.shape == (1, 5, 300)
+        assert schemes.title("halfway") == "Halfway"
+    finally:
+        positional.REGISTRY.pop("halfway")
+
+
+def test_an_unknown_scheme_is_a_one_line_error():
+    with pytest.raises(Exception, match="allowed values are nope, sinusoidal"):
+        ModelConfig(pos="halfway")
