@@ -104,6 +104,12 @@ class ModelConfig(_Settings):
     d_model: int = 768  # d
     vocab_size: int = 8192  # v
     tie_weights: bool = True
+    # absolute schemes (sinusoidal): multiply the token embeddings by sqrt(d) before the
+    # positions are added (Vaswani et al.). The paper's code (GPT-NeoX) does not scale.
+    scale_embeddings: bool = True
+    # a fixed first token: position 0 of every input (training and evaluation) is replaced
+    # by this token id (e.g. 0, <|endoftext|>); None: off
+    first_token: int | None = None
     # windowed attention (Eq. 3): attend only to positions with m - n < window; any scheme
     window: int | None = None
     # ALiBi (Section 3): h = n * 8 / H (+ slope_shift); same_slope sets one h for every head
@@ -136,6 +142,9 @@ class ModelConfig(_Settings):
             raise ConfigError("d_model", self.d_model, "rotary needs an even head size d_model / n_head")
         if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0):
             raise ConfigError("window", self.window, "must be a positive integer number of positions, or None")
+        if self.first_token is not None and (isinstance(self.first_token, bool) or not isinstance(self.first_token, int)
+                                             or not 0 <= self.first_token < self.vocab_size):
+            raise ConfigError("first_token", self.first_token, f"must be a token id in [0, {self.vocab_size}) or None")
         if self.pos == "window" and self.window is None:
             raise ConfigError("window", None, "pos='window' needs a window size, e.g. window=32")
         _choice("slopes", self.slopes, ALIBI_SLOPE_SETS)

@@ -119,17 +119,22 @@ class TransformerLM(nn.Module):
         """
         if (idx is None) == (embeds is None):
             raise UserError("give exactly one of idx (token ids) or embeds (input embeddings)")
+        if self.cfg.first_token is not None and idx is not None:  # a fixed first token at position 0
+            idx = torch.cat([torch.full_like(idx[:, :1], self.cfg.first_token), idx[:, 1:]], 1)
         x = self.embed(idx) if embeds is None else embeds  # (B, L, d)
         if x.dim() != 3 or x.shape[-1] != self.cfg.d_model:
             raise UserError(f"expected inputs of shape (B, L) or (B, L, {self.cfg.d_model}), got {tuple(x.shape)}")
+        if self.cfg.first_token is not None and embeds is not None:
+            first = self.wte.weight[self.cfg.first_token].to(x.dtype).expand(x.shape[0], 1, -1)
+            x = torch.cat([first, x[:, 1:]], 1)
         L = x.shape[1]
         if self.pos.kind == "absolute":
             # Token embeddings start at N(0, 0.02) per coordinate while a sinusoidal vector has
             # entries of size ~1: added as they are, positions would swamp the tokens for most
-            # of a short training run. As in Vaswani et al. (2017), the token embeddings are
-            # scaled by sqrt(d) before the positions are added.
+            # of a short training run. With scale_embeddings (as in Vaswani et al., 2017) the
+            # token embeddings are scaled by sqrt(d) first; the paper's code (GPT-NeoX) does not.
             pe = self.pos.embed(torch.arange(L, device=x.device)).to(x.dtype)  # (L, d) broadcast over B
-            x = x * math.sqrt(self.cfg.d_model) + pe
+            x = (x * math.sqrt(self.cfg.d_model) if self.cfg.scale_embeddings else x) + pe
         plan = attention.make_plan(self.pos, self.cfg.window, L, x.device, kernel)  # bias built once, all layers
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
