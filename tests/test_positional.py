@@ -156,7 +156,7 @@ def test_smoothed_log_curve(a, b):
 
 @pytest.mark.parametrize("r1,r2", [(1.0, 1.0), (0.825, 1.0), (2.0, 0.5)])
 def test_kerple_log_at_init(r1, r2):
-    s = positional.build(cfg("kerple_log", kerple_r1=r1, kerple_r2=r2))
+    s = positional.build(cfg("kerple_log", kerple_init="fixed", kerple_r1=r1, kerple_r2=r2))
     assert s.learnable and {n for n, _ in s.named_parameters()} == {"r1", "r2"}
     t = s.distance_bias(64)
     for k in (0, 1, 5, 63):
@@ -165,7 +165,7 @@ def test_kerple_log_at_init(r1, r2):
 
 @pytest.mark.parametrize("r1,r2", [(1.0, 1.0), (0.5, 2.0), (3.0, 0.25)])
 def test_kerple_power_at_init(r1, r2):
-    t = positional.build(cfg("kerple_power", kerple_r1=r1, kerple_r2=r2)).distance_bias(64)
+    t = positional.build(cfg("kerple_power", kerple_init="fixed", kerple_r1=r1, kerple_r2=r2)).distance_bias(64)
     for k in (0, 1, 5, 63):
         assert torch.allclose(t[:, k], torch.tensor(-r1 * k**r2), rtol=1e-5, atol=1e-6)
 
@@ -205,7 +205,7 @@ def test_t5_bucket_values():
 
 
 def test_t5_table_reads_its_buckets():
-    s = positional.build(cfg("t5", num_buckets=8, max_distance=20))
+    s = positional.build(cfg("t5", num_buckets=8, max_distance=20, t5_init="zero"))
     with torch.no_grad():
         s.relative_attention_bias.copy_(torch.arange(32, dtype=torch.float32).reshape(4, 8))
     t = s.distance_bias(40)
@@ -214,6 +214,33 @@ def test_t5_table_reads_its_buckets():
         assert t[h].tolist() == [float(8 * h + int(x)) for x in buckets]
     t.sum().backward()
     assert s.relative_attention_bias.grad.sum().item() == pytest.approx(4 * 40)
+
+
+@pytest.mark.parametrize("name, highs", [("kerple_log", (2.0, 1.0)), ("kerple_power", (1.0, 2.0))])
+def test_kerple_starts_each_head_at_random_as_the_kerple_code(name, highs):
+    """log: -p log(1 + a k) with p ~ U(0, 2), a ~ U(0, 1); power: -a k^p, a ~ U(0, 1), p ~ U(0, 2)."""
+    torch.manual_seed(0)
+    draws = [positional.build(cfg(name, n_head=64)) for _ in range(20)]
+    for attr, high in zip(("r1", "r2"), highs):
+        v = torch.cat([getattr(s, attr).detach() for s in draws])  # 1280 draws
+        assert 0 <= v.min() and v.max() <= high
+        assert v.mean().item() == pytest.approx(high / 2, abs=0.05 * high)  # U(0, high): mean high / 2
+        assert v.std().item() == pytest.approx(high / math.sqrt(12), rel=0.08)  # and sd high / sqrt(12)
+    assert len(set(draws[0].r1.tolist())) == 64  # every head its own width
+
+
+def test_t5_starts_as_gpt_neox_xavier_normal_times_sqrt_head_dim():
+    torch.manual_seed(0)
+    c = cfg("t5", n_head=8, d_model=8 * 36, num_buckets=32)  # head_dim 36
+    tables = torch.cat([positional.build(c).relative_attention_bias.detach().flatten() for _ in range(10)])
+    assert tables.mean().item() == pytest.approx(0.0, abs=0.02)
+    assert tables.std().item() == pytest.approx(math.sqrt(2 / (32 + 8)), rel=0.05)  # xavier-normal of (buckets, H)
+    s = positional.build(c)
+    with torch.no_grad():
+        s.relative_attention_bias.fill_(0.5)
+    assert torch.allclose(s.distance_bias(10), torch.full((8, 10), 0.5 * 6.0))  # times sqrt(36)
+    zero = positional.build(cfg("t5", n_head=8, d_model=8 * 36, t5_init="zero"))
+    assert torch.count_nonzero(zero.relative_attention_bias) == 0 and zero.scale == 1.0
 
 
 # ---------------------------------------------------------------- masks and distance structure
@@ -238,12 +265,14 @@ def test_relative_bias_depends_only_on_distance(pos):
         with torch.no_grad():
             for p in s.parameters():
                 p.add_(torch.rand_like(p))
+    torch.manual_seed(0)  # learnable schemes start at random: the same draw for both views
     B = positional.bias_matrix(cfg(pos, **extra), 16)
     L = 16
     for m in range(L):
         for n in range(m + 1):
             torch.testing.assert_close(B[:, m, n], B[:, m - n, 0])
     # the last row is what the `bias` command prints, reversed
+    torch.manual_seed(0)
     torch.testing.assert_close(positional.last_query_bias(cfg(pos, **extra), L), B[:, L - 1].flip(-1))
 
 

@@ -26,6 +26,8 @@ from . import schemes
 # it at run time is accepted too.
 SCHEMES = schemes.NAMES
 ALIBI_SLOPE_SETS = ("paper", "official")
+KERPLE_INITS = ("uniform", "fixed")
+T5_INITS = ("neox", "zero")
 KERNELS = ("auto", "sdpa", "flex", "chunked")
 CORPORA = ("prose", "code", "math")
 SOURCES = ("embedded", "hub", "files")
@@ -103,7 +105,9 @@ class ModelConfig(_Settings):
     n_head: int = 12  # H
     d_model: int = 768  # d
     vocab_size: int = 8192  # v
-    tie_weights: bool = True
+    # The defaults below follow the paper's training code (GPT-NeoX as in the KERPLE
+    # repository); each is a switch, and the book lists what the other setting means.
+    tie_weights: bool = False  # the paper's config sets no-weight-tying
     # absolute schemes (sinusoidal): multiply the token embeddings by sqrt(d) before the
     # positions are added (Vaswani et al.). The paper's code (GPT-NeoX) does not scale.
     scale_embeddings: bool = True
@@ -122,10 +126,16 @@ class ModelConfig(_Settings):
     smooth_a: float = -0.825
     smooth_b: float = -0.8
     # KERPLE: initial values of the learnable r1, r2 (kept positive)
+    # "uniform": each head draws its own start as the KERPLE code does (log: r1 ~ U(0, 2),
+    # r2 ~ U(0, 1); power: r1 ~ U(0, 1), r2 ~ U(0, 2)); "fixed": kerple_r1, kerple_r2 everywhere
+    kerple_init: str = "uniform"
     kerple_r1: float = 1.0
     kerple_r2: float = 1.0
     # T5 relative buckets (causal)
     num_buckets: int = 32
+    # "neox": the table starts xavier-normal and is multiplied by sqrt(head_dim), as GPT-NeoX's
+    # relative position bias; "zero": starts at zero, added as it is (T5, Hugging Face)
+    t5_init: str = "neox"
     max_distance: int = 128
     rotary_base: float = 10000.0
 
@@ -150,6 +160,8 @@ class ModelConfig(_Settings):
         _choice("slopes", self.slopes, ALIBI_SLOPE_SETS)
         if isinstance(self.d_bar, bool) or not isinstance(self.d_bar, int) or self.d_bar <= 0 or self.d_bar % 2:
             raise ConfigError("d_bar", self.d_bar, "must be a positive even integer")
+        _choice("kerple_init", self.kerple_init, KERPLE_INITS)
+        _choice("t5_init", self.t5_init, T5_INITS)
         _positive("kerple_r1", self.kerple_r1)
         _positive("kerple_r2", self.kerple_r2)
         if self.pos == "kerple_power" and self.kerple_r2 > 2:

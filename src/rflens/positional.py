@@ -307,18 +307,30 @@ class Smoothed(Scheme):
 
 
 class _Kerple(Scheme):
-    """KERPLE (Chi et al., 2022): two learnable parameters r1, r2 per head, from the config."""
+    """KERPLE (Chi et al., 2022): two learnable parameters r1, r2 per head.
+
+    ``kerple_init="uniform"`` starts each head at its own random width, as the KERPLE code
+    does (``r1_high``, ``r2_high`` below: r ~ U(0, high)); ``"fixed"`` starts every head at
+    ``kerple_r1``, ``kerple_r2``."""
+
+    r1_high = r2_high = 1.0
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.r1 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r1)))
-        self.r2 = nn.Parameter(torch.full((cfg.n_head,), float(cfg.kerple_r2)))
+        if cfg.kerple_init == "uniform":
+            r1 = torch.rand(cfg.n_head) * self.r1_high
+            r2 = torch.rand(cfg.n_head) * self.r2_high
+        else:
+            r1, r2 = torch.full((cfg.n_head,), float(cfg.kerple_r1)), torch.full((cfg.n_head,), float(cfg.kerple_r2))
+        self.r1, self.r2 = nn.Parameter(r1), nn.Parameter(r2)
 
 
 @register("kerple_log")
 class KerpleLog(_Kerple):
     """KERPLE, logarithmic variant: -r1 * log(1 + r2 * |m - n|) with learnable r1, r2 > 0
     per head (kept >= 0.01)."""
+
+    r1_high, r2_high = 2.0, 1.0  # the KERPLE code: -p log(1 + a k), p ~ U(0, 2), a ~ U(0, 1)
 
     def _table(self, n: int) -> Tensor:
         k = self._distances(n, self.r1.device)
@@ -328,6 +340,8 @@ class KerpleLog(_Kerple):
 @register("kerple_power")
 class KerplePower(_Kerple):
     """KERPLE, power variant: -r1 * |m - n|^r2 with learnable r1 > 0 and 0 < r2 <= 2."""
+
+    r1_high, r2_high = 1.0, 2.0  # the KERPLE code: -a k^p, a ~ U(0, 1), p ~ U(0, 2)
 
     def _table(self, n: int) -> Tensor:
         k = self._distances(n, self.r1.device)
@@ -340,17 +354,28 @@ class KerplePower(_Kerple):
 @register("t5")
 class T5(Scheme):
     """T5 relative bias (Raffel et al.): one learned scalar per (head, bucket), buckets from
-    :func:`t5_bucket` (causal). Initialised at zero."""
+    :func:`t5_bucket` (causal).
+
+    ``t5_init="neox"`` (the paper's code): the table starts xavier-normal, std
+    sqrt(2 / (num_buckets + H)), and the bias is the table times sqrt(head_dim), so under
+    Adam it moves sqrt(head_dim) times faster than an unscaled one. ``"zero"``: it starts at
+    zero and is added as it is."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.num_buckets, self.max_distance = cfg.num_buckets, cfg.max_distance
-        self.relative_attention_bias = nn.Parameter(torch.zeros(cfg.n_head, cfg.num_buckets))
+        table = torch.zeros(cfg.n_head, cfg.num_buckets)
+        self.scale = 1.0
+        if cfg.t5_init == "neox":
+            nn.init.normal_(table, std=math.sqrt(2.0 / (cfg.num_buckets + cfg.n_head)))  # xavier-normal
+            self.scale = math.sqrt(cfg.head_dim)
+        self.relative_attention_bias = nn.Parameter(table)
 
     def _table(self, n: int) -> Tensor:
         dev = self.relative_attention_bias.device
         buckets = t5_bucket(torch.arange(n, device=dev), self.num_buckets, self.max_distance)  # (n,)
-        return self.relative_attention_bias[:, buckets]  # (H, n)
+        table = self.relative_attention_bias[:, buckets]  # (H, n)
+        return table * self.scale if self.scale != 1.0 else table
 
 
 def build(cfg: ModelConfig) -> Scheme:

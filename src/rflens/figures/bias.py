@@ -27,7 +27,9 @@ HEIGHT = 440
 
 
 def _cfg(pos: str, n_head: int, **kw) -> ModelConfig:
-    # the bias does not depend on d, only on H: any d divisible by H will do
+    # the bias does not depend on d, only on H: any d divisible by H will do. Learnable
+    # biases are drawn at the start values given (KERPLE) or at zero (T5), not at random.
+    kw = {"kerple_init": "fixed", "t5_init": "zero", **kw}
     return ModelConfig(pos=pos, n_head=n_head, d_model=8 * n_head, **kw)
 
 

@@ -49,7 +49,8 @@ def explorer_bias(state: dict) -> np.ndarray:
         kw = {"kerple_r1": float(s["r1"]), "kerple_r2": r2}
     elif s["pos"] == "window" and window is None:
         window = L  # windowed attention needs a window: the whole range
-    cfg = ModelConfig(pos=s["pos"], n_head=H, d_model=8 * H, window=window, **kw)
+    # learnable biases at the chosen start values (KERPLE) or at zero (T5), not at random
+    cfg = ModelConfig(pos=s["pos"], n_head=H, d_model=8 * H, window=window, kerple_init="fixed", t5_init="zero", **kw)
     return last_query_bias(cfg, L).numpy()
 
 
