@@ -257,6 +257,16 @@ def test_smoke_run_end_to_end(tmp_path, monkeypatch, capsys):
     assert cli.main(["evaluate", "--scale", "smoke", "--quiet", "--lengths", "1,16"]) == 2
     assert "at least 2 tokens" in capsys.readouterr().err
 
+    # a model with no positional dependence beyond its window: the three protocols score the
+    # same region of the test split, so they agree within the last-token interval
+    ev = evaluate.eval_config(window_run).replace(n_segments=64)
+    by = {p: evaluate.perplexity(window_run, protocol=p, lengths=[64], progress=False, eval_cfg=ev)
+          for p in ("last_token", "non_overlapping", "sliding")}
+    low, high = by["last_token"]["ci_low"][0], by["last_token"]["ci_high"][0]
+    assert low <= by["sliding"]["ppl"][0] <= high and low <= by["non_overlapping"]["ppl"][0] <= high
+    region = run.corpus().tokens("test").size - run.corpus().eval_region_start()
+    assert by["non_overlapping"]["tokens"][0] == (region - 1) // 64 * 64  # the whole region, in chunks
+
     # an evaluation setting given with --set is the one used (the --protocol flag does not shadow it)
     sliding = main_json(cli, capsys, ["evaluate", "--scale", "smoke", "--quiet", "--json", "--lengths", "16",
                                       "--set", "protocol=sliding"])
@@ -272,3 +282,49 @@ def main_json(cli, capsys, argv):
     capsys.readouterr()
     assert cli.main(argv) == 0
     return json.loads(capsys.readouterr().out)
+
+
+# ----------------------------------------------------------------------------- paired statistics
+def test_paired_ratio_of_identical_lengths_is_one_with_an_interval_holding_one():
+    rng = np.random.default_rng(0)
+    nll = np.repeat(rng.gamma(2.0, 2.0, size=(1, 512)), 3, axis=0)  # three lengths, the same losses
+    r, lo, hi = evaluate.paired_ratio(nll)
+    assert np.allclose(r, 1.0) and np.all(lo <= 1.0) and np.all(hi >= 1.0)
+    assert np.allclose(lo, 1.0) and np.allclose(hi, 1.0)  # no spread of differences: a point
+
+
+def test_paired_ratio_covers_the_true_ratio_at_the_stated_rate():
+    """Synthetic losses: NLL_i(L) = NLL_i(L_tr) + delta + noise, so r = exp(delta) exactly in
+    expectation. Over 200 evaluation samples the 95% interval covers it about 95% of the time,
+    and it is much narrower than an unpaired interval would be."""
+    rng = np.random.default_rng(1)
+    delta, covered, widths = 0.05, 0, []
+    for trial in range(200):
+        base = rng.gamma(2.0, 2.0, size=512)  # hard and easy tokens: a wide spread
+        nll = np.stack([base, base + delta + rng.normal(0, 0.3, size=512)])
+        r, lo, hi = evaluate.paired_ratio(nll, seed=trial, n_boot=400)
+        covered += lo[1] <= np.exp(delta) <= hi[1]
+        widths.append(hi[1] - lo[1])
+    assert 0.90 <= covered / 200 <= 0.99
+    assert np.median(widths) < 0.07  # ~ exp(0.05) +- 2 x 0.3 / sqrt(512); unpaired it would be ~0.4
+
+
+def test_bootstrap_draws_are_shared_by_every_model_and_length():
+    a, b = evaluate.bootstrap_indices(64, seed=3), evaluate.bootstrap_indices(64, seed=3)
+    assert np.array_equal(a, b) and a.shape == (evaluate.N_BOOTSTRAP, 64)
+    assert not np.array_equal(a, evaluate.bootstrap_indices(64, seed=4))
+
+
+def test_a_window_model_reads_exactly_its_receptive_field():
+    """With R layers and a window w, the last token sees R(w - 1) + 1 positions: its NLL is
+    the same (to float32 rounding) at every L_ex from there on, at any length and kernel, and
+    differs with one token less. Such a model cannot fail beyond an L_tr >= R(w - 1) + 1."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(pos="window", window=4, n_layer=2, n_head=2, d_model=32, vocab_size=300)
+    model = model_mod.TransformerLM(cfg).eval()
+    field = cfg.n_layer * (cfg.window - 1) + 1  # 7
+    seg = np.random.default_rng(0).integers(0, 300, size=(8, 1100))
+    nll = evaluate.last_token_nll(model, seg, [field, 16, 64, 256, 1024], progress=False)  # 1024: chunked kernel
+    assert np.abs(nll - nll[0]).max() < 1e-5
+    short = evaluate.last_token_nll(model, seg, [field - 1], progress=False)
+    assert np.abs(short - nll[0]).max() > 1e-4

@@ -32,7 +32,7 @@ KERNELS = ("auto", "sdpa", "flex", "chunked")
 CORPORA = ("prose", "code", "math")
 SOURCES = ("embedded", "hub", "files")
 PROTOCOLS = ("last_token", "non_overlapping", "sliding")
-DTYPES = ("fp32", "bf16")
+DTYPES = ("fp32", "bf16", "auto")  # auto: bf16 where the hardware computes it natively
 
 
 @functools.cache
@@ -217,7 +217,7 @@ class TrainConfig(_Settings):
     eval_interval: int = 0  # steps between validation losses; 0: only at the end
     eval_batches: int = 4
     ckpt_interval: int = 0  # steps between checkpoints; 0: only at the end
-    dtype: str = "fp32"  # "bf16": autocast on GPU
+    dtype: str = "fp32"  # "bf16": autocast; "auto": bf16 on GPUs and bf16-capable CPUs, else fp32
     compile: bool = False
 
     def __post_init__(self):

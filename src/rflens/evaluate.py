@@ -21,8 +21,10 @@ Two more protocols are offered for comparison (both use the same API and the sam
   its last ``s`` tokens (the first window scores all of them), so every scored token but
   the first ``L - s`` sees at least ``L - s`` previous tokens.
 
-For both, ``n`` windows of ``L`` tokens are read at each length (``n x L`` tokens, the
-cost of the last-token protocol), starting at the beginning of the test split.
+All three score tokens of one region of the test split (:meth:`rflens.data.Corpus.eval_region_start`
+to its end): the last-token segments end there, and the windowed protocols tile it (the
+whole region at every length, unless a number of windows ``n`` is given). A difference
+between protocols on one model then comes from how they score, not from what they score.
 
 Confidence intervals: a 95% percentile bootstrap over the evaluation units (segments for
 the last-token protocol, chunks or windows for the others), 1000 resamples with a fixed
@@ -42,7 +44,7 @@ from .config import PROTOCOLS, ConfigError, EvalConfig
 from .errors import UserError
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
-EVAL_VERSION = 1
+EVAL_VERSION = 2  # 2: the windowed protocols score the last-token protocol's region
 N_BOOTSTRAP = 1000
 CI_LEVEL = 0.95
 # Upper bound on the full (B, L, v) logits of the windowed protocols, in float32 elements.
@@ -191,6 +193,34 @@ def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     return ppl, float(lo), float(hi)
 
 
+def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
+    """(n_boot, n) resampled segment indices: one draw per replicate, the same for every
+    length and every model evaluated on the same n segments with the same seed."""
+    return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
+
+
+def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_BOOTSTRAP,
+                 level: float = CI_LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """r(L) = ppl(L) / ppl(L_base) and its paired percentile-bootstrap interval.
+
+    ``nll``: (lengths, N) per-segment NLLs of the last-token protocol, the same N tokens at
+    every length. r(L) = exp(mean_i [NLL_i(L) - NLL_i(L_base)]): a mean of per-segment
+    differences, so the interval reflects how consistently the extra context helps or
+    hurts on the same tokens, not how hard the tokens are (which the interval of ppl
+    itself mostly measures). Each replicate resamples the segments once
+    (:func:`bootstrap_indices`) and uses that draw at every length. Returns (r, low, high),
+    each of shape (lengths,).
+    """
+    nll = np.asarray(nll, dtype=np.float64)
+    if nll.ndim != 2 or nll.shape[1] == 0:
+        raise UserError(f"per-segment NLLs must be a (lengths, N) array, got shape {nll.shape}")
+    diff = nll - nll[base]  # (lengths, N)
+    r = np.exp(diff.mean(1))
+    boot = np.exp(diff[:, bootstrap_indices(nll.shape[1], seed, n_boot)].mean(-1))  # (lengths, n_boot)
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=1)
+    return r, lo, hi
+
+
 # -----------------------------------------------------------------------------
 # a stored model: defaults from its scale, results cached in the run store
 
@@ -217,7 +247,9 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
         raise ConfigError("protocol", protocol, "allowed values are " + ", ".join(PROTOCOLS))
     l_tr = run.train_cfg.l_tr
     lengths = _check_lengths([l_tr * m for m in ev.length_mults] if lengths is None else lengths)
-    n = _check_n(ev.n_segments if n is None else n)
+    # the last-token protocol scores N segments; the windowed ones the whole evaluation
+    # region unless a number of windows is given
+    n = _check_n(ev.n_segments if n is None else n) if protocol == "last_token" or n is not None else None
     stride = None
     if protocol == "sliding":
         stride = ev.stride or max(1, l_tr // 2)
@@ -239,10 +271,11 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
             # per-segment NLLs: the same tokens for every model, so comparisons can be paired
             result["nll_per_segment"] = np.round(nll, 6).tolist()
         else:
-            tokens = corpus.tokens("test")
+            # the region the last-token segments end in, so that the protocols score the same text
+            tokens = corpus.tokens("test")[corpus.eval_region_start():]
             for length in tqdm(lengths, desc=protocol, disable=not progress, leave=False):
                 s = length if protocol == "non_overlapping" else min(stride, length)
-                nll_sum, count = window_nll(model, tokens, length, n, s, batch_size=ev.batch_size,
+                nll_sum, count = window_nll(model, tokens, length, n or tokens.size, s, batch_size=ev.batch_size,
                                             progress=progress)
                 ppl, lo, hi = bootstrap_ppl(nll_sum, count, seed=ev.seed)
                 _append(result, ppl, lo, hi, nll_sum.sum() / count.sum(), int(count.sum()), nll_sum.size)

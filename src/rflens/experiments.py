@@ -188,7 +188,7 @@ def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
         ext = row["extrapolates"]
         if ext is None or (isinstance(ext, float) and math.isnan(ext)) or bool(ext):
             continue  # extrapolates already (or was not measured): nothing to fix
-        plan.append((row, entry.training(int(row["l_tr"]))))
+        plan.append((row, entry.training(int(row["l_tr"]), sc.train.batch_size, int(row["erf"]))))
     return plan
 
 
@@ -223,10 +223,8 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
                "corpus": corpus, "old_l_tr": old_l_tr, "old_erf": int(old["erf"]), "l_tr": l_tr,
                "covers_erf": bool(l_tr >= int(old["erf"])), "run_key": run.key}
         res = measure_ppl(run, lengths=lengths)
-        ppl = {int(L): float(p) for L, p in zip(res["lengths"], res["ppl"])}
-        add_ppl_columns(row, res, l_tr)
         # the same absolute horizon as Table 1: 16 x the old L_tr, i.e. a smaller multiple of the new one
-        row["extrapolates"] = extrapolates(ppl, l_tr, horizon=max(1, EXTRAPOLATION_HORIZON * old_l_tr // l_tr))
+        add_ppl_columns(row, res, l_tr, horizon=max(1, EXTRAPOLATION_HORIZON * old_l_tr // l_tr))
         add_erf_columns(row, measure_erf(run))
         rows.append(row)
     return pd.DataFrame(rows, columns=None if rows else cols)
@@ -314,20 +312,19 @@ def table3_models(scale, corpora=None) -> list[Spec]:
             for c in corpora_of(sc, corpora) for p in sc.sweeps.table3_pos]
 
 
-SPEED_ROUNDS = 5  # interleaved rounds of training_speed; the median over rounds is kept
+SPEED_ROUNDS = 12  # interleaved rounds of training_speed: enough for an interval of a speed ratio
 SPEED_STEPS = 3  # timed training steps per scheme and round
 
 
 def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
-                   progress: bool = True, refresh: bool = False) -> dict[str, float]:
-    """Training tokens/s of each scheme at this scale's model size, timed side by side
-    (:func:`rflens.speed.time_steps`); the median over rounds. ``positions`` default to the
-    scale's Table 3 schemes. Cached in the run store (``speed/``) by scale, schemes, code
-    version and thread count.
+                   progress: bool = True, refresh: bool = False) -> dict[str, list[float]]:
+    """Training tokens/s of each scheme at this scale's model size, one value per round of
+    steps timed side by side (:func:`rflens.speed.time_steps`), so that two schemes can be
+    compared round by round. ``positions`` default to the scale's Table 3 schemes. Cached
+    in the run store (``speed/``) by scale, schemes, code version and thread count.
     """
     import hashlib
     import json
-    import statistics
 
     import torch
 
@@ -345,10 +342,19 @@ def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: 
     seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
                          progress=progress)
     tokens = sc.train.batch_size * sc.train.l_tr
-    result = {p: tokens / statistics.median(s) for p, s in seconds.items()}
+    result = {p: [tokens / t for t in s] for p, s in seconds.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, {"params": params, "tokens_per_s": result})
     return result
+
+
+def speed_ratio(a: list[float], b: list[float], level: float = 0.95, n_boot: int = 2000) -> tuple[float, float, float]:
+    """The speed of a over b from paired rounds: the geometric mean of the per-round ratios
+    a_k / b_k and its percentile-bootstrap interval over rounds. Returns (ratio, low, high)."""
+    logs = np.log(np.asarray(a, dtype=float) / np.asarray(b, dtype=float))
+    idx = np.random.default_rng(0).integers(0, len(logs), size=(n_boot, len(logs)))
+    lo, hi = np.quantile(logs[idx].mean(1), [(1 - level) / 2, (1 + level) / 2])
+    return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))
 
 
 def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True) -> pd.DataFrame:
@@ -361,7 +367,8 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
                "learnable": spec.pos in LEARNABLE, "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
-        row["tokens_per_s"] = speed[spec.pos]  # measured side by side (training_speed)
+        row["tokens_per_s"] = float(np.median(speed[spec.pos]))  # measured side by side (training_speed)
+        row["tokens_per_s_rounds"] = list(speed[spec.pos])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -482,7 +489,8 @@ def table2_models(scale, corpus: str = "prose") -> list[Spec]:
     specs = []
     for entry in sc.sweeps.table2:
         fam = FAMILIES[entry.family]
-        over = entry.training(sc.train.l_tr)
+        # the ERF is measured on segments of erf_length_mult x L_tr: at most that long
+        over = entry.training(sc.train.l_tr, sc.train.batch_size, sc.eval.erf_length_mult * sc.train.l_tr)
         specs.append(make_spec(f"{family_label(entry.family, entry.value)}, L_tr={over['l_tr']}", fam.pos, corpus,
                                family=entry.family, value=entry.value, **{fam.setting: entry.value}, **over))
     return specs

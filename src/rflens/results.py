@@ -2,14 +2,16 @@
 
 Every experiment of :mod:`rflens.experiments` returns one row per model with, for every
 evaluation length L, the columns ``ppl@L`` (last-token perplexity), ``ci_low@L`` /
-``ci_high@L`` (its confidence interval) and ``r@L`` (= ppl(L) / ppl(L_tr)), beside the
+``ci_high@L`` (its confidence interval), ``r@L`` (= ppl(L) / ppl(L_tr)) and ``r_lo@L`` /
+``r_hi@L`` (the paired confidence interval of r on the same evaluation tokens), beside the
 model's own columns (label, scheme, L_tr, ERF, ...). :func:`lengths_of` reads the lengths
 back from the column names and :func:`long_form` turns a wide table into one row per
 (model, L).
 
 Chi et al. (ACL 2023) call a model extrapolating when its perplexity stays flat beyond
 L_tr. The book fixes that reading once (:func:`extrapolates`): r(L) <= 1.10 for every
-measured L_tr < L <= 16 L_tr; the claims (rflens.claims) and the figures use it.
+measured L_tr < L <= 16 L_tr, for the upper confidence bound of r wherever the per-segment
+losses are known; the claims (rflens.claims) and the figures use it.
 """
 
 from __future__ import annotations
@@ -35,30 +37,47 @@ def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
 
 
 def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
-                 horizon: int = EXTRAPOLATION_HORIZON) -> bool | None:
+                 horizon: int = EXTRAPOLATION_HORIZON, upper: dict | None = None) -> bool | None:
     """The criterion: r(L) <= tol for every measured L_tr < L <= horizon * L_tr.
 
-    ``ppl`` maps L_ex -> perplexity. None when ppl(L_tr) or every longer length is missing.
-    A non-finite perplexity (a diverged model) counts as a failure.
+    ``ppl`` maps L_ex -> perplexity. With ``upper`` (L_ex -> upper confidence bound of r(L),
+    from :func:`rflens.evaluate.paired_ratio`) the bound must stay within ``tol``, not only the
+    point value: "stays flat" is then a statement the evaluation sample supports. None when
+    ppl(L_tr) or every longer length is missing. A non-finite perplexity (a diverged model)
+    counts as a failure.
     """
     r = ratio(ppl, l_tr)
     beyond = {L: v for L, v in r.items() if l_tr < L <= horizon * l_tr}
     if not beyond:
         return None
+    if upper is not None:
+        beyond = {L: max(v, upper.get(L, math.inf)) for L, v in beyond.items()}
     return bool(all(np.isfinite(v) and v <= tol + 1e-12 for v in beyond.values()))  # 1e-12: binary rounding
 
 
-def add_ppl_columns(row: dict, res: dict, l_tr: int) -> dict:
-    """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row."""
-    ppl = {int(L): float(p) for L, p in zip(res["lengths"], res["ppl"])}
-    for L, lo, hi in zip(res["lengths"], res.get("ci_low") or [math.nan] * len(ppl), res.get("ci_high") or [math.nan] * len(ppl)):
-        row[f"ppl@{int(L)}"] = ppl[int(L)]
-        row[f"ci_low@{int(L)}"] = float(lo)
-        row[f"ci_high@{int(L)}"] = float(hi)
+def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATION_HORIZON) -> dict:
+    """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row, and, when the
+    result holds per-segment NLLs (the last-token protocol), the paired 95% interval of r(L):
+    r_lo@L, r_hi@L (:func:`rflens.evaluate.paired_ratio`)."""
+    lengths = [int(L) for L in res["lengths"]]
+    ppl = {L: float(p) for L, p in zip(lengths, res["ppl"])}
+    for L, lo, hi in zip(lengths, res.get("ci_low") or [math.nan] * len(ppl), res.get("ci_high") or [math.nan] * len(ppl)):
+        row[f"ppl@{L}"] = ppl[L]
+        row[f"ci_low@{L}"] = float(lo)
+        row[f"ci_high@{L}"] = float(hi)
     r = ratio(ppl, l_tr)
     for L in ppl:
         row[f"r@{L}"] = r.get(L, math.nan)
-    row["extrapolates"] = extrapolates(ppl, l_tr)
+    upper = None
+    if res.get("nll_per_segment") is not None and l_tr in lengths:
+        from .evaluate import paired_ratio
+
+        _, r_lo, r_hi = paired_ratio(np.asarray(res["nll_per_segment"]), base=lengths.index(l_tr),
+                                     seed=int(res.get("seed", 0)))
+        for L, lo, hi in zip(lengths, r_lo, r_hi):
+            row[f"r_lo@{L}"], row[f"r_hi@{L}"] = float(lo), float(hi)
+        upper = dict(zip(lengths, map(float, r_hi)))
+    row["extrapolates"] = extrapolates(ppl, l_tr, horizon=horizon, upper=upper)
     beyond = [v for L, v in r.items() if L > l_tr]
     row["max_r"] = max(beyond) if beyond else math.nan
     return row
@@ -73,7 +92,7 @@ def add_erf_columns(row: dict, rf: dict) -> dict:
 
 
 
-_COL = re.compile(r"^(ppl|r|ci_low|ci_high)@(\d+)$")
+_COL = re.compile(r"^(ppl|r|r_lo|r_hi|ci_low|ci_high)@(\d+)$")
 
 
 def lengths_of(df: pd.DataFrame, kind: str = "ppl") -> list[int]:

@@ -129,10 +129,34 @@ def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     model_cfg = s.model.replace(pos=pos, **sections["model"])
     data_cfg = s.data.replace(corpus=corpus, **sections["data"])
     train_cfg = s.train.replace(**sections["train"])
+    if train_cfg.dtype == "auto":  # the key names the precision the weights are trained in
+        train_cfg = train_cfg.replace(dtype=native_dtype())
     if model_cfg.vocab_size != data_cfg.vocab_size:
         raise ConfigError("vocab_size", model_cfg.vocab_size,
                           f"the model's vocabulary must equal the data's ({data_cfg.vocab_size}); set vocab_size once")
     return s, model_cfg, data_cfg, train_cfg
+
+
+def native_dtype() -> str:
+    """"bf16" where training in bf16 is fast (a GPU, or a CPU with AVX512-BF16 or AMX
+    instructions), else "fp32": on other CPUs bf16 is emulated and slower than fp32."""
+    if _cuda_available():
+        return "bf16"
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "fp32"
+    return "bf16" if (" avx512_bf16" in flags or " amx_bf16" in flags) else "fp32"
+
+
+def _cuda_available() -> bool:
+    """Whether torch sees a GPU, without importing torch when it is not loaded yet (then an
+    NVIDIA device node stands in: this module stays quick to import and to query)."""
+    import sys
+
+    if "torch" in sys.modules:
+        return sys.modules["torch"].cuda.is_available()
+    return Path("/dev/nvidiactl").exists()
 
 
 def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, scale: str) -> dict:

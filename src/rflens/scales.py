@@ -20,6 +20,7 @@ the only place the experiments read their grids from.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
@@ -28,6 +29,28 @@ from .schemes import TABLE3
 
 SCALES = ("smoke", "tiny", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
+
+# The paper's grids (Table 1, Chi et al. 2023), all at L_tr = 512 with R = 12 layers.
+PAPER_L_TR = 512
+PAPER_SLOPE_SHIFT = (-3, 0, 3, 6, 8)  # Table 1(a): Delta
+PAPER_SAME_SLOPE = (0, 2, 4, 6, 8)  # Table 1(b): one exponent h for every head
+PAPER_WINDOW = (40, 80, 100, 120, 160, 320)  # Table 1(c): w
+
+
+def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:
+    """The paper's ALiBi exponents (a Delta or a shared h) at a shorter L_tr.
+
+    What a slope 1/2^h does to a model is set by slope x distance: over L_tr tokens the
+    penalty is L_tr / 2^h. The exponent h at L_tr = 512 therefore acts as h - log2(512 / L_tr)
+    at L_tr: the same penalty across the training window, the same implicit window as a
+    share of L_tr. (Over 64 tokens the paper's Delta = 9 is no bias at all, as is its h = 11.)
+    """
+    shift = math.log2(PAPER_L_TR / l_tr)
+    return tuple(_int_if_whole(v - shift) for v in values)
+
+
+def _int_if_whole(v: float):
+    return int(v) if float(v).is_integer() else float(v)
 
 
 @dataclass(frozen=True)
@@ -50,8 +73,10 @@ FAMILIES = {
 @dataclass(frozen=True)
 class Retrain:
     """A Table 2 model (Section 4): the Table 1 model ``family = value`` trained again with
-    a longer training length, ``l_tr`` or ``l_tr_mult`` x the scale's (and, e.g., a smaller
-    ``batch_size`` that keeps the tokens a step)."""
+    a longer training length: ``l_tr``, or ``l_tr_mult`` x the scale's, or (neither given)
+    the shortest power-of-two multiple of the scale's L_tr that covers the model's measured
+    ERF, as the paper chooses L_tr = 1024 for w = 160 and 2048 for Delta = 6. ``batch_size``
+    (default: the scale's batch x old L_tr / new L_tr) keeps the tokens of a step."""
 
     family: str  # a key of FAMILIES
     value: int | float  # the swept setting's value (an int for windows)
@@ -62,18 +87,30 @@ class Retrain:
     def __post_init__(self):
         if self.family not in FAMILIES:
             raise UserError(f"a Table 2 model names a Table 1 family ({', '.join(FAMILIES)}), not {self.family!r}")
-        if (self.l_tr is None) == (self.l_tr_mult is None):
-            raise UserError(f"a Table 2 model gives exactly one of l_tr and l_tr_mult: {self}")
+        if self.l_tr is not None and self.l_tr_mult is not None:
+            raise UserError(f"a Table 2 model gives at most one of l_tr and l_tr_mult: {self}")
 
     @property
     def pos(self) -> str:
         return FAMILIES[self.family].pos
 
-    def training(self, l_tr: int) -> dict:
-        """The training settings of the retrained model, for a Table 1 trained at ``l_tr``."""
-        out = {"l_tr": self.l_tr if self.l_tr is not None else l_tr * self.l_tr_mult}
+    def training(self, l_tr: int, batch_size: int | None = None, erf: int | None = None) -> dict:
+        """The training settings of the retrained model, for a Table 1 trained at ``l_tr``
+        with ``batch_size``; ``erf``: the Table 1 model's ERF (needed when neither l_tr nor
+        l_tr_mult is given)."""
+        if self.l_tr is not None:
+            new = self.l_tr
+        elif self.l_tr_mult is not None:
+            new = l_tr * self.l_tr_mult
+        else:
+            if erf is None:
+                raise UserError(f"the Table 2 model {self.family}={self.value} covers the ERF: it needs one")
+            new = l_tr * 2 ** max(1, math.ceil(math.log2(max(erf, 1) / l_tr)))
+        out = {"l_tr": int(new)}
         if self.batch_size is not None:
             out["batch_size"] = self.batch_size
+        elif batch_size is not None and self.l_tr is None and self.l_tr_mult is None:
+            out["batch_size"] = max(1, batch_size * l_tr // new)
         return out
 
 

@@ -19,7 +19,8 @@ def run(args) -> int:
 def format_table(result: dict) -> str:
     l_tr = result["l_tr"]
     head = f"{'L_ex':>7} {'L_ex/L_tr':>9} {'ppl':>10} {'95% CI':>21} {'tokens':>8}"
-    lines = [f"protocol: {result['protocol']}   N = {result['n']}   L_tr = {l_tr}", head, "-" * len(head)]
+    n = result["n"] if result["n"] is not None else "the evaluation region"
+    lines = [f"protocol: {result['protocol']}   N = {n}   L_tr = {l_tr}", head, "-" * len(head)]
     for i, length in enumerate(result["lengths"]):
         ci = f"[{result['ci_low'][i]:.2f}, {result['ci_high'][i]:.2f}]"
         lines.append(f"{length:>7} {length / l_tr:>9.3g} {result['ppl'][i]:>10.2f} {ci:>21} {result['tokens'][i]:>8}")

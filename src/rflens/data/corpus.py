@@ -55,6 +55,12 @@ class Corpus:
             self._tokens[split] = np.memmap(f, dtype=self._dtype, mode="r")
         return self._tokens[split]
 
+    def eval_region_start(self) -> int:
+        """Where the evaluation region of the test split begins: every protocol scores
+        tokens from here to the end (the tokens before it serve as context only), so that
+        protocols compared on one model differ by how they score, not by what they score."""
+        return min(len(self.tokens("test")) // 2, 32768)
+
     def eval_segments(self, n: int, length: int, seed: int = 0) -> np.ndarray:
         """``n`` segments of ``length`` tokens from the test split, shape (n, length), int64.
 
@@ -70,7 +76,7 @@ class Corpus:
         if length > total:
             raise UserError(f"the {self.name} test split has {total} tokens, fewer than length={length}: "
                             f"use a shorter length or more data (max_bytes)")
-        floor = min(total // 2, 32768)
+        floor = self.eval_region_start()
         rng = np.random.default_rng([seed, n, 0x5E6])
         if length <= floor:
             ends = rng.integers(floor, total + 1, size=n)  # exclusive end positions
