@@ -2,10 +2,11 @@
 each phenomenon of Chi et al. (ACL 2023)."""
 
 import dataclasses
+import math
 
 import pytest
 
-from rflens import runs, scales
+from rflens import positional, runs, scales
 from rflens.config import SCHEMES
 from rflens.errors import UserError
 
@@ -34,10 +35,10 @@ def test_spec_numbers():
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
     m, t = tiny.model, tiny.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 4, 128, 2048, 64, 16, 800)
-    assert tiny.data.max_bytes is None and tiny.eval.n_segments == 128 and tiny.eval.erf_samples == 32
+    assert tiny.data.max_bytes is None and tiny.eval.n_segments == 512 and tiny.eval.erf_samples == 32
     assert tiny.lengths == [64, 128, 256, 512, 1024]
-    assert tiny.sweeps.slope_shift == (-3, 0, 3, 6)
-    assert tiny.sweeps.same_slope == (0, 2, 4, 8)
+    assert tiny.sweeps.slope_shift == (-6, -3, 0, 3, 5)  # the paper's -3 .. 8 at L_tr = 64
+    assert tiny.sweeps.same_slope == (-3, -1, 1, 3, 5)  # the paper's 0 .. 8
     assert tiny.sweeps.window == (8, 16, 32, 64)
     assert tiny.sweeps.d_bar == (32, 64, 128, 256)
     assert tiny.sweeps.sinusoidal_l_tr == (32, 64)
@@ -67,19 +68,51 @@ def test_window_sweep_straddles_l_tr(name):
 
 @pytest.mark.parametrize("name", ["tiny", "small", "full"])
 def test_slope_sweeps_hold_both_sides(name):
-    """Table 1: steep slopes (Delta < 0, small h) act as a window, flat ones (Delta >= 6, h = 8) fail."""
+    """Table 1: steep slopes act as a window, flat ones fail; d_bar on both sides of 128."""
     s = scales.get(name)
-    assert min(s.sweeps.slope_shift) < 0 <= 6 <= max(s.sweeps.slope_shift)
-    assert 0 in s.sweeps.same_slope and 8 in s.sweeps.same_slope
+    assert min(s.sweeps.slope_shift) < 0 < max(s.sweeps.slope_shift)
+    assert len(s.sweeps.same_slope) >= 4
     assert min(s.sweeps.d_bar) < 128 < max(s.sweeps.d_bar)
 
 
+def _implicit_window(n_head: int, shift: float, l_tr: int, same: float | None = None) -> tuple[float, float]:
+    """slope x L_tr of a model's flattest and steepest heads: the penalty ALiBi puts on the
+    far end of the training window."""
+    slopes = positional.alibi_slopes(n_head, "paper", slope_shift=shift, same_slope=same)
+    return float(slopes.min()) * l_tr, float(slopes.max()) * l_tr
+
+
+@pytest.mark.parametrize("name", scales.SCALES)
+def test_mapped_alibi_grids_keep_the_papers_implicit_windows(name):
+    """The flattest and steepest models of both ALiBi sweeps put the same penalty on their
+    flattest head at L_tr as the paper's do at L_tr = 512 (12 heads); with one slope for every
+    head, every head matches."""
+    s = scales.get(name)
+    lo, hi = min(s.sweeps.slope_shift), max(s.sweeps.slope_shift)
+    for mine, paper in ((lo, -3), (hi, 8)):
+        ours = _implicit_window(s.model.n_head, mine, s.train.l_tr)[0]
+        theirs = _implicit_window(12, paper, scales.PAPER_L_TR)[0]
+        assert ours == pytest.approx(theirs)
+    for mine, paper in ((min(s.sweeps.same_slope), 0), (max(s.sweeps.same_slope), 8)):
+        assert _implicit_window(s.model.n_head, 0, s.train.l_tr, same=mine) == \
+            pytest.approx(_implicit_window(12, 0, scales.PAPER_L_TR, same=paper))
+
+
+def test_the_mapping_is_a_shift_by_log2_of_the_length_ratio():
+    assert scales.mapped_exponents((-3, 0, 8), 64) == (-6, -3, 5)
+    assert scales.mapped_exponents((-3, 0, 8), 512) == (-3, 0, 8)
+    assert scales.mapped_exponents((6,), 2048) == (8,)
+    assert scales.mapped_exponents((0,), 96) == (pytest.approx(-math.log2(512 / 96)),)
+
+
 @pytest.mark.parametrize("name", ["tiny", "small"])
-def test_table2_raises_l_tr_and_keeps_tokens_per_step(name):
+@pytest.mark.parametrize("erf_mult", [1.2, 2.0, 3.5])
+def test_table2_covers_the_erf_and_keeps_tokens_per_step(name, erf_mult):
     s = scales.get(name)
     for entry in s.sweeps.table2:
-        over = entry.training(s.train.l_tr)
-        assert over["l_tr"] == 4 * s.train.l_tr
+        erf = int(erf_mult * s.train.l_tr)
+        over = entry.training(s.train.l_tr, s.train.batch_size, erf)
+        assert over["l_tr"] >= erf and over["l_tr"] < 2 * max(erf, 2 * s.train.l_tr)  # the shortest power of two
         assert over["l_tr"] * over["batch_size"] == s.train.l_tr * s.train.batch_size
 
 
@@ -93,7 +126,8 @@ def test_every_sweep_point_is_a_valid_configuration(name):
     configs += [runs.resolve(name, "sandwich", corpus, {"d_bar": v}) for v in s.sweeps.d_bar]
     configs += [runs.resolve(name, "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps.sinusoidal_l_tr]
     for entry in s.sweeps.table2:
-        over = {scales.FAMILIES[entry.family].setting: entry.value, **entry.training(s.train.l_tr)}
+        over = {scales.FAMILIES[entry.family].setting: entry.value,
+                **entry.training(s.train.l_tr, s.train.batch_size, s.eval.erf_length_mult * s.train.l_tr)}
         configs.append(runs.resolve(name, entry.pos, corpus, over))
     configs += [runs.resolve(name, p, c) for p in s.sweeps.table3_pos for c in s.sweeps.corpora]
     assert all(m.vocab_size == d.vocab_size for _, m, d, _ in configs)

@@ -119,3 +119,14 @@ def test_a_new_scheme_is_one_row_and_one_class(monkeypatch):
 def test_an_unknown_scheme_is_a_one_line_error():
     with pytest.raises(Exception, match="allowed values are nope, sinusoidal"):
         ModelConfig(pos="halfway")
+
+
+def test_every_deviation_from_the_papers_code_names_a_real_setting():
+    from rflens.config import SETTINGS
+    from rflens.deviations import DEVIATIONS, table
+
+    fields = {f for cls in SETTINGS.values() for f in cls.__dataclass_fields__}
+    for d in DEVIATIONS:
+        assert d.setting is None or d.setting in fields, d.setting
+        assert d.why and d.ours and d.papers_code
+    assert len(table()) == len(DEVIATIONS)

@@ -35,7 +35,7 @@ from . import experiments as ex
 from . import storage
 from .errors import UserError
 from .results import EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, lengths_of, row_ppl
-from .scales import DEFAULT_SCALE
+from .scales import DEFAULT_SCALE, mapped_exponents
 from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
 # The thresholds of the criteria, each written once: the checks compare against these and
@@ -158,12 +158,18 @@ def _c2(res):
 
 
 def _alibi_row(res):
-    """ALiBi with Delta = 0: the Table 1 row, else the (identical) Table 3 model."""
+    """ALiBi as the paper trains it: the slope-shift row that maps the paper's Delta = 0 to
+    this L_tr (rflens.scales.mapped_exponents), else Delta = 0 itself (the Table 1 row, or
+    the identical Table 3 model)."""
     t1 = res.get("table1")
     if isinstance(t1, pd.DataFrame) and "family" in t1.columns:
-        sub = t1[(t1["family"] == "slope_shift") & (t1["value"].astype(float) == 0.0)]
-        if not sub.empty:
-            return sub.iloc[0], t1
+        shifts = t1[t1["family"] == "slope_shift"]
+        if not shifts.empty:
+            mapped = float(mapped_exponents((0,), int(shifts["l_tr"].iloc[0]))[0])
+            for value in (mapped, 0.0):
+                sub = shifts[shifts["value"].astype(float) == value]
+                if not sub.empty:
+                    return sub.iloc[0], t1
     t3 = res.get("table3")
     if isinstance(t3, pd.DataFrame) and "pos" in t3.columns:
         sub = t3[(t3["pos"] == "alibi") & (t3["corpus"] == res.get("corpus", "prose"))]
@@ -175,7 +181,8 @@ def _alibi_row(res):
 
 
 @claim(3, "ALiBi itself is not flat beyond L_tr: its perplexity rises.",
-       f"ALiBi (Δ = 0): r(L) >= {RISES:g} for some L > L_tr ({_LB})", ("table1",))
+       f"ALiBi (the paper's Δ = 0, mapped to this L_tr): r(L) >= {RISES:g} for some L > L_tr ({_LB})",
+       ("table1",))
 def _c3(res):
     row, df = _alibi_row(res)
     rs = {}
@@ -187,7 +194,7 @@ def _c3(res):
     if not rs:
         raise Missing("no L > L_tr measured for ALiBi")
     L, (lo, r) = max(rs.items(), key=lambda kv: kv[1])
-    return f"ALiBi Δ=0: r = {r:.3f} (lower bound {lo:.3f}) at L = {L}, the largest lower bound", lo >= RISES
+    return f"ALiBi {row['label']}: r = {r:.3f} (lower bound {lo:.3f}) at L = {L}, the largest lower bound", lo >= RISES
 
 
 def _stable_and_breaking(res, family: str, names: tuple[str, str]):

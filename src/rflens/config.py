@@ -211,7 +211,7 @@ class TrainConfig(_Settings):
     beta2: float = 0.999
     weight_decay: float = 0.0
     warmup_frac: float = 0.01
-    min_lr_frac: float = 0.1
+    min_lr_frac: float = 0.0  # cosine to zero, as GPT-NeoX's default min_lr
     grad_clip: float = 1.0
     seed: int = 0
     eval_interval: int = 0  # steps between validation losses; 0: only at the end

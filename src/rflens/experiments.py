@@ -61,9 +61,14 @@ def _num(v) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
-def family_label(family: str, value) -> str:
-    """The row label of a Table 1 model, e.g. "w=32" or "Δ=-3"."""
-    return f"{FAMILIES[family].symbol}={_num(value)}"
+def family_label(family: str, value, l_tr: int | None = None) -> str:
+    """The row label of a Table 1 model, e.g. "w=32" or "Δ=-3". ALiBi exponents at an
+    L_tr other than the paper's 512 also name the paper's value they map to
+    (rflens.scales.mapped_exponents): "Δ=-6 (paper's -3)"."""
+    label = f"{FAMILIES[family].symbol}={_num(value)}"
+    if family in ("slope_shift", "same_slope") and l_tr is not None and l_tr != scales.PAPER_L_TR:
+        label += f" (paper's {_num(value + math.log2(scales.PAPER_L_TR / l_tr))})"
+    return label
 
 
 # --------------------------------------------------------------------------------------
@@ -144,9 +149,10 @@ def measure_erf(run, *, length=None, threshold=None) -> dict:
 # Table 1 (Section 3) with the receptive-field numbers of Section 4
 # --------------------------------------------------------------------------------------
 def table1_models(scale, corpus: str = "prose") -> list[Spec]:
-    sw = get_scale(scale).sweeps
-    return [make_spec(family_label(family, v), fam.pos, corpus, family=family, value=v, **{fam.setting: v})
-            for family, fam in FAMILIES.items() for v in getattr(sw, family)]
+    sc = get_scale(scale)
+    return [make_spec(family_label(family, v, sc.train.l_tr), fam.pos, corpus, family=family, value=v,
+                      **{fam.setting: v})
+            for family, fam in FAMILIES.items() for v in getattr(sc.sweeps, family)]
 
 
 def table1(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
@@ -491,7 +497,8 @@ def table2_models(scale, corpus: str = "prose") -> list[Spec]:
         fam = FAMILIES[entry.family]
         # the ERF is measured on segments of erf_length_mult x L_tr: at most that long
         over = entry.training(sc.train.l_tr, sc.train.batch_size, sc.eval.erf_length_mult * sc.train.l_tr)
-        specs.append(make_spec(f"{family_label(entry.family, entry.value)}, L_tr={over['l_tr']}", fam.pos, corpus,
+        specs.append(make_spec(f"{family_label(entry.family, entry.value, sc.train.l_tr)}, L_tr={over['l_tr']}",
+                               fam.pos, corpus,
                                family=entry.family, value=entry.value, **{fam.setting: entry.value}, **over))
     return specs
 

@@ -11,7 +11,10 @@ arguments depend on:
 * every sweep puts points on both sides of the phenomenon it shows: a window w whose
   theoretical receptive field R * w fits inside L_tr and one that does not (Section 3 and
   4), ALiBi slopes steep enough to act as a window and ones so flat that they do not,
-  a Sandwich d_bar below and above the paper's 128 (Figure 10).
+  a Sandwich d_bar below and above the paper's 128 (Figure 10);
+* ALiBi's exponents are the paper's, mapped to the preset's L_tr (:func:`mapped_exponents`):
+  what a slope does is set by slope x distance, so an exponent keeps its meaning only with
+  the training window it was chosen for.
 
 ``get(name)`` returns a :class:`Scale`; ``rflens.runs.get_run`` starts from it and applies
 the overrides of one experiment (``window=16``, ``slope_shift=-3``, ...). The sweeps are
@@ -172,8 +175,9 @@ def _smoke() -> Scale:
         eval=EvalConfig(n_segments=16, erf_samples=4, batch_size=8),
         # one point on each side of every phenomenon, so the book's code paths all run
         sweeps=Sweeps(
-            slope_shift=[-3, 6],
-            same_slope=[0, 8],
+            # the ends of the paper's grids, mapped to L_tr = 16 (mapped_exponents)
+            slope_shift=mapped_exponents((-3, 8), 16),
+            same_slope=mapped_exponents((0, 8), 16),
             window=[4, 16],  # R * w = 8 < L_tr = 16 and R * w = 32 > L_tr
             d_bar=[32, 128],
             sinusoidal_l_tr=[8, 16],
@@ -189,7 +193,7 @@ def _tiny() -> Scale:
     l_tr = 64
     return Scale(
         name="tiny",
-        about="CPU default: the whole book (~35 models) trains, evaluates and builds in <= 30 min on 2 cores",
+        about="CPU default: the whole book (~37 models) trains, evaluates and builds on 2 cores",
         model=ModelConfig(n_layer=2, n_head=4, d_model=128, vocab_size=vocab),
         data=DataConfig(vocab_size=vocab),  # the full embedded corpora
         train=TrainConfig(
@@ -202,18 +206,20 @@ def _tiny() -> Scale:
             steps=800,
             lr=2e-3,
             warmup_frac=0.05,  # 40 steps
+            dtype="auto",  # bf16 where the CPU computes it natively, else fp32
             eval_interval=200,
             eval_batches=4,
             ckpt_interval=200,
         ),
-        eval=EvalConfig(n_segments=128, erf_samples=32, length_mults=(1, 2, 4, 8, 16)),
+        # N = 512 segments: r(L) is a mean of per-segment differences, and 512 of them resolve a
+        # rise of a few percent (its paired interval); evaluation is cheap next to training
+        eval=EvalConfig(n_segments=512, erf_samples=32, length_mults=(1, 2, 4, 8, 16)),
         sweeps=Sweeps(
-            # Table 1(a): h -> h + Delta. With H = 4 the paper's h = n * 8 / H gives slopes 1/4..1/256;
-            # Delta = -3 makes the steepest head a slope of 2 (a hard window of a few tokens),
-            # Delta = 6 makes every slope <= 1/256, i.e. almost no bias over 64 tokens (fails).
-            slope_shift=[-3, 0, 3, 6],
-            # Table 1(b): one h for all heads, from slope 1 (h = 0, extrapolates) to 1/256 (h = 8, fails).
-            same_slope=[0, 2, 4, 8],
+            # Table 1(a) and (b): the paper's exponents mapped to L_tr = 64 (h -> h - 3, so that
+            # slope x L_tr is the paper's): Delta = -6 .. 5 is the paper's -3 .. 8, and one h for
+            # every head from -3 (slope 8, a window of a token or two) to 5 (the paper's h = 8)
+            slope_shift=mapped_exponents(PAPER_SLOPE_SHIFT, l_tr),
+            same_slope=mapped_exponents(PAPER_SAME_SLOPE, l_tr),
             # Table 1(c), Eq. (3): the paper's w / L_tr = 40/512 .. 320/512. With R = 2 the
             # theoretical receptive field R * w is 16, 32 (< L_tr), 64 (= L_tr) and 128 (> L_tr).
             window=[8, 16, 32, 64],
@@ -221,12 +227,9 @@ def _tiny() -> Scale:
             d_bar=[32, 64, 128, 256],
             # Figure 7: Sinusoidal's gradient spikes at absolute position L_tr, for two L_tr.
             sinusoidal_l_tr=[32, 64],
-            # Table 2: the models of Table 1 that fail are retrained with L_tr x 4 (256 covers
-            # their receptive field); batch / 4 keeps the 1024 tokens a step of Table 1.
-            table2=[
-                Retrain("window", 64, l_tr=4 * l_tr, batch_size=4),
-                Retrain("slope_shift", 6, l_tr=4 * l_tr, batch_size=4),
-            ],
+            # Table 2: the widest window and the flattest slopes, if they fail in Table 1, are
+            # retrained with an L_tr that covers their measured ERF (and the same tokens a step)
+            table2=[Retrain("window", 64), Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
         ),
     )
 
@@ -251,18 +254,15 @@ def _small() -> Scale:
         ),
         eval=EvalConfig(n_segments=500, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
         sweeps=Sweeps(
-            # the paper's full grids of Table 1 (slope exponents do not scale with L_tr)
-            slope_shift=[-3, 0, 3, 6, 8],
-            same_slope=[0, 2, 4, 6, 8],
+            # the paper's full grids of Table 1, the exponents mapped to L_tr = 128 (h -> h - 2)
+            slope_shift=mapped_exponents(PAPER_SLOPE_SHIFT, l_tr),
+            same_slope=mapped_exponents(PAPER_SAME_SLOPE, l_tr),
             # the paper's w = 40..320 at L_tr = 512 scaled by 128/512 (10, 20, 40, 80), plus
             # w = L_tr; with R = 4 the theoretical field R * w runs from 40 (< L_tr) to 512
             window=[10, 20, 40, 80, 128],
             d_bar=[32, 64, 128, 256],
             sinusoidal_l_tr=[64, 128],
-            table2=[
-                Retrain("window", 80, l_tr=4 * l_tr, batch_size=8),
-                Retrain("slope_shift", 6, l_tr=4 * l_tr, batch_size=8),
-            ],
+            table2=[Retrain("window", 80), Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
         ),
     )
 
@@ -285,7 +285,7 @@ def _full() -> Scale:
             beta2=0.999,
             weight_decay=0.0,
             warmup_frac=0.01,  # cosine decay with 1% warm-up (KERPLE / GPT-NeoX)
-            min_lr_frac=0.1,
+            min_lr_frac=0.0,
             grad_clip=1.0,
             eval_interval=1000,
             eval_batches=20,
@@ -296,9 +296,9 @@ def _full() -> Scale:
         eval=EvalConfig(n_segments=1000, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
         sweeps=Sweeps(
             # exactly the paper's grids (Table 1, Table 2, Figure 7, Figure 10, Table 3)
-            slope_shift=[-3, 0, 3, 6, 8],
-            same_slope=[0, 2, 4, 6, 8],
-            window=[40, 80, 100, 120, 160, 320],
+            slope_shift=PAPER_SLOPE_SHIFT,
+            same_slope=PAPER_SAME_SLOPE,
+            window=PAPER_WINDOW,
             d_bar=[64, 128, 256, 512],
             sinusoidal_l_tr=[128, 512],
             table2=[
