@@ -228,3 +228,21 @@ def test_training_speed_is_measured_side_by_side_and_cached(tmp_path, monkeypatc
     assert set(first) == {"alibi", "t5"} and all(len(v) == 2 and min(v) > 0 for v in first.values())
     assert ex.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False) == first
     assert len(list((tmp_path / "runs" / "speed").glob("smoke-*.json"))) == 1
+
+
+@pytest.mark.parametrize("name", ["tiny", "full"])
+def test_model_plan_lists_every_model_of_the_book_once(name):
+    """Chapter 10's plan comes from the experiments' own model lists: a model two experiments
+    share (ALiBi at Delta = 0 is a Table 1 row and a Table 3 entry) is trained once."""
+    plan = ex.model_plan(name)
+    keys = [(m["pos"], m["corpus"], tuple(sorted(m["overrides"].items()))) for m in plan]
+    assert len(keys) == len(set(keys))
+    sc = scales.get(name)
+    t1 = len(sc.sweeps.slope_shift) + len(sc.sweeps.same_slope) + len(sc.sweeps.window)
+    # on prose, Delta = 0 is Table 3's ALiBi, and Figure 7's Sinusoidal (at the scale's L_tr) and
+    # Rotary are Table 3's: listed under the experiment that comes first
+    shared = int(0 in sc.sweeps.slope_shift) + int(sc.train.l_tr in sc.sweeps.sinusoidal_l_tr) + 1
+    assert sum(m["experiment"] == "Table 1" for m in plan) == t1
+    assert sum(m["experiment"] == "Table 3" for m in plan) == len(sc.sweeps.table3_pos) * len(sc.sweeps.corpora) - shared
+    cost = ex.training_cost(name)
+    assert len(cost) == len(plan) and all(c["gpu_hours"] > 0 for c in cost)

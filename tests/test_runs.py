@@ -167,3 +167,13 @@ def test_sweep_overrides_reach_the_stored_settings(store):
     m, d, t = runs.resolve("smoke", pos, "prose", over)[1:]
     assert (m.window, t.l_tr, t.batch_size) == (over["window"], over["l_tr"], over["batch_size"])
     assert "--set l_tr=64" in runs.train_command("smoke", pos, "prose", runs.describe(m, d, t, "smoke"))
+
+
+def test_auto_precision_is_resolved_before_the_key():
+    """dtype=auto becomes the precision the weights are trained in, so the key (and a run
+    store shared between machines) tells a bf16 model from an fp32 one."""
+    _, m, d, t = runs.resolve("smoke", "alibi", "prose", {"dtype": "auto"})
+    assert t.dtype == runs.native_dtype() in ("fp32", "bf16")
+    _, m2, d2, t2 = runs.resolve("smoke", "alibi", "prose", {"dtype": runs.native_dtype()})
+    assert runs.run_key(m, d, t, "fp") == runs.run_key(m2, d2, t2, "fp")
+    assert "dtype" not in runs.describe(*runs.resolve("tiny", "alibi", "prose", {})[1:], "tiny")

@@ -162,8 +162,9 @@ def _cuda_available() -> bool:
 def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, scale: str) -> dict:
     """The settings that differ from the preset (what makes this run special)."""
     s = scales.get(scale)
+    train_base = s.train.replace(dtype=native_dtype()) if s.train.dtype == "auto" else s.train
     out = {}
-    for base, cfg in ((s.model, model_cfg), (s.data, data_cfg), (s.train, train_cfg)):
+    for base, cfg in ((s.model, model_cfg), (s.data, data_cfg), (train_base, train_cfg)):
         for k, v in cfg.to_dict().items():
             if k in ("pos", "corpus"):
                 continue
