@@ -246,3 +246,25 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     assert sum(m["experiment"] == "Table 3" for m in plan) == len(sc.sweeps.table3_pos) * len(sc.sweeps.corpora) - shared
     cost = ex.training_cost(name)
     assert len(cost) == len(plan) and all(c["gpu_hours"] > 0 for c in cost)
+
+
+def _pilot_json(tmp_path, r16_fail, r_stable):
+    def model(spec, r16, pos):
+        r = [1.0, 1.0, 1.0, 1.0, r16]
+        return {"R": 6, "d": 128, "l_tr": 32, "tokens_label": "3M", "spec": spec, "pos": pos, "ppl": [50.0] * 5,
+                "lengths": [32, 64, 128, 256, 512], "r": r, "r_lo": [x * 0.95 for x in r],
+                "r_hi": [x * 1.02 for x in r], "erf": 100, "train_minutes": 3.0}
+    models = {s: model(s, r16_fail, "window") for s in ex.PILOT_FAILING}
+    models |= {s: model(s, r_stable, "window") for s in ex.PILOT_STABLE}
+    path = tmp_path / "phenomena.json"
+    path.write_text(json.dumps({"meta": {}, "models": models}))
+    return path
+
+
+@pytest.mark.parametrize("r16_fail, r_stable, qualifies", [(2.5, 1.0, True), (2.0, 1.0, False), (2.5, 1.09, False)])
+def test_the_pilot_rule(tmp_path, r16_fail, r_stable, qualifies):
+    """A configuration qualifies when the failing side's lower bounds reach 2 and the stable
+    side's upper bounds stay within 1.10 (2.0 x 0.95 misses; 1.09 x 1.02 rises too much)."""
+    summary = ex.pilot_summary(ex.pilot_table(_pilot_json(tmp_path, r16_fail, r_stable)))
+    assert len(summary) == 1 and bool(summary["qualifies"].item()) is qualifies
+    assert ex.pilot_table(tmp_path / "missing.json").empty
