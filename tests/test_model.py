@@ -181,3 +181,18 @@ def test_state_dict_round_trip(pos):
     idx = tokens()
     with torch.no_grad():
         torch.testing.assert_close(a(idx), b(idx), rtol=0, atol=0)
+
+
+def test_a_fixed_first_token_replaces_position_zero():
+    """first_token (the pilot's ablation): position 0 of every input is that token, so what was
+    there cannot change the logits; ids and input embeddings agree."""
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(pos="nope", n_layer=1, n_head=2, d_model=16, vocab_size=300, first_token=0)).eval()
+    a = torch.randint(1, 300, (2, 9))
+    b = a.clone()
+    b[:, 0] = 7
+    with torch.no_grad():
+        assert torch.equal(model(a), model(b))
+        assert torch.allclose(model(embeds=model.embed(a)), model(a), atol=1e-6)
+    with pytest.raises(Exception, match="first_token"):
+        ModelConfig(vocab_size=300, first_token=300)
