@@ -250,6 +250,6 @@ def scoreboard_text(scale: str, corpus: str | None) -> str:
     except ImportError:
         return "(no claims module: scoreboard skipped)"
     try:
-        return claims.renderscoreboard_text(scale, corpus or "prose")
+        return claims.render_scoreboard(scale, corpus or "prose")
     except UserError as err:
         return f"(no scoreboard: {err})"
