@@ -273,7 +273,7 @@ def test_smoke_run_end_to_end(tmp_path, monkeypatch, capsys):
     # an evaluation setting given with --set is the one used (the --protocol flag does not shadow it)
     sliding = main_json(cli, capsys, ["evaluate", "--scale", "smoke", "--quiet", "--json", "--lengths", "16",
                                       "--set", "protocol=sliding"])
-    assert sliding["protocol"] == "sliding" and sliding["stride"] == l_tr // 2
+    assert sliding["protocol"] == "sliding" and sliding["stride"] == "half"  # of each window
     flag = main_json(cli, capsys, ["evaluate", "--scale", "smoke", "--quiet", "--json", "--lengths", "16",
                                    "--set", "protocol=sliding", "--protocol", "non_overlapping"])
     assert flag["protocol"] == "non_overlapping"

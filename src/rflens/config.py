@@ -248,7 +248,7 @@ class EvalConfig(_Settings):
     length_mults: tuple[int, ...] = (1, 2, 4, 8, 16)  # L_ex = L_tr x these
     n_segments: int = 1000  # N (the paper: 1000)
     protocol: str = "last_token"
-    stride: int | None = None  # sliding-window protocol; None: L_tr / 2
+    stride: int | None = None  # sliding-window protocol; None: half of each window, L / 2
     batch_size: int = 8
     seed: int = 0
     erf_length_mult: int = 4  # receptive-field analysis on segments of 4 x L_tr

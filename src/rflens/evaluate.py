@@ -17,7 +17,7 @@ Two more protocols are offered for comparison (both use the same API and the sam
 * ``non_overlapping`` (ALiBi's main protocol): the test stream is cut into consecutive
   chunks of ``L`` tokens and every token of a chunk is scored; a token early in its chunk
   sees only a short context (the "early token curse" of Figure 3).
-* ``sliding``: windows of ``L`` tokens moved by a stride ``s``; every window scores only
+* ``sliding``: windows of ``L`` tokens moved by a stride ``s`` (default L / 2); every window scores only
   its last ``s`` tokens (the first window scores all of them), so every scored token but
   the first ``L - s`` sees at least ``L - s`` previous tokens.
 
@@ -250,9 +250,9 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     # the last-token protocol scores N segments; the windowed ones the whole evaluation
     # region unless a number of windows is given
     n = _check_n(ev.n_segments if n is None else n) if protocol == "last_token" or n is not None else None
-    stride = None
-    if protocol == "sliding":
-        stride = ev.stride or max(1, l_tr // 2)
+    # sliding: a fixed stride, or (None) half of each window, so that the cost of tiling the
+    # region stays twice the non-overlapping one at every length
+    stride = (ev.stride or "half") if protocol == "sliding" else None
     params = {"protocol": protocol, "lengths": lengths, "n": n, "seed": ev.seed, "stride": stride,
               "version": EVAL_VERSION}
 
@@ -274,7 +274,8 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
             # the region the last-token segments end in, so that the protocols score the same text
             tokens = corpus.tokens("test")[corpus.eval_region_start():]
             for length in tqdm(lengths, desc=protocol, disable=not progress, leave=False):
-                s = length if protocol == "non_overlapping" else min(stride, length)
+                s = length if protocol == "non_overlapping" else (
+                    max(1, length // 2) if stride == "half" else min(stride, length))
                 nll_sum, count = window_nll(model, tokens, length, n or tokens.size, s, batch_size=ev.batch_size,
                                             progress=progress)
                 ppl, lo, hi = bootstrap_ppl(nll_sum, count, seed=ev.seed)
