@@ -53,13 +53,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from rflens.experiments import PILOT_FAILING as FAILING, PILOT_STABLE as STABLE  # the rule's two sides
+from rflens.results import BREAKS as FAIL_R, EXTRAPOLATION_TOLERANCE as STABLE_R
+from rflens.scales import mapped_exponents
 
 HERE = Path(__file__).resolve().parent
 OUT_JSON = HERE / "phenomena.json"
@@ -69,9 +72,6 @@ MULTS = (1, 2, 4, 8, 16)
 N_BOOT = 1000
 BOOT_SEED = 0
 ERF_SAMPLES = 64
-FAIL_R = 2.0
-from rflens.experiments import PILOT_FAILING as FAILING, PILOT_STABLE as STABLE  # noqa: E402  (the rule's sides)
-from rflens.results import EXTRAPOLATION_TOLERANCE as STABLE_R  # noqa: E402
 TOKENS = {"1M": 1_000_000, "3M": 3_000_000, "8M": 8_000_000}
 BATCH = 32
 D_MODEL = 128
@@ -112,7 +112,6 @@ def window_for(ratio: float, R: int, l_tr: int) -> int | None:
 
 def model_overrides(spec: str, R: int, l_tr: int, d: int) -> tuple[str, dict] | None:
     """(pos, overrides) of model ``spec`` at depth R and L_tr, or None if it cannot exist."""
-    shift = math.log2(512 / l_tr)
     base = {"n_layer": R, "d_model": d, "tie_weights": False}
     bos = spec.endswith("_bos")
     if bos:
@@ -121,9 +120,9 @@ def model_overrides(spec: str, R: int, l_tr: int, d: int) -> tuple[str, dict] | 
     if spec == "nope":
         return "nope", base
     if spec == "alibi_max":
-        return "alibi", {**base, "slope_shift": 8 - shift}
+        return "alibi", {**base, "slope_shift": mapped_exponents((8,), l_tr)[0]}
     if spec == "alibi_min":
-        return "alibi", {**base, "slope_shift": -3 - shift}
+        return "alibi", {**base, "slope_shift": mapped_exponents((-3,), l_tr)[0]}
     if spec in ("win1", "win3", "win45"):
         w = window_for({"win1": 1.0, "win3": 3.0, "win45": 4.5}[spec], R, l_tr)
         return None if w is None else ("window", {**base, "window": w})
@@ -142,9 +141,9 @@ def model_id(R, d, l_tr, tokens, spec) -> str:
 
 def ratios(nll: np.ndarray) -> dict:
     """r(L) and its paired 95% bootstrap interval from per-segment NLLs (len(MULTS), N),
-    by rflens.evaluate.paired_ratio (the book's statistics). The stored results of this pilot
+    by rflens.results.paired_ratio (the book's statistics). The stored results of this pilot
     were computed with the same estimator and its own seeding of the segment draws."""
-    from rflens.evaluate import paired_ratio
+    from rflens.results import paired_ratio
 
     r, lo, hi = paired_ratio(nll, base=0, seed=BOOT_SEED, n_boot=N_BOOT)
     diff = nll - nll[0:1]  # (lengths, N): NLL_i(L) - NLL_i(L_tr)

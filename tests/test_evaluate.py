@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import fakes
-from rflens import evaluate
+from rflens import evaluate, results
 from rflens.config import SCHEMES, EvalConfig, ModelConfig
 from rflens.errors import UserError
 
@@ -291,7 +291,7 @@ def main_json(cli, capsys, argv):
 def test_paired_ratio_of_identical_lengths_is_one_with_an_interval_holding_one():
     rng = np.random.default_rng(0)
     nll = np.repeat(rng.gamma(2.0, 2.0, size=(1, 512)), 3, axis=0)  # three lengths, the same losses
-    r, lo, hi = evaluate.paired_ratio(nll)
+    r, lo, hi = results.paired_ratio(nll)
     assert np.allclose(r, 1.0) and np.all(lo <= 1.0) and np.all(hi >= 1.0)
     assert np.allclose(lo, 1.0) and np.allclose(hi, 1.0)  # no spread of differences: a point
 
@@ -305,7 +305,7 @@ def test_paired_ratio_covers_the_true_ratio_at_the_stated_rate():
     for trial in range(200):
         base = rng.gamma(2.0, 2.0, size=512)  # hard and easy tokens: a wide spread
         nll = np.stack([base, base + delta + rng.normal(0, 0.3, size=512)])
-        r, lo, hi = evaluate.paired_ratio(nll, seed=trial, n_boot=400)
+        r, lo, hi = results.paired_ratio(nll, seed=trial, n_boot=400)
         covered += lo[1] <= np.exp(delta) <= hi[1]
         widths.append(hi[1] - lo[1])
     assert 0.90 <= covered / 200 <= 0.99
@@ -313,9 +313,9 @@ def test_paired_ratio_covers_the_true_ratio_at_the_stated_rate():
 
 
 def test_bootstrap_draws_are_shared_by_every_model_and_length():
-    a, b = evaluate.bootstrap_indices(64, seed=3), evaluate.bootstrap_indices(64, seed=3)
-    assert np.array_equal(a, b) and a.shape == (evaluate.N_BOOTSTRAP, 64)
-    assert not np.array_equal(a, evaluate.bootstrap_indices(64, seed=4))
+    a, b = results.bootstrap_indices(64, seed=3), results.bootstrap_indices(64, seed=3)
+    assert np.array_equal(a, b) and a.shape == (results.N_BOOTSTRAP, 64)
+    assert not np.array_equal(a, results.bootstrap_indices(64, seed=4))
 
 
 def test_a_window_model_reads_exactly_its_receptive_field():
@@ -342,6 +342,6 @@ def test_the_rising_rule_rarely_fires_on_a_model_that_cannot_rise():
     for trial in range(400):
         base = rng.gamma(2.0, 2.0, size=512)
         nll = np.stack([base, base + rng.normal(0, 0.3, size=512)])
-        _, lo, _ = evaluate.paired_ratio(nll, seed=trial, n_boot=400)
+        _, lo, _ = results.paired_ratio(nll, seed=trial, n_boot=400)
         fired += lo[1] > 1.0
     assert fired / 400 <= 0.05

@@ -34,7 +34,7 @@ import pandas as pd
 from . import experiments as ex
 from . import storage
 from .errors import UserError
-from .results import EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, lengths_of, row_ppl
+from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, lengths_of, row_ppl
 from .scales import DEFAULT_SCALE, mapped_exponents
 from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
@@ -42,7 +42,6 @@ from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 # the criterion texts are formatted from them.
 TOL = EXTRAPOLATION_TOLERANCE  # "extrapolates": r(L) <= 1.10 up to 16 L_tr
 HORIZON = EXTRAPOLATION_HORIZON
-BREAKS = 2.0  # "does not extrapolate": r(L) >= 2 at the stated length
 RISES = 1.01  # "rises": r(L) >= 1.01 somewhere beyond L_tr (claim 3)
 ERF_AGREEMENT = 0.8  # claim 6: share of Table 1 models whose ERF predicts extrapolation
 SHARE_IN_LTR = (0.3, 0.9)  # claim 11: the paper reports about 60% of the gradient inside L_tr
@@ -111,16 +110,21 @@ def _family(results, family):
 
 
 def _r_at(row, mult: int) -> tuple[float, float, str]:
-    """r(mult L_tr) of a row: (point value, lower bound of its paired interval, as text).
-    Without per-segment losses (a table built by hand) the bound is the point value."""
-    L = int(row["l_tr"]) * mult
+    """r(mult L_tr) of a row: (point value, lower bound of its paired interval, as text)."""
+    return _r_at_length(row, int(row["l_tr"]) * mult, f"{mult} L_tr")
+
+
+def _r_at_length(row, L: int, name: str | None = None) -> tuple[float, float, str]:
+    """r(L) of a row: (point value, lower bound, as text). Without per-segment losses (a
+    table built by hand) the bound is the point value."""
+    name = name or f"L = {L}"
     v = row.get(f"r@{L}")
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        raise Missing(f"r({mult} L_tr) of {row['label']} not measured")
+        raise Missing(f"r({name}) of {row['label']} not measured")
     lo, hi = row.get(f"r_lo@{L}"), row.get(f"r_hi@{L}")
     if lo is None or (isinstance(lo, float) and math.isnan(lo)):
-        return float(v), float(v), f"r({mult} L_tr) = {_fmt(float(v))}"
-    return float(v), float(lo), f"r({mult} L_tr) = {_fmt(float(v))} [{_fmt(float(lo))}, {_fmt(float(hi))}]"
+        return float(v), float(v), f"r({name}) = {_fmt(float(v))}"
+    return float(v), float(lo), f"r({name}) = {_fmt(float(v))} [{_fmt(float(lo))}, {_fmt(float(hi))}]"
 
 
 def _extrap(row) -> bool:
@@ -187,13 +191,14 @@ def _c3(res):
     row, df = _alibi_row(res)
     rs = {}
     for L in lengths_of(df, "r"):
-        v, lo = row.get(f"r@{L}"), row.get(f"r_lo@{L}", row.get(f"r@{L}"))
-        if L > int(row["l_tr"]) and v is not None and not (isinstance(v, float) and math.isnan(v)):
-            rs[L] = (float(lo) if lo is not None and not (isinstance(lo, float) and math.isnan(lo)) else float(v),
-                     float(v))
+        if L > int(row["l_tr"]):
+            try:
+                rs[L] = _r_at_length(row, L)
+            except Missing:
+                continue
     if not rs:
         raise Missing("no L > L_tr measured for ALiBi")
-    L, (lo, r) = max(rs.items(), key=lambda kv: kv[1])
+    L, (r, lo, _) = max(rs.items(), key=lambda kv: kv[1][1])  # the largest lower bound
     return f"ALiBi {row['label']}: r = {r:.3f} (lower bound {lo:.3f}) at L = {L}, the largest lower bound", lo >= RISES
 
 

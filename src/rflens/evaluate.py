@@ -42,11 +42,10 @@ from tqdm.auto import tqdm
 
 from .config import PROTOCOLS, ConfigError, EvalConfig
 from .errors import UserError
+from .results import CI_LEVEL, N_BOOTSTRAP
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
 EVAL_VERSION = 2  # 2: the windowed protocols score the last-token protocol's region
-N_BOOTSTRAP = 1000
-CI_LEVEL = 0.95
 # Upper bound on the full (B, L, v) logits of the windowed protocols, in float32 elements.
 MAX_LOGIT_ELEMENTS = 1 << 26  # 256 MB
 # Tokens per forward pass: long inputs are evaluated a few segments at a time, so that the
@@ -193,34 +192,6 @@ def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     return ppl, float(lo), float(hi)
 
 
-def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
-    """(n_boot, n) resampled segment indices: one draw per replicate, the same for every
-    length and every model evaluated on the same n segments with the same seed."""
-    return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
-
-
-def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_BOOTSTRAP,
-                 level: float = CI_LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """r(L) = ppl(L) / ppl(L_base) and its paired percentile-bootstrap interval.
-
-    ``nll``: (lengths, N) per-segment NLLs of the last-token protocol, the same N tokens at
-    every length. r(L) = exp(mean_i [NLL_i(L) - NLL_i(L_base)]): a mean of per-segment
-    differences, so the interval reflects how consistently the extra context helps or
-    hurts on the same tokens, not how hard the tokens are (which the interval of ppl
-    itself mostly measures). Each replicate resamples the segments once
-    (:func:`bootstrap_indices`) and uses that draw at every length. Returns (r, low, high),
-    each of shape (lengths,).
-    """
-    nll = np.asarray(nll, dtype=np.float64)
-    if nll.ndim != 2 or nll.shape[1] == 0:
-        raise UserError(f"per-segment NLLs must be a (lengths, N) array, got shape {nll.shape}")
-    diff = nll - nll[base]  # (lengths, N)
-    r = np.exp(diff.mean(1))
-    boot = np.exp(diff[:, bootstrap_indices(nll.shape[1], seed, n_boot)].mean(-1))  # (lengths, n_boot)
-    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=1)
-    return r, lo, hi
-
-
 # -----------------------------------------------------------------------------
 # a stored model: defaults from its scale, results cached in the run store
 
@@ -248,8 +219,11 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     l_tr = run.train_cfg.l_tr
     lengths = _check_lengths([l_tr * m for m in ev.length_mults] if lengths is None else lengths)
     # the last-token protocol scores N segments; the windowed ones the whole evaluation
-    # region unless a number of windows is given
-    n = _check_n(ev.n_segments if n is None else n) if protocol == "last_token" or n is not None else None
+    # region unless a number of windows is given (n None)
+    if n is not None:
+        n = _check_n(n)
+    elif protocol == "last_token":
+        n = _check_n(ev.n_segments)
     # sliding: a fixed stride, or (None) half of each window, so that the cost of tiling the
     # region stays twice the non-overlapping one at every length
     stride = (ev.stride or "half") if protocol == "sliding" else None

@@ -40,7 +40,7 @@ from tqdm import tqdm
 from . import scales
 from .config import PROTOCOLS
 from .errors import UserError
-from .results import (EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, add_erf_columns, add_ppl_columns, display_table,  # noqa: F401
+from .results import (BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, add_erf_columns, add_ppl_columns, display_table,  # noqa: F401
                       extrapolates, lengths_of, long_form, row_ppl)
 from .scales import FAMILIES
 from .schemes import LEARNABLE, title
@@ -67,7 +67,7 @@ def family_label(family: str, value, l_tr: int | None = None) -> str:
     (rflens.scales.mapped_exponents): "Δ=-6 (paper's -3)"."""
     label = f"{FAMILIES[family].symbol}={_num(value)}"
     if family in ("slope_shift", "same_slope") and l_tr is not None and l_tr != scales.PAPER_L_TR:
-        label += f" (paper's {_num(value + math.log2(scales.PAPER_L_TR / l_tr))})"
+        label += f" (paper's {_num(value - scales.mapped_exponents((0,), l_tr)[0])})"  # the mapping undone
     return label
 
 
@@ -565,12 +565,10 @@ def pilot_table(path=None) -> pd.DataFrame:
     the model (``spec``), ppl(L_tr), r at 2..16 L_tr with the paired interval at 16 L_tr,
     the ERF and the training minutes. ``path`` defaults to ``bench/phenomena.json`` of the
     repository; an empty table when it is missing."""
-    from .storage import package_repo
+    from .storage import package_repo, read_json
 
     path = package_repo() / "bench" / "phenomena.json" if path is None else path
     try:
-        from .storage import read_json
-
         models = list(read_json(path)["models"].values())
     except (OSError, ValueError, KeyError):
         return pd.DataFrame()
@@ -607,7 +605,7 @@ def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:
         missing = sorted(set(PILOT_FAILING + PILOT_STABLE) - set(g["model"]))
         weakest = float(fail["r(16 L_tr) low"].min()) if not fail.empty else math.nan
         rise = float(stable["max r high"].max()) if not stable.empty else math.nan
-        fails = not fail.empty and weakest >= 2.0
+        fails = not fail.empty and weakest >= BREAKS
         flat = stable.empty or rise <= EXTRAPOLATION_TOLERANCE
         rows.append({"R": R, "d": d, "l_tr": l_tr, "tokens": tokens, "minutes per model": g["minutes"].mean(),
                      "failing side: lowest r(16 L_tr) low": weakest, "stable side: highest r high": rise,

@@ -8,6 +8,9 @@ model's own columns (label, scheme, L_tr, ERF, ...). :func:`lengths_of` reads th
 back from the column names and :func:`long_form` turns a wide table into one row per
 (model, L).
 
+r(L) and its interval are computed from the per-segment losses of the last-token protocol
+by :func:`paired_ratio`.
+
 Chi et al. (ACL 2023) call a model extrapolating when its perplexity stays flat beyond
 L_tr. The book fixes that reading once (:func:`extrapolates`): r(L) <= 1.10 for every
 measured L_tr < L <= 16 L_tr, for the upper confidence bound of r wherever the per-segment
@@ -23,9 +26,44 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from .errors import UserError
+
 # "extrapolates": r(L) = ppl(L) / ppl(L_tr) <= 1.10 for every L up to 16 L_tr.
 EXTRAPOLATION_TOLERANCE = 1.10
 EXTRAPOLATION_HORIZON = 16  # in units of L_tr
+# "breaks" (does not extrapolate): r(L) >= 2 at the stated length
+BREAKS = 2.0
+# confidence intervals: percentile bootstrap, 1000 resamples, 95%
+N_BOOTSTRAP = 1000
+CI_LEVEL = 0.95
+
+
+def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
+    """(n_boot, n) resampled segment indices: one draw per replicate, the same for every
+    length and every model evaluated on the same n segments with the same seed."""
+    return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
+
+
+def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_BOOTSTRAP,
+                 level: float = CI_LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """r(L) = ppl(L) / ppl(L_base) and its paired percentile-bootstrap interval.
+
+    ``nll``: (lengths, N) per-segment NLLs of the last-token protocol, the same N tokens at
+    every length. r(L) = exp(mean_i [NLL_i(L) - NLL_i(L_base)]): a mean of per-segment
+    differences, so the interval reflects how consistently the extra context helps or
+    hurts on the same tokens, not how hard the tokens are (which the interval of ppl
+    itself mostly measures). Each replicate resamples the segments once
+    (:func:`bootstrap_indices`) and uses that draw at every length. Returns (r, low, high),
+    each of shape (lengths,).
+    """
+    nll = np.asarray(nll, dtype=np.float64)
+    if nll.ndim != 2 or nll.shape[1] == 0:
+        raise UserError(f"per-segment NLLs must be a (lengths, N) array, got shape {nll.shape}")
+    diff = nll - nll[base]  # (lengths, N)
+    r = np.exp(diff.mean(1))
+    boot = np.exp(diff[:, bootstrap_indices(nll.shape[1], seed, n_boot)].mean(-1))  # (lengths, n_boot)
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=1)
+    return r, lo, hi
 
 
 def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
@@ -41,7 +79,7 @@ def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
     """The criterion: r(L) <= tol for every measured L_tr < L <= horizon * L_tr.
 
     ``ppl`` maps L_ex -> perplexity. With ``upper`` (L_ex -> upper confidence bound of r(L),
-    from :func:`rflens.evaluate.paired_ratio`) the bound must stay within ``tol``, not only the
+    from :func:`paired_ratio`) the bound must stay within ``tol``, not only the
     point value: "stays flat" is then a statement the evaluation sample supports. None when
     ppl(L_tr) or every longer length is missing. A non-finite perplexity (a diverged model)
     counts as a failure.
@@ -58,7 +96,7 @@ def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
 def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATION_HORIZON) -> dict:
     """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row, and, when the
     result holds per-segment NLLs (the last-token protocol), the paired 95% interval of r(L):
-    r_lo@L, r_hi@L (:func:`rflens.evaluate.paired_ratio`)."""
+    r_lo@L, r_hi@L (:func:`paired_ratio`)."""
     lengths = [int(L) for L in res["lengths"]]
     ppl = {L: float(p) for L, p in zip(lengths, res["ppl"])}
     for L, lo, hi in zip(lengths, res.get("ci_low") or [math.nan] * len(ppl), res.get("ci_high") or [math.nan] * len(ppl)):
@@ -70,8 +108,6 @@ def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATIO
         row[f"r@{L}"] = r.get(L, math.nan)
     upper = None
     if res.get("nll_per_segment") is not None and l_tr in lengths:
-        from .evaluate import paired_ratio
-
         _, r_lo, r_hi = paired_ratio(np.asarray(res["nll_per_segment"]), base=lengths.index(l_tr),
                                      seed=int(res.get("seed", 0)))
         for L, lo, hi in zip(lengths, r_lo, r_hi):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import json
 import shutil
@@ -38,8 +39,8 @@ from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig
 from .errors import ConfigError, UserError
 from .storage import read_json, runs_dir, sha256_file, write_json
 
-# Modules whose code decides the trained weights. data.py is left out on purpose: the
-# data fingerprint already identifies the exact token stream, so a change in data.py that
+# Modules whose code decides the trained weights. The data package is left out on purpose:
+# the data fingerprint already identifies the exact token stream, so a change there that
 # changes the tokens changes the key through the fingerprint, and one that does not (a
 # faster loader, a new message) keeps every stored model valid.
 CODE_MODULES = ("model.py", "positional.py", "attention.py", "train.py")
@@ -64,8 +65,8 @@ _code_version_cache: str | None = None
 def code_version() -> str:
     """sha256 of the code that shapes the weights, insensitive to comments and formatting.
 
-    The source is parsed, docstrings are dropped and the syntax tree is hashed; the torch version is included because bitwise results depend
-    on it.
+    The source is parsed, docstrings are dropped and the syntax tree is hashed; the torch
+    version is included because bitwise results depend on it.
     """
     global _code_version_cache
     if _code_version_cache is None:
@@ -137,6 +138,7 @@ def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     return s, model_cfg, data_cfg, train_cfg
 
 
+@functools.cache
 def native_dtype() -> str:
     """"bf16" where training in bf16 is fast (a GPU, or a CPU with AVX512-BF16 or AMX
     instructions), else "fp32": on other CPUs bf16 is emulated and slower than fp32."""
@@ -300,7 +302,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     several = distributed.world_size() > 1 and train
     if several:
         distributed.init()
-    corpus_obj = _prepare_data(data_cfg, progress=progress, distributed=several)
+    corpus_obj = _prepare_data(data_cfg, progress=progress, several=several)
     if corpus_obj.vocab_size > model_cfg.vocab_size:
         raise ConfigError("vocab_size", model_cfg.vocab_size,
                           f"the {data_cfg.corpus} tokenizer has {corpus_obj.vocab_size} tokens; the model needs as many")
@@ -340,16 +342,14 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     return run
 
 
-def _prepare_data(data_cfg: DataConfig, *, progress: bool, distributed: bool):
-    """rflens.data.prepare; under torchrun rank 0 builds first and the others then load."""
+def _prepare_data(data_cfg: DataConfig, *, progress: bool, several: bool):
+    """rflens.data.prepare; with several processes rank 0 builds first and the others then load."""
     from . import data
 
-    if not distributed:
+    if not several:
         return data.prepare(data_cfg, progress=progress)
-    from . import distributed as dist
-
-    corpus_obj = data.prepare(data_cfg, progress=progress) if dist.is_main() else None
-    dist.barrier()
+    corpus_obj = data.prepare(data_cfg, progress=progress) if distributed.is_main() else None
+    distributed.barrier()
     return corpus_obj if corpus_obj is not None else data.prepare(data_cfg, progress=False)
 
 
