@@ -94,6 +94,12 @@ STAGES = {
     "tokens8": (4, 32, "8M", D_MODEL, ["alibi_max"], "move along tokens: 3M -> 8M (budget: one model)"),
     # labelled ablation at the corner (the cheapest configuration): a fixed first token
     "bos": (4, 32, "1M", D_MODEL, ["nope_bos", "win3_bos"], "ablation: fixed first token (id 0) at the corner"),
+    # width: the book's preset must train ~40 models in ~25 minutes on 2 cores; d = 64 trains
+    # ~2x the tokens per second of d = 128 at R = 4. Does a narrower model keep r at equal
+    # tokens, so that the tokens it buys move r as the tokens knob did?
+    "narrow": (4, 32, "1M", 64, ["nope", "alibi_max", "alibi_min", "win1", "win3", "sin_scaled"],
+               "knob: width d 128 -> 64 at the corner"),
+    "narrow3": (4, 32, "3M", 64, ["nope", "alibi_max", "win3"], "width d = 64 at 3M tokens"),
 }
 
 

@@ -30,6 +30,7 @@ def _rflens(*args, env=None):
     (["--scale", "smoke", "--chapters", "03", "-p", "windw=8"], "unknown parameter 'windw'"),
     (["--scale", "smoke", "-p", "scale=tiny"], "--scale"),
     (["--scale", "smoke", "--corpus", "poetry"], "unknown corpus"),
+    (["--scale", "smoke", "--workers", "-1"], "--workers"),
 ])
 def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, tmp_path):
     before = set((ROOT / "_build").glob("*/notebooks/*.ipynb")) if (ROOT / "_build").exists() else set()

@@ -3,6 +3,7 @@ each phenomenon of Chi et al. (ACL 2023)."""
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 
@@ -34,12 +35,12 @@ def test_spec_numbers():
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
     m, t = tiny.model, tiny.train
-    assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 4, 128, 2048, 64, 16, 800)
+    assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (4, 4, 64, 2048, 32, 32, 600)
     assert tiny.data.max_bytes is None and tiny.eval.n_segments == 512 and tiny.eval.erf_samples == 32
-    assert tiny.lengths == [64, 128, 256, 512, 1024]
-    assert tiny.sweeps.slope_shift == (-6, -3, 0, 3, 5)  # the paper's -3 .. 8 at L_tr = 64
-    assert tiny.sweeps.same_slope == (-3, -1, 1, 3, 5)  # the paper's 0 .. 8
-    assert tiny.sweeps.window == (8, 16, 32, 64)
+    assert tiny.lengths == [32, 64, 128, 256, 512]
+    assert tiny.sweeps.slope_shift == (-7, -4, -1, 2, 4)  # the paper's -3 .. 8 at L_tr = 32
+    assert tiny.sweeps.same_slope == (-4, -2, 0, 2, 4)  # the paper's 0 .. 8
+    assert tiny.sweeps.window == (8, 15, 19, 22, 30)  # the paper's R * w / L_tr, 0.94 .. 3.75
     assert tiny.sweeps.d_bar == (32, 64, 128, 256)
     assert tiny.sweeps.sinusoidal_l_tr == (32, 64)
     m, t = small.model, small.train
@@ -63,7 +64,26 @@ def test_window_sweep_straddles_l_tr(name):
     """Section 4: a windowed model extrapolates when its receptive field R * w fits in L_tr."""
     s = scales.get(name)
     fields = [s.model.n_layer * w for w in s.sweeps.window]
-    assert min(fields) < s.train.l_tr < max(fields)
+    assert min(fields) <= s.train.l_tr < max(fields)
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "full"])
+def test_window_grids_keep_the_papers_field_to_l_tr_ratios(name):
+    """R * w / L_tr of every mapped window is the paper's (12 * w / 512) to within the
+    rounding of w to a whole token, and spans the paper's boundary (2.34 .. 2.81)."""
+    s = scales.get(name)
+    R, l_tr = s.model.n_layer, s.train.l_tr
+    paper = [12 * w / 512 for w in scales.PAPER_WINDOW if 12 * w / 512 <= R]
+    ours = [R * w / l_tr for w in s.sweeps.window]
+    assert len(ours) == len(paper)
+    assert all(abs(a - b) <= 0.5 * R / l_tr for a, b in zip(ours, paper))
+    assert min(ours) < 2.34 and max(ours) > 2.81
+
+
+def test_window_mapping():
+    assert scales.mapped_windows(scales.PAPER_WINDOW, 12, 512) == scales.PAPER_WINDOW
+    assert scales.mapped_windows((40, 160, 320), 4, 32) == (8, 30)  # 320 -> 60 > L_tr: left out
+    assert scales.mapped_windows((1,), 4, 32) == (1,)
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "full"])
@@ -136,3 +156,22 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 def test_unknown_preset_names_the_choices():
     with pytest.raises(UserError, match="smoke, tiny, small, full"):
         scales.get("huge")
+
+
+def test_the_books_table_of_presets_states_the_presets():
+    """book/index.md lists every preset's model, vocabulary, L_tr, training and N: those
+    numbers are the presets' own."""
+    text = (Path(__file__).resolve().parents[1] / "book" / "index.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0].strip("`") in scales.SCALES:
+            rows[cells[0].strip("`")] = cells
+    assert set(rows) == set(scales.SCALES)
+    for name, (_, model, vocab, l_tr, training, n, _) in rows.items():
+        s = scales.get(name)
+        assert model == f"{s.model.n_layer}, {s.model.n_head}, {s.model.d_model}"
+        assert vocab.split()[0] == str(s.model.vocab_size)
+        assert l_tr == str(s.train.l_tr)
+        assert training.startswith(f"{s.train.steps:,} steps of batch {s.train.batch_size}")
+        assert n == str(s.eval.n_segments)

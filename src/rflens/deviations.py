@@ -23,6 +23,19 @@ class Deviation:
     paper_value: str | None = None  # its value there
 
 
+def _cpu_presets() -> str:
+    """The CPU presets in one line, read from the presets themselves."""
+    from . import scales
+
+    parts = []
+    for name in ("tiny", "small"):
+        s = scales.get(name)
+        tokens = s.train.steps * s.train.batch_size * s.train.l_tr
+        parts.append(f"{name}: R = {s.model.n_layer}, d = {s.model.d_model}, L_tr = {s.train.l_tr}, "
+                     f"{tokens / 1e6:.1f}M tokens, lr {s.train.lr:g}, {s.train.warmup_frac:.0%} warm-up")
+    return "; ".join(parts)
+
+
 DEVIATIONS: tuple[Deviation, ...] = (
     Deviation(
         "Sinusoidal: token embeddings", "multiplied by sqrt(d) before the positions are added (Vaswani et al.)",
@@ -49,7 +62,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "The same values and gradients while a parameter stays in range; ours keeps the unclamped value, so a "
         "parameter that crossed the bound can come back without a jump. Not a setting."),
     Deviation(
-        "Scale of the CPU presets", "R = 2-4 layers, d = 128, L_tr = 64, ~1M tokens, lr 2e-3, 5% warm-up",
+        "Scale of the CPU presets", _cpu_presets(),
         "R = 12, d = 768, L_tr = 512, 50k steps of 32 x 512 tokens, lr 6e-4, 1% warm-up",
         "What two CPU cores train in the time of a book; the full preset (--scale full) is the paper's "
         "recipe, and every number of it is a --set away (lr, steps, l_tr, n_layer, ...)."),

@@ -198,6 +198,18 @@ def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
     return plan
 
 
+def table2_specs(scale, t1: pd.DataFrame, corpus: str = "prose") -> list[Spec]:
+    """The models Table 2 trains, given Table 1's results: one per failing model that
+    ``sweeps.table2`` lists, with the training length that covers its measured ERF."""
+    sc = get_scale(scale)
+    specs = []
+    for old, over in _table2_plan(sc, t1):
+        fam = FAMILIES[old["family"]]
+        specs.append(make_spec(f'{old["label"]}, L_tr={over["l_tr"]}', fam.pos, corpus,
+                               family=old["family"], value=old["value"], **{fam.setting: old["value"]}, **over))
+    return specs
+
+
 def table2_skipped(scale, t1: pd.DataFrame) -> list[str]:
     """Labels of the Table 1 models of ``sweeps.table2`` that were not retrained because
     they already extrapolate."""
@@ -217,11 +229,9 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
     t1 = table1(scale, corpus, progress=progress, train=train) if t1 is None else t1
     cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "l_tr", "covers_erf", "run_key"]
     rows = []
-    for old, over in _bar(_table2_plan(sc, t1), "Table 2", progress):
-        fam = FAMILIES[old["family"]]
-        fam_pos = fam.pos
-        spec = make_spec(f'{old["label"]}, L_tr={over["l_tr"]}', fam.pos, corpus,
-                         family=old["family"], value=old["value"], **{fam.setting: old["value"]}, **over)
+    for old, spec in _bar(list(zip((row for row, _ in _table2_plan(sc, t1)), table2_specs(sc, t1, corpus))),
+                          "Table 2", progress):
+        fam_pos = FAMILIES[old["family"]].pos
         run = _run(scale, spec, train=train)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
         lengths = sorted(set(lengths_of(t1)) | {l_tr})  # same absolute L_ex, plus the new L_tr
@@ -312,9 +322,11 @@ def corpora_of(scale, corpora=None) -> list[str]:
     return [corpora] if isinstance(corpora, str) else list(corpora)
 
 
-def table3_models(scale, corpora=None) -> list[Spec]:
+def table3_models(scale, corpora=None, seed: int | None = None) -> list[Spec]:
+    """Table 3's models; ``seed``: the same models from another training seed."""
     sc = get_scale(scale)
-    return [make_spec(title(p), p, c, family="table3", value=p)
+    over = {} if seed is None or seed == sc.train.seed else {"seed": int(seed)}
+    return [make_spec(title(p), p, c, family="table3", value=p, **over)
             for c in corpora_of(sc, corpora) for p in sc.sweeps.table3_pos]
 
 
@@ -363,12 +375,15 @@ def speed_ratio(a: list[float], b: list[float], level: float = 0.95, n_boot: int
     return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))
 
 
-def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True,
+           seed: int | None = None) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
-    extrapolates, learnable or not, and training tokens/s (:func:`training_speed`)."""
+    extrapolates, learnable or not, and training tokens/s (:func:`training_speed`).
+    ``seed``: the models trained from another seed (the preset's by default)."""
     rows = []
-    speed = training_speed(scale, list(dict.fromkeys(s.pos for s in table3_models(scale, corpora))), progress=progress)
-    for spec in _bar(table3_models(scale, corpora), "Table 3", progress):
+    specs = table3_models(scale, corpora, seed)
+    speed = training_speed(scale, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
+    for spec in _bar(specs, "Table 3", progress):
         run = _run(scale, spec, train=train)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
                "learnable": spec.pos in LEARNABLE, "l_tr": _l_tr(run), "run_key": run.key}

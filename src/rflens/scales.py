@@ -35,6 +35,7 @@ DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use un
 
 # The paper's grids (Table 1, Chi et al. 2023), all at L_tr = 512 with R = 12 layers.
 PAPER_L_TR = 512
+PAPER_N_LAYER = 12
 PAPER_SLOPE_SHIFT = (-3, 0, 3, 6, 8)  # Table 1(a): Delta
 PAPER_SAME_SLOPE = (0, 2, 4, 6, 8)  # Table 1(b): one exponent h for every head
 PAPER_WINDOW = (40, 80, 100, 120, 160, 320)  # Table 1(c): w
@@ -50,6 +51,23 @@ def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:
     """
     shift = math.log2(PAPER_L_TR / l_tr)
     return tuple(_int_if_whole(v - shift) for v in values)
+
+
+def mapped_windows(values, n_layer: int, l_tr: int) -> tuple[int, ...]:
+    """The paper's window sizes w for a model of ``n_layer`` layers trained at ``l_tr``.
+
+    What decides whether a windowed model can fail is how far its theoretical receptive
+    field R * w reaches beyond the training window: the ratio R * w / L_tr (Section 4; the
+    paper's sweep runs from 0.94 at w = 40 to 7.5 at w = 320, with the boundary between 2.34
+    and 2.81). The mapped w keeps that ratio (rounded to a whole token). A window wider than
+    L_tr does not constrain training at all, so the points whose ratio exceeds R are left out.
+    """
+    out = []
+    for w in values:
+        mapped = max(1, round(w * PAPER_N_LAYER * l_tr / (n_layer * PAPER_L_TR)))
+        if mapped <= l_tr and mapped not in out:
+            out.append(mapped)
+    return tuple(out)
 
 
 def _int_if_whole(v: float):
@@ -189,23 +207,24 @@ def _smoke() -> Scale:
 
 
 def _tiny() -> Scale:
-    vocab = 2048  # the tiny model's embedding (2048 x 128) stays smaller than its layers
-    l_tr = 64
+    vocab = 2048  # the embedding (2048 x d) stays smaller than the layers
+    n_layer, l_tr = 4, 32
     return Scale(
         name="tiny",
-        about="CPU default: the whole book (~37 models) trains, evaluates and builds on 2 cores",
-        model=ModelConfig(n_layer=2, n_head=4, d_model=128, vocab_size=vocab),
+        about="CPU default: the whole book (~38 models) trains, evaluates and builds on 2 cores",
+        # R = 4: the window sweep needs R * w / L_tr well above 2 (the paper's boundary lies
+        # between 2.34 and 2.81) with w <= L_tr, which two layers cannot reach. d = 64 trains
+        # twice the tokens a second of d = 128 at this depth (bench/README.md, the pilot).
+        model=ModelConfig(n_layer=n_layer, n_head=4, d_model=64, vocab_size=vocab),
         data=DataConfig(vocab_size=vocab),  # the full embedded corpora
         train=TrainConfig(
-            l_tr=l_tr,  # L_tr = 64: 16 x L_tr = 1024 is the longest evaluation, still quick on CPU
-            batch_size=16,  # 16 x 64 = 1024 tokens a step
-            # ~820k tokens, ~30 s a model on 2 cores (~35 models: ~20 min for the book).
-            # Measured on prose: 300 steps left the models near a bigram level (last-token
-            # ppl ~180, Sinusoidal not trained at all); 1000 steps reach ppl ~80 for ALiBi
-            # and let Sinusoidal fail beyond L_tr as in the paper. 800 is what the budget allows.
-            steps=800,
+            l_tr=l_tr,  # L_tr = 32: 16 x L_tr = 512 is the longest evaluation
+            batch_size=32,  # 32 x 32 = 1024 tokens a step
+            # ~0.6M tokens a model: what ~38 models in ~25 training minutes on 2 cores allow.
+            # The pilot (bench/README.md) measures what more tokens would show.
+            steps=600,
             lr=2e-3,
-            warmup_frac=0.05,  # 40 steps
+            warmup_frac=0.05,  # 30 steps
             dtype="auto",  # bf16 where the CPU computes it natively, else fp32
             eval_interval=200,
             eval_batches=4,
@@ -215,21 +234,22 @@ def _tiny() -> Scale:
         # rise of a few percent (its paired interval); evaluation is cheap next to training
         eval=EvalConfig(n_segments=512, erf_samples=32, length_mults=(1, 2, 4, 8, 16)),
         sweeps=Sweeps(
-            # Table 1(a) and (b): the paper's exponents mapped to L_tr = 64 (h -> h - 3, so that
-            # slope x L_tr is the paper's): Delta = -6 .. 5 is the paper's -3 .. 8, and one h for
-            # every head from -3 (slope 8, a window of a token or two) to 5 (the paper's h = 8)
+            # Table 1(a) and (b): the paper's exponents mapped to L_tr = 32 (h -> h - 4, so that
+            # slope x L_tr is the paper's): Delta = -7 .. 4 is the paper's -3 .. 8, and one h for
+            # every head from -4 (slope 16: a window of a token) to 4 (the paper's h = 8)
             slope_shift=mapped_exponents(PAPER_SLOPE_SHIFT, l_tr),
             same_slope=mapped_exponents(PAPER_SAME_SLOPE, l_tr),
-            # Table 1(c), Eq. (3): the paper's w / L_tr = 40/512 .. 320/512. With R = 2 the
-            # theoretical receptive field R * w is 16, 32 (< L_tr), 64 (= L_tr) and 128 (> L_tr).
-            window=[8, 16, 32, 64],
+            # Table 1(c): the paper's w = 40 .. 160 at R * w / L_tr = 0.94 .. 3.75 -> w = 8, 15, 19,
+            # 22, 30 (ratios 1.0 .. 3.75); its w = 320 (7.5) would need w > L_tr
+            window=mapped_windows(PAPER_WINDOW, n_layer, l_tr),
             # Figure 10: a larger d_bar windows more strongly; 128 is the paper's value.
             d_bar=[32, 64, 128, 256],
             # Figure 7: Sinusoidal's gradient spikes at absolute position L_tr, for two L_tr.
             sinusoidal_l_tr=[32, 64],
             # Table 2: the widest window and the flattest slopes, if they fail in Table 1, are
             # retrained with an L_tr that covers their measured ERF (and the same tokens a step)
-            table2=[Retrain("window", 64), Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
+            table2=[Retrain("window", mapped_windows(PAPER_WINDOW, n_layer, l_tr)[-1]),
+                    Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
         ),
     )
 
@@ -257,12 +277,12 @@ def _small() -> Scale:
             # the paper's full grids of Table 1, the exponents mapped to L_tr = 128 (h -> h - 2)
             slope_shift=mapped_exponents(PAPER_SLOPE_SHIFT, l_tr),
             same_slope=mapped_exponents(PAPER_SAME_SLOPE, l_tr),
-            # the paper's w = 40..320 at L_tr = 512 scaled by 128/512 (10, 20, 40, 80), plus
-            # w = L_tr; with R = 4 the theoretical field R * w runs from 40 (< L_tr) to 512
-            window=[10, 20, 40, 80, 128],
+            # the paper's w = 40 .. 160 at its R * w / L_tr (0.94 .. 3.75): w = 30 .. 120
+            window=mapped_windows(PAPER_WINDOW, 4, l_tr),
             d_bar=[32, 64, 128, 256],
             sinusoidal_l_tr=[64, 128],
-            table2=[Retrain("window", 80), Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
+            table2=[Retrain("window", mapped_windows(PAPER_WINDOW, 4, l_tr)[-1]),
+                    Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
         ),
     )
 

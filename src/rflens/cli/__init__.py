@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parameter", dest="parameters", action="append", default=[], metavar="NAME=VALUE",
                    help="extra notebook parameter (repeatable); unknown names are rejected")
     p.add_argument("--no-build", action="store_true", help="execute the chapters but do not build the HTML book")
+    p.add_argument("--workers", type=int, default=None,
+                   help="train the book's missing models first, in this many one-thread processes "
+                        "(default: one per core when every chapter runs; 0: train inside the chapters)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from .. import reproduce
+from .. import parallel, reproduce
+from ..errors import UserError
 
 
 def run(args) -> int:
@@ -17,6 +18,15 @@ def run(args) -> int:
     os.environ.update(reproduce.kernel_env())
     os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill
     start = time.time()
+    workers = args.workers
+    if workers is None:  # the whole book: train its models first, in parallel
+        workers = parallel.default_workers() if getattr(args, "chapters", None) is None else 0
+    if workers < 0:
+        raise UserError(f"--workers must be 0 or more, not {workers}")
+    if workers:
+        trained = parallel.train_book(scale, workers=workers, progress=not quiet)
+        if not quiet:
+            tqdm.write(f"{len(trained)} model(s) trained and measured in {workers} worker(s) in {time.time() - start:.0f} s")
     bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
     for key, (path, params) in bar:
         bar.set_postfix_str(path.stem)
