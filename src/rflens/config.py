@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, fields
@@ -75,6 +76,8 @@ class _Settings:
                 v = float(v)
             elif f.name in ints and isinstance(v, float) and v.is_integer():
                 v = int(v)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(f.name, v, "must be a finite number")
             object.__setattr__(self, f.name, v)
 
     def to_dict(self) -> dict:
@@ -265,6 +268,8 @@ class EvalConfig(_Settings):
                 raise ConfigError(name, v, "must be a positive integer")
         _choice("protocol", self.protocol, PROTOCOLS)
         _positive("stride", self.stride, allow_none=True)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise ConfigError("seed", self.seed, "must be an integer in [0, 2^32)")
         if not 0 < self.erf_threshold <= 1:
             raise ConfigError("erf_threshold", self.erf_threshold, "must be in (0, 1]")
 
@@ -306,7 +311,10 @@ def parse_overrides(pairs: list[str] | tuple[str, ...] | None) -> dict[str, dict
     """Parse ``["key=value", ...]`` into ``{"model": {...}, "train": {...}, ...}``.
 
     A key may be bare (``window=32``: found in whichever settings class has it) or
-    qualified (``train.steps=100``). Unknown keys and wrong types raise ConfigError.
+    qualified (``train.steps=100``). A bare key that names a setting of the trained model
+    (model, data or train) is that setting, even where an evaluation setting has the same
+    name (``batch_size``, ``seed``): ``eval.batch_size=...`` names the evaluation's.
+    Unknown keys and wrong types raise ConfigError.
     """
     out: dict[str, dict] = {k: {} for k in SETTINGS}
     for pair in pairs or ():
@@ -322,6 +330,8 @@ def parse_overrides(pairs: list[str] | tuple[str, ...] | None) -> dict[str, dict
         else:
             name = key
             sections = [s for s, cls in SETTINGS.items() if name in {f.name for f in fields(cls)}]
+            if any(s != "eval" for s in sections):
+                sections = [s for s in sections if s != "eval"]
         if not sections:
             known = sorted({f.name for cls in SETTINGS.values() for f in fields(cls)})
             raise ConfigError("--set", key, "unknown setting; known: " + ", ".join(known))

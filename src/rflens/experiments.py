@@ -627,3 +627,22 @@ def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:
                      "missing": ", ".join(missing) or "-",
                      "qualifies": bool(fails and flat and not missing)})
     return pd.DataFrame(rows)
+
+
+def seed_spread(path=None) -> dict[str, pd.DataFrame]:
+    """The second-seed check (``bench/seeds.py``): {"claims": claims 14 and 15 at each seed,
+    "table1": r(16 L_tr) of Table 1's failing side at each seed, "table3": ppl(L_tr) and
+    ppl(16 L_tr) of every Table 3 model at each seed}. Empty tables when it has not run."""
+    from .storage import package_repo, read_json
+
+    path = package_repo() / "bench" / "seeds.json" if path is None else path
+    try:
+        res = read_json(path)
+    except (OSError, ValueError):
+        return {"claims": pd.DataFrame(), "table1": pd.DataFrame(), "table3": pd.DataFrame()}
+    claims_rows = [{"claim": int(cid), "seed": int(seed), "result": v["result"], "measured": v["measured"]}
+                   for cid, by_seed in res["claims"].items() for seed, v in by_seed.items()]
+    t3 = pd.DataFrame(res["table3"]).pivot_table(index=["corpus", "label"], columns="seed",
+                                                 values=["ppl_l_tr", "ppl_top"])
+    return {"claims": pd.DataFrame(claims_rows).set_index(["claim", "seed"]),
+            "table1": pd.DataFrame(res["table1"]).set_index(["label", "seed"]), "table3": t3}

@@ -12,7 +12,8 @@ training, a worker also takes the measurements every chapter reads (last-token p
 the scale's lengths, the receptive field), which the run store caches.
 
 Table 2 retrains the Table 1 models that fail, with an L_tr that covers their measured
-receptive field, so it is planned in a second round, once Table 1 is stored and measured.
+receptive field, so it is planned in a second round, once Table 1 is stored and measured;
+those models are measured by Table 2 itself, at Table 1's lengths.
 """
 
 from __future__ import annotations
@@ -130,5 +131,7 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
     done = run_items(scale, plan, workers=workers, threads=threads, progress=progress, desc=f"models ({scale})")
     t1 = ex.table1(scale, progress=False, train=False)  # stored and measured: reads the cache
     second = [{"pos": s.pos, "corpus": s.corpus, "overrides": s.settings} for s in ex.table2_specs(scale, t1)]
-    done += run_items(scale, second, workers=workers, threads=threads, progress=progress, desc="Table 2")
+    # measured by Table 2 itself, at Table 1's absolute lengths (not at 16 x its own L_tr)
+    done += run_items(scale, second, workers=workers, threads=threads, measure=False, progress=progress,
+                      desc="Table 2")
     return [d for d in done if d["trained"]]

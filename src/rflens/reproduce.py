@@ -99,6 +99,7 @@ def plan(args) -> dict:
     """
     from . import scales
     from .config import CORPORA
+    from .notebook import check_parameters
 
     scale = args.scale
     scales.get(scale)  # UserError on an unknown scale
@@ -128,6 +129,7 @@ def plan(args) -> dict:
         if corpus is not None and "corpus" in names:
             params["corpus"] = corpus
         params.update({k: v for k, v in extra.items() if k in names})
+        check_parameters(**{k: v for k, v in params.items() if k != "scale"})  # the chapter's own check
         out[key] = (available[key], params)
     return {"scale": scale, "chapters": out}
 

@@ -27,6 +27,7 @@ import functools
 import hashlib
 import json
 import shutil
+import sys
 import time
 from dataclasses import fields
 from importlib import metadata
@@ -45,6 +46,7 @@ from .storage import read_json, runs_dir, sha256_file, write_json
 # faster loader, a new message) keeps every stored model valid.
 CODE_MODULES = ("model.py", "positional.py", "attention.py", "train.py")
 KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collisions among a few thousand runs
+FAILED = "failed.json"  # in a run folder whose training raised: the error
 
 
 # ----------------------------------------------------------------------------- keys
@@ -190,12 +192,16 @@ class Run:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.key = self.path.name
-        cfg = read_json(self.path / "config.json")
-        self.config = cfg
-        self.scale: str = cfg["scale"]
-        self.model_cfg = ModelConfig.from_dict(cfg["model"])
-        self.data_cfg = DataConfig.from_dict(cfg["data"])
-        self.train_cfg = TrainConfig.from_dict(cfg["train"])
+        try:
+            cfg = read_json(self.path / "config.json")
+            self.config = cfg
+            self.scale: str = cfg["scale"]
+            self.model_cfg = ModelConfig.from_dict(cfg["model"])
+            self.data_cfg = DataConfig.from_dict(cfg["data"])
+            self.train_cfg = TrainConfig.from_dict(cfg["train"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise UserError(f"stored run {self.path} has an unreadable config.json ({type(err).__name__}): "
+                            f"remove the folder and train the model again") from None
         self.data_fingerprint: str = cfg["data_fingerprint"]
         self._metrics: dict | None = None
         self._corpus = None
@@ -217,7 +223,15 @@ class Run:
     @property
     def metrics(self) -> dict:
         if self._metrics is None:
-            self._metrics = read_json(self.path / "metrics.json")
+            try:
+                metrics = read_json(self.path / "metrics.json")
+            except (OSError, ValueError) as err:
+                raise UserError(f"stored run {self.path} has an unreadable metrics.json ({type(err).__name__}): "
+                                f"train it again with `{self.command} --retrain`") from None
+            if not isinstance(metrics, dict):
+                raise UserError(f"stored run {self.path} has a metrics.json that is not an object: "
+                                f"train it again with `{self.command} --retrain`")
+            self._metrics = metrics
         return self._metrics
 
     @property
@@ -226,10 +240,24 @@ class Run:
         changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
         return train_command(self.scale, self.pos, self.data_cfg.corpus, changed)
 
+    def manifest(self) -> dict[str, str]:
+        """{file: sha256} of the manifest, which must vouch for the weights and the settings;
+        UserError naming the fix if it is unreadable or does not."""
+        fix = f"train it again with `{self.command} --retrain`"
+        try:
+            digests = read_json(self.path / "manifest.json")["sha256"]
+            listed = set(digests)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise UserError(f"stored run {self.path} has an unreadable manifest.json ({type(err).__name__}): {fix}") from None
+        missing = sorted({training.WEIGHTS, "config.json"} - listed)
+        if missing or not all(isinstance(v, str) for v in digests.values()):
+            raise UserError(f"stored run {self.path} has a manifest without {', '.join(missing) or 'valid digests'}: {fix}")
+        return digests
+
     def verify(self) -> None:
         """Check every stored file against the manifest; UserError naming the fix if not."""
-        manifest = read_json(self.path / "manifest.json")
-        for name, digest in manifest["sha256"].items():
+        fix = f"train it again with `{self.command} --retrain`"
+        for name, digest in self.manifest().items():
             p = self.path / name
             if not p.is_file() or sha256_file(p) != digest:
                 raise UserError(f"stored run {self.path} is corrupted ({name} fails its sha256 check): "
@@ -263,16 +291,37 @@ class Run:
         digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
         path = self.path / "results" / f"{safe}-{digest}.json"
-        if path.is_file():
+        wanted = json.loads(json.dumps(params, default=str))
+
+        def stored():
+            if path.is_file():
+                try:
+                    entry = read_json(path)
+                    if entry.get("params") == wanted:
+                        return entry["result"]
+                except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                    pass  # an unreadable cache entry is recomputed
+            return None
+
+        hit = stored()
+        if hit is not None:
+            return hit
+        with contextlib.ExitStack() as stack:
             try:
-                stored = read_json(path)
-                if stored.get("params") == json.loads(json.dumps(params, default=str)):
-                    return stored["result"]
-            except (OSError, ValueError):
-                pass  # an unreadable cache entry is recomputed
-        result = compute()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, {"name": name, "params": params, "result": result, "created": time.time()})
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # two identical requests compute once
+                stack.enter_context(storage.locked(path.with_name(f".{path.name}.lock")))
+            except OSError:
+                pass  # a store we cannot write: compute, and hand the result back uncached
+            hit = stored()
+            if hit is not None:
+                return hit
+            result = compute()
+            try:
+                write_json(path, {"name": name, "params": params, "result": result, "created": time.time()})
+            except OSError as err:
+                print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})",
+                      file=sys.stderr)
         return json.loads(json.dumps(result, default=str))  # the same types as a later cache hit
 
 
@@ -336,7 +385,13 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                     "train": train_cfg.to_dict(), "data_fingerprint": corpus_obj.fingerprint,
                     "code_version": code_version(), "command": command, "created": time.time()})
         distributed.barrier()  # the other ranks wait until rank 0 has laid out the folder
-        training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
+        (path / FAILED).unlink(missing_ok=True)
+        try:
+            training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
+        except Exception as err:  # marked, so that the store lists it as failed (a kill leaves it resumable)
+            if main:
+                write_json(path / FAILED, {"error": f"{type(err).__name__}: {err}", "time": time.time()})
+            raise
     run = Run(path)
     run._corpus, run.reused = corpus_obj, False
     return run
@@ -355,6 +410,48 @@ def _prepare_data(data_cfg: DataConfig, *, progress: bool, several: bool):
 
 # ----------------------------------------------------------------------------- listing
 
+def _row(run: Run) -> dict:
+    path = run.path
+    row = {"key": run.key, "pos": run.pos, "scale": run.scale, "corpus": run.data_cfg.corpus,
+           "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
+           "steps": run.train_cfg.steps, "size_bytes": storage.dir_size(path)}
+    if is_complete(path):
+        run.manifest()  # its structure (the digests are checked when the model is used)
+        m = run.metrics
+        row.update(status="complete", final_loss=m.get("val_loss"), train_loss=m.get("final_train_loss"),
+                   tokens_per_s=m.get("tokens_per_s"), train_seconds=m.get("train_seconds"))
+    elif (path / FAILED).is_file():
+        row.update(status="failed", error=read_json(path / FAILED).get("error", "?"), final_loss=None)
+    else:
+        ck = path / "checkpoint.json"
+        step = read_json(ck)["step"] if ck.is_file() else 0
+        row.update(status=f"in progress ({step}/{run.train_cfg.steps})", final_loss=None)
+    return row
+
+
+def clean(root: Path | None = None) -> list[dict]:
+    """Remove the run folders that can never complete: failed ones, damaged ones, and
+    ones that hold neither a finished model nor a checkpoint to resume (a training that
+    died before its first checkpoint). A folder whose training holds its lock is kept.
+    Returns the rows of what was removed."""
+    from filelock import FileLock, Timeout
+
+    root = Path(root) if root is not None else runs_dir()
+    removed = []
+    for row in list_runs(root):
+        path = root / row["key"]
+        stale = row["status"].startswith("in progress") and not any(path.glob("checkpoint*"))
+        if row["status"] in ("failed", "damaged") or stale:
+            try:
+                with FileLock(str(root / f".{row['key']}.lock"), timeout=0):
+                    shutil.rmtree(path)
+            except Timeout:
+                continue  # being trained right now
+            (root / f".{row['key']}.lock").unlink(missing_ok=True)
+            removed.append(row)
+    return removed
+
+
 def list_runs(root: Path | None = None) -> list[dict]:
     """One row per stored run: scheme, settings, scale, corpus, steps, losses, size."""
     root = Path(root) if root is not None else runs_dir()
@@ -363,20 +460,9 @@ def list_runs(root: Path | None = None) -> list[dict]:
         return rows
     for path in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.json").is_file()):
         try:
-            run = Run(path)
-        except (OSError, ValueError, KeyError, UserError):
-            rows.append({"key": path.name, "status": "unreadable", "size_bytes": storage.dir_size(path)})
-            continue
-        row = {"key": run.key, "pos": run.pos, "scale": run.scale, "corpus": run.data_cfg.corpus,
-               "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
-               "steps": run.train_cfg.steps, "size_bytes": storage.dir_size(path)}
-        if is_complete(path):
-            m = run.metrics
-            row.update(status="complete", final_loss=m.get("val_loss"), train_loss=m.get("final_train_loss"),
-                       tokens_per_s=m.get("tokens_per_s"), train_seconds=m.get("train_seconds"))
-        else:
-            ck = path / "checkpoint.json"
-            step = read_json(ck)["step"] if ck.is_file() else 0
-            row.update(status=f"in progress ({step}/{run.train_cfg.steps})", final_loss=None)
-        rows.append(row)
+            rows.append(_row(Run(path)))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError) as err:
+            # one damaged run is marked, and the others are still listed
+            rows.append({"key": path.name, "status": "damaged", "error": str(err) or type(err).__name__,
+                         "size_bytes": storage.dir_size(path)})
     return rows

@@ -91,9 +91,17 @@ def atomic_path(path) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         yield tmp
+        os.chmod(tmp, _file_mode())  # some writers create their files 0600: give it the usual mode
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _file_mode() -> int:
+    """The mode ``open`` gives a new file here: 0666 less the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_bytes(path, data: bytes) -> None:

@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help=COMMANDS["runs"], description=COMMANDS["runs"])
     p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.add_argument("--clean", action="store_true",
+                   help="remove failed, damaged and stale runs (ones with nothing to resume), then list")
 
     p = sub.add_parser("evaluate", help=COMMANDS["evaluate"], description=COMMANDS["evaluate"])
     _add_model_selectors(p)
@@ -104,6 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def os_error_line(err: OSError) -> str:
+    """One line for a fault of the file system, naming the path and the fix."""
+    import errno
+
+    path = err.filename or "?"
+    what = err.strerror or type(err).__name__
+    if err.errno == errno.ENOSPC:
+        fix = "free some space, or point RFLENS_RUNS / RFLENS_DATA at a larger disk"
+    elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "make it writable, or point RFLENS_RUNS / RFLENS_DATA at a folder you can write"
+    elif err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        fix = "a file stands where a folder is needed (or the reverse): move it, or point RFLENS_RUNS / RFLENS_DATA elsewhere"
+    else:
+        fix = "check the path"
+    return f"{what}: {path}: {fix}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -115,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(args) or 0)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a disk or permission fault: the path and what to do, in one line
+        print(f"error: {os_error_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -28,7 +28,13 @@ def run(args) -> int:
     """
     if args.heads is None or args.heads <= 0:
         raise UserError(f"--heads must be a positive integer, got {args.heads}")
-    over = parse_overrides(args.overrides)["model"]
+    sections = parse_overrides(args.overrides)
+    other = [f"{section}.{name}" for section, values in sections.items() if section != "model" for name in values
+             if name not in sections["model"]]
+    if other:
+        raise UserError(f"--set {other[0]} does not change a bias at initialisation: bias takes model settings only "
+                        "(e.g. --set slope_shift=2)")
+    over = sections["model"]
     for fixed in ("pos", "n_head"):
         if fixed in over:
             raise UserError(f"set {fixed} with --{'pos' if fixed == 'pos' else 'heads'}, not --set")

@@ -9,6 +9,13 @@ from .common import emit
 
 
 def run(args) -> int:
+    from .. import scales
+    from ..config import CORPORA
+    from ..errors import UserError
+
+    scales.get(args.scale)  # one line for an unknown scale, before anything is computed or written
+    if args.corpus not in CORPORA:
+        raise UserError(f"unknown corpus {args.corpus!r}: choose one of {', '.join(CORPORA)}")
     board = claims.scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
     if getattr(args, "json", False):
         emit(json.dumps(board, indent=2, default=claims.jsonable))

@@ -24,8 +24,11 @@ def select_run(args):
     from ..config import parse_overrides
     from ..evaluate import eval_config
 
+    from ..config import EvalConfig
+
     sections = parse_overrides(args.overrides)
     ev_overrides = sections.pop("eval")
+    EvalConfig().replace(**ev_overrides)  # a bad evaluation setting is one line, before any training
     run = runs.get_run(args.scale, args.pos, args.corpus, {k: v for k, v in sections.items() if v},
                        progress=not args.quiet)
     ev = eval_config(run)

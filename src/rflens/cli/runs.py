@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..runs import list_runs
+from ..runs import clean, list_runs
 from ..storage import runs_dir
 from .common import emit
 
@@ -18,6 +18,9 @@ def _size(n: float) -> str:
 
 
 def run(args) -> int:
+    if getattr(args, "clean", False):
+        for r in clean():
+            emit(f"removed {r['key']} ({r['status']})")
     rows = list_runs()
     if getattr(args, "json", False):
         emit(json.dumps(rows, indent=1))
@@ -31,7 +34,7 @@ def run(args) -> int:
         settings = " ".join(f"{k}={v}" for k, v in sorted(r.get("settings", {}).items())) or "-"
         loss = r.get("final_loss")
         table.append((r["key"], r.get("pos", "?"), settings, r.get("scale", "?"), r.get("corpus", "?"),
-                      str(r.get("steps", "?")), f"{loss:.3f}" if loss is not None else "-",
+                      str(r.get("steps", "?")), f"{loss:.3f}" if isinstance(loss, (int, float)) else "-",
                       _size(r["size_bytes"]), r["status"]))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]

@@ -1,0 +1,200 @@
+"""Commands that must work on any valid setting, and refuse every invalid one in one line
+(exit 2, no traceback, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from rflens import runs
+from rflens.cli import main
+from rflens.config import ModelConfig, TrainConfig, parse_overrides
+from rflens.errors import ConfigError, UserError
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    return tmp_path / "runs"
+
+
+def one_line_error(capsys, *argv) -> str:
+    code = main(list(argv))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+@pytest.mark.slow
+def test_a_model_with_non_default_training_settings_can_be_evaluated(store, capsys):
+    assert main(["evaluate", "--scale", "smoke", "--set", "l_tr=8", "--set", "steps=5", "--lengths", "16",
+                 "--n", "4", "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["lengths"] == [16] and out["l_tr"] == 8
+
+
+def test_a_bare_training_key_is_a_training_setting_even_where_evaluation_has_one_of_its_name():
+    sections = parse_overrides(["batch_size=4", "seed=1", "n_segments=8"])
+    assert sections["train"] == {"batch_size": 4, "seed": 1}
+    assert sections["eval"] == {"n_segments": 8}
+    assert parse_overrides(["eval.batch_size=2"])["eval"] == {"batch_size": 2}
+    _, _, _, t = runs.resolve("smoke", "alibi", "prose", {k: v for k, v in sections.items() if k != "eval"})
+    assert (t.batch_size, t.seed) == (4, 1)
+
+
+def test_claims_on_an_unknown_scale_writes_nothing(store, capsys):
+    assert "unknown scale" in one_line_error(capsys, "claims", "--scale", "nosuch")
+    assert not list(store.parent.rglob("scoreboard-nosuch*"))
+
+
+def test_bias_refuses_settings_it_would_ignore(capsys):
+    assert "does not change a bias" in one_line_error(capsys, "bias", "--pos", "alibi", "--set", "steps=5")
+
+
+@pytest.mark.parametrize("pair", ["lr=nan", "lr=inf", "slope_shift=nan", "same_slope=inf", "warmup_frac=-inf"])
+def test_non_finite_numbers_are_config_errors(pair, store, capsys):
+    assert "finite" in one_line_error(capsys, "train", "--scale", "smoke", "--set", pair)
+    assert not store.exists() or not any(store.iterdir())  # no orphan run folder
+    with pytest.raises(ConfigError, match="finite"):
+        runs.resolve("smoke", "alibi", "prose", {k: v for k, v in parse_overrides([pair]).items() if k != "eval"})
+
+
+def test_non_finite_numbers_are_refused_from_python_too():
+    with pytest.raises(ConfigError, match="finite"):
+        ModelConfig(pos="alibi", slope_shift=float("nan"))
+    with pytest.raises(ConfigError, match="finite"):
+        TrainConfig(lr=float("inf"))
+
+
+def test_bias_json_never_turns_nan_into_minus_infinity(capsys):
+    assert "finite" in one_line_error(capsys, "bias", "--pos", "alibi", "--set", "same_slope=nan", "--json")
+
+
+def test_a_negative_evaluation_seed_is_one_line_before_anything_trains(store, capsys):
+    assert "seed" in one_line_error(capsys, "evaluate", "--scale", "smoke", "--set", "eval.seed=-1")
+    assert not store.exists() or not any(store.iterdir())
+
+
+@pytest.mark.slow
+def test_stored_weights_get_the_usual_file_mode(store):
+    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    expected = 0o666 & ~_umask()
+    for name in ("model.safetensors", "config.json", "metrics.json", "manifest.json"):
+        assert stat.S_IMODE(os.stat(run.path / name).st_mode) == expected, name
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_user_errors_are_the_ones_the_cli_turns_into_one_line():
+    assert issubclass(ConfigError, UserError)
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"scale": 7}, "scale=7"), ({"corpus": 5}, "corpus=5"), ({"progress": "maybe"}, "progress='maybe'"),
+    ({"corpora": "poetry"}, "corpora"), ({"mfu": 2.0}, "mfu"), ({"n_head": 0}, "n_head"), ({"windw": 8}, "windw"),
+])
+def test_chapter_parameters_are_checked_by_value(params, words):
+    from rflens.notebook import check_parameters
+
+    with pytest.raises(UserError, match=words):
+        check_parameters(**params)
+
+
+def test_reproduce_checks_parameter_values_before_anything_runs(capsys):
+    assert "progress='maybe'" in one_line_error(capsys, "reproduce", "--scale", "smoke", "--chapters", "03",
+                                                "-p", "progress=maybe")
+
+
+def test_two_identical_measurements_at_once_compute_once(store):
+    import threading
+    import time
+
+    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        time.sleep(0.3)
+        return {"value": 1}
+
+    threads = [threading.Thread(target=run.cached, args=("probe", {"p": 1}, compute)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and run.cached("probe", {"p": 1}, compute) == {"value": 1} and len(calls) == 1
+
+
+@pytest.mark.parametrize("name, text", [
+    ("manifest.json", "{not json"), ("manifest.json", '{"sha256": {}}'), ("manifest.json", "[]"),
+    ("config.json", "{"), ("metrics.json", "null"), ("metrics.json", "{oops"),
+])
+def test_a_damaged_run_file_is_one_line_and_the_store_still_lists(name, text, store, capsys):
+    good = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    bad = runs.get_run("smoke", "alibi", "prose", steps=4, progress=False)
+    (bad.path / name).write_text(text)
+    listed = {r["key"]: r for r in runs.list_runs()}
+    assert listed[good.key]["status"] == "complete"
+    if name != "metrics.json":  # a damaged metrics file does not stop the run being found (its weights check)
+        assert listed[bad.key]["status"] == "damaged"
+        assert main(["evaluate", "--scale", "smoke", "--set", "steps=4", "--lengths", "16", "--n", "2", "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(bad.path) in err[0]
+    else:
+        assert listed[bad.key]["status"] == "damaged"
+    assert main(["runs"]) == 0 and good.key in capsys.readouterr().out
+
+
+def test_a_failed_training_is_listed_as_failed_and_cleaned(store, monkeypatch, capsys):
+    from rflens import train as training
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("loss is nan at step 3")
+
+    monkeypatch.setattr(training, "train", boom)
+    with pytest.raises(RuntimeError):
+        runs.get_run("smoke", "alibi", "prose", steps=5, progress=False)
+    monkeypatch.undo()
+    monkeypatch.setenv("RFLENS_RUNS", str(store))
+    monkeypatch.setenv("RFLENS_DATA", str(store.parent / "data"))
+    good = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    (row,) = [r for r in runs.list_runs() if r["key"] != good.key]
+    assert row["status"] == "failed" and "loss is nan" in row["error"]
+    assert main(["runs", "--clean"]) == 0
+    out = capsys.readouterr().out
+    assert f"removed {row['key']} (failed)" in out and good.key in out
+    assert [r["key"] for r in runs.list_runs()] == [good.key]
+
+
+def test_a_store_that_cannot_be_written_still_prints_the_result(store, monkeypatch, capsys):
+    import errno
+
+    runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+
+    def read_only(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(runs, "write_json", read_only)
+    assert main(["evaluate", "--scale", "smoke", "--set", "steps=3", "--lengths", "16", "--n", "2", "--json",
+                 "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["lengths"] == [16] and "could not be cached" in captured.err
+
+
+@pytest.mark.parametrize("variable", ["RFLENS_RUNS", "RFLENS_DATA"])
+def test_a_store_path_that_is_a_file_is_one_line(variable, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(variable, str(blocker / "sub"))
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--set", "steps=2", "--quiet")
+    assert "blocker" in line and "RFLENS" in line
