@@ -34,7 +34,7 @@ def failing_side(sc) -> list[tuple[str, str, dict]]:
     out = []
     for family, fam in ex.FAMILIES.items():
         values = getattr(sc.sweeps, family)
-        v = min(values) if family == "same_slope" else max(values)  # flattest slopes, widest window
+        v = max(values)  # the flattest slopes (largest Delta, largest shared h), the widest window
         out.append((ex.family_label(family, v, sc.train.l_tr), fam.pos, {fam.setting: v}))
     return out
 

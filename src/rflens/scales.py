@@ -220,8 +220,10 @@ def _tiny() -> Scale:
         train=TrainConfig(
             l_tr=l_tr,  # L_tr = 32: 16 x L_tr = 512 is the longest evaluation
             batch_size=32,  # 32 x 32 = 1024 tokens a step
-            # ~0.6M tokens a model: what ~38 models in ~25 training minutes on 2 cores allow.
-            # The pilot (bench/README.md) measures what more tokens would show.
+            # 0.6M tokens a model: what the book's budget allows (its 38 models train and are
+            # measured in 28 minutes by two one-thread workers on 2 cores; the whole `make book`
+            # from a fresh clone took 38 minutes). The pilot (bench/README.md) measures what
+            # more tokens would show.
             steps=600,
             lr=2e-3,
             warmup_frac=0.05,  # 30 steps
