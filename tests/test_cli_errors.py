@@ -198,3 +198,70 @@ def test_a_store_path_that_is_a_file_is_one_line(variable, tmp_path, monkeypatch
     monkeypatch.setenv(variable, str(blocker / "sub"))
     line = one_line_error(capsys, "train", "--scale", "smoke", "--set", "steps=2", "--quiet")
     assert "blocker" in line and "RFLENS" in line
+
+
+def test_a_diverged_training_stops_with_the_step_and_stores_nothing_complete(store):
+    with pytest.raises(UserError, match=r"diverged: the (training|validation) loss is (nan|inf) at step \d+"):
+        runs.get_run("smoke", "alibi", "prose", lr=1e30, steps=20, progress=False)
+    (row,) = runs.list_runs()
+    assert row["status"] == "failed" and "diverged" in row["error"]
+    assert not (store / row["key"] / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("edit", ["ppl", "{}", "null", "[]"])
+def test_an_edited_or_damaged_result_is_recomputed_not_trusted(edit, store, capsys):
+    from rflens import evaluate
+
+    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    first = evaluate.perplexity(run, lengths=[16], n=4, progress=False)
+    (path,) = (run.path / "results").glob("perplexity*.json")
+    if edit == "ppl":
+        entry = json.loads(path.read_text())
+        entry["result"]["ppl"][0] = 1.0
+        path.write_text(json.dumps(entry))
+    else:
+        path.write_text(edit)
+    again = evaluate.perplexity(run, lengths=[16], n=4, progress=False)
+    assert again["ppl"] == first["ppl"] and again["ppl"][0] != 1.0
+    if edit == "ppl":
+        assert "fails its checksum" in capsys.readouterr().err
+
+
+def test_a_finished_run_holds_only_what_it_needs(store):
+    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    (run.path / "checkpoint-2.pt").write_bytes(b"left by a kill")
+    (run.path / ".model.safetensors.123.tmp").write_bytes(b"half")
+    again = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    assert again.reused and not list(run.path.glob("checkpoint*")) and not list(run.path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["evaluate", "--scale", "smoke", "--lengths", "16", "--n", "100000000", "--quiet"], "segments"),
+    (["bias", "--pos", "alibi", "--length", "100000000"], "bias over"),
+    (["train", "--scale", "smoke", "--set", "l_tr=30000", "--quiet"], "training step"),
+    (["erf", "--scale", "smoke", "--length", "1000000", "--quiet"], "receptive field"),
+])
+def test_a_command_that_would_not_fit_in_memory_is_refused_before_it_allocates(argv, words, store, monkeypatch,
+                                                                              capsys):
+    from rflens import resources
+
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2 * 10**9)  # a 2 GB machine
+    line = one_line_error(capsys, *argv)
+    assert words in line and "GB" in line
+
+
+@pytest.mark.slow
+def test_the_memory_limit_of_the_process_is_honoured(store):
+    """Under an address-space limit (``ulimit -v``), a command that would need more is one
+    line, not a MemoryError traceback."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (12 * 10**9, 12 * 10**9))
+
+    proc = subprocess.run([sys.executable, "-m", "rflens", "bias", "--pos", "alibi", "--length", "1000000000"],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "bias over" in lines[0], proc.stderr

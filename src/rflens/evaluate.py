@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from . import resources
 from .config import PROTOCOLS, ConfigError, EvalConfig
 from .errors import UserError
 from .results import CI_LEVEL, N_BOOTSTRAP
@@ -229,6 +230,10 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     stride = (ev.stride or "half") if protocol == "sliding" else None
     params = {"protocol": protocol, "lengths": lengths, "n": n, "seed": ev.seed, "stride": stride,
               "version": EVAL_VERSION}
+    if n is not None:
+        resources.check(resources.evaluation_bytes(n, max(lengths), len(lengths), ev.batch_size, run.model_cfg),
+                        f"evaluating {n:,} segments of up to {max(lengths):,} tokens",
+                        "ask for fewer segments (--n) or shorter lengths (--lengths)")
 
     def compute() -> dict:
         t0 = time.perf_counter()

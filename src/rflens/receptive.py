@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from . import resources
 from .config import EvalConfig
 from .errors import UserError
 
@@ -149,6 +150,9 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
         raise UserError(f"the ERF threshold must be in (0, 1], e.g. 0.99; got {threshold!r}")
     length, n = int(length), int(n)
     params = {"length": length, "n": n, "seed": ev.seed, "version": ERF_VERSION}
+    # every sample is a forward and backward pass over the whole segment
+    resources.check(resources.training_step_bytes(run.model_cfg, 1, length) + 8 * n * (length + 1),
+                    f"the receptive field over {length:,} tokens", "use a shorter --length")
 
     def compute() -> dict:
         t0 = time.perf_counter()

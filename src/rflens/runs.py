@@ -298,7 +298,10 @@ class Run:
                 try:
                     entry = read_json(path)
                     if entry.get("params") == wanted:
-                        return entry["result"]
+                        if entry.get("sha256") == _digest(entry["result"]):
+                            return entry["result"]
+                        print(f"warning: {path} fails its checksum (edited or damaged): recomputing it",
+                              file=sys.stderr)
                 except (OSError, ValueError, KeyError, TypeError, AttributeError):
                     pass  # an unreadable cache entry is recomputed
             return None
@@ -318,11 +321,18 @@ class Run:
                 return hit
             result = compute()
             try:
-                write_json(path, {"name": name, "params": params, "result": result, "created": time.time()})
+                result = json.loads(json.dumps(result, default=str))  # what a later read returns
+                write_json(path, {"name": name, "params": params, "result": result, "sha256": _digest(result),
+                                  "created": time.time()})
             except OSError as err:
                 print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})",
                       file=sys.stderr)
         return json.loads(json.dumps(result, default=str))  # the same types as a later cache hit
+
+
+def _digest(result) -> str:
+    """sha256 of a cached result's canonical JSON: an edited or damaged entry is recomputed."""
+    return hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()
 
 
 def is_complete(path: Path) -> bool:
@@ -357,10 +367,13 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                           f"the {data_cfg.corpus} tokenizer has {corpus_obj.vocab_size} tokens; the model needs as many")
     key = run_key(model_cfg, data_cfg, train_cfg, corpus_obj.fingerprint)
     path = runs_dir() / key
+    main_process = distributed.is_main()
 
     def stored() -> Run:
         run = Run(path)
         run.verify()  # a corrupted file is reported (with the fix), never loaded
+        if main_process:
+            training.tidy(path)
         run._corpus, run.reused = corpus_obj, True
         return run
 
@@ -371,6 +384,13 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
     if not retrain:
         training.read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work
+    if not _cuda_available():  # on a GPU the step lives in device memory, which this does not see
+        from . import resources
+
+        per_rank = max(1, train_cfg.batch_size // distributed.world_size())
+        resources.check(resources.training_step_bytes(model_cfg, per_rank, train_cfg.l_tr),
+                        f"a training step of {per_rank} x {train_cfg.l_tr} tokens",
+                        "lower --set l_tr or --set batch_size")
     main = distributed.is_main()
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited

@@ -139,9 +139,28 @@ def _save_checkpoint(out_dir: Path, state: dict, step: int) -> None:
 
 
 def _remove_checkpoints(out_dir: Path) -> None:
+    """The training state of a finished run, and temporary files a killed writer left."""
     (out_dir / CHECKPOINT_POINTER).unlink(missing_ok=True)
-    for old in out_dir.glob("checkpoint-*.pt"):
+    for old in [*out_dir.glob("checkpoint-*.pt"), *out_dir.glob(".*.tmp")]:
         old.unlink(missing_ok=True)
+
+
+def tidy(out_dir: Path) -> None:
+    """A complete run holds only what it needs: remove what a kill between the manifest and
+    the clean-up left behind (checkpoints, temporary files)."""
+    try:
+        if any(out_dir.glob("checkpoint*")) or any(out_dir.glob(".*.tmp")):
+            _remove_checkpoints(out_dir)
+    except OSError:
+        pass  # a store we may not write: the leftovers stay, the run is still complete
+
+
+def _check_finite(losses: list[float], first_step: int, what: str = "training loss") -> None:
+    """UserError naming the step when a loss is NaN or infinite: the run has diverged."""
+    for i, value in enumerate(losses):
+        if not math.isfinite(value):
+            raise UserError(f"training diverged: the {what} is {value} at step {first_step + i}; "
+                            "nothing was stored as complete; try a lower learning rate (--set lr=...)")
 
 
 # ----------------------------------------------------------------------------- training steps
@@ -334,7 +353,9 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
         done = step + 1
         if len(pending) >= flush_every or done == cfg.steps or (cfg.ckpt_interval and done % cfg.ckpt_interval == 0) \
                 or (cfg.eval_interval and done % cfg.eval_interval == 0):
-            state.train_loss.extend(distributed.all_mean(pending))
+            fetched = distributed.all_mean(pending)
+            _check_finite(fetched, done - len(fetched) + 1)  # before any checkpoint keeps a diverged state
+            state.train_loss.extend(fetched)
             pending = []
             bar.set_postfix(loss=f"{state.train_loss[-1]:.3f}",
                             tok_s=f"{tokens_per_step * (done - start) / (session + time.perf_counter() - t0):,.0f}",
@@ -352,6 +373,7 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
     bar.close()
 
     val_loss = validate(model, val, val_batch, autocast, device)
+    _check_finite([val_loss], cfg.steps, "validation loss")
     if not state.val_curve or state.val_curve[-1][0] != cfg.steps:
         state.val_curve.append([cfg.steps, val_loss])
     state.elapsed = elapsed_before + time.perf_counter() - t_start

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+from .. import resources
 from ..config import ModelConfig, parse_overrides
 from ..errors import UserError
 from ..positional import last_query_bias
@@ -40,6 +41,11 @@ def run(args) -> int:
             raise UserError(f"set {fixed} with --{'pos' if fixed == 'pos' else 'heads'}, not --set")
     over.setdefault("d_model", args.heads * 8)  # any size divisible by H: the bias does not depend on d
     cfg = ModelConfig(**{**over, "pos": args.pos, "n_head": args.heads})
+    if args.length is None or args.length <= 0:
+        raise UserError(f"--length must be a positive integer, got {args.length}")
+    # the bias table and the distances it is computed from, a few float32 copies of (H, L)
+    resources.check(16.0 * cfg.n_head * args.length, f"a bias over {args.length:,} distances",
+                    "use a shorter --length")
     bias = last_query_bias(cfg, args.length)  # (H, L)
     if args.json:
         rows = {str(h): [_json_value(v) for v in bias[h].tolist()] for h in range(cfg.n_head)}
