@@ -241,7 +241,8 @@ class Run:
         return train_command(self.scale, self.pos, self.data_cfg.corpus, changed)
 
     def manifest(self) -> dict[str, str]:
-        """{file: sha256} of the manifest, which must vouch for the weights and the settings;
+        """{file: sha256} of the manifest, which must vouch for the weights, the settings and the
+        metrics;
         UserError naming the fix if it is unreadable or does not."""
         fix = f"train it again with `{self.command} --retrain`"
         try:
@@ -249,15 +250,18 @@ class Run:
             listed = set(digests)
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"stored run {self.path} has an unreadable manifest.json ({type(err).__name__}): {fix}") from None
-        missing = sorted({training.WEIGHTS, "config.json"} - listed)
+        missing = sorted({training.WEIGHTS, "config.json", "metrics.json"} - listed)
         if missing or not all(isinstance(v, str) for v in digests.values()):
             raise UserError(f"stored run {self.path} has a manifest without {', '.join(missing) or 'valid digests'}: {fix}")
         return digests
 
-    def verify(self) -> None:
-        """Check every stored file against the manifest; UserError naming the fix if not."""
+    def verify(self, weights: bool = True) -> None:
+        """Check every stored file against the manifest (``weights=False``: all but the
+        weights, which is quick enough for listing a store); UserError naming the fix if not."""
         fix = f"train it again with `{self.command} --retrain`"
         for name, digest in self.manifest().items():
+            if name == training.WEIGHTS and not weights:
+                continue
             p = self.path / name
             if not p.is_file() or sha256_file(p) != digest:
                 raise UserError(f"stored run {self.path} is corrupted ({name} fails its sha256 check): "
@@ -388,9 +392,10 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         from . import resources
 
         per_rank = max(1, train_cfg.batch_size // distributed.world_size())
-        resources.check(resources.training_step_bytes(model_cfg, per_rank, train_cfg.l_tr),
-                        f"a training step of {per_rank} x {train_cfg.l_tr} tokens",
-                        "lower --set l_tr or --set batch_size")
+        val_windows = 8 * train_cfg.eval_batches * train_cfg.batch_size * (train_cfg.l_tr + 1)  # int64 ids
+        resources.check(resources.training_step_bytes(model_cfg, per_rank, train_cfg.l_tr) + val_windows,
+                        f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
+                        "validation batches", "lower --set l_tr, batch_size or eval_batches")
     main = distributed.is_main()
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited
@@ -436,7 +441,7 @@ def _row(run: Run) -> dict:
            "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
            "steps": run.train_cfg.steps, "size_bytes": storage.dir_size(path)}
     if is_complete(path):
-        run.manifest()  # its structure (the digests are checked when the model is used)
+        run.verify(weights=False)  # the settings and metrics (the weights are checked when loaded)
         m = run.metrics
         row.update(status="complete", final_loss=m.get("val_loss"), train_loss=m.get("final_train_loss"),
                    tokens_per_s=m.get("tokens_per_s"), train_seconds=m.get("train_seconds"))

@@ -286,7 +286,7 @@ def _store(out_dir: Path, model, metrics: dict) -> None:
     with atomic_path(out_dir / WEIGHTS) as tmp:
         save_model(model.cpu() if next(model.parameters()).device.type != "cpu" else model, str(tmp))
     write_json(out_dir / "metrics.json", metrics)
-    files = [WEIGHTS] + (["config.json"] if (out_dir / "config.json").is_file() else [])
+    files = [WEIGHTS, "metrics.json"] + (["config.json"] if (out_dir / "config.json").is_file() else [])
     write_json(out_dir / "manifest.json", {"sha256": {f: sha256_file(out_dir / f) for f in files}})
     _remove_checkpoints(out_dir)
 
