@@ -261,3 +261,20 @@ def test_the_memory_limit_of_the_process_is_honoured(store):
                           capture_output=True, text=True, timeout=120, preexec_fn=limit)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "bias over" in lines[0], proc.stderr
+
+
+def test_a_full_disk_while_checkpointing_is_one_line_and_the_next_try_is_not_blocked(store, monkeypatch, capsys):
+    import torch
+
+    real_save = torch.save
+
+    def full_disk(obj, f, *args, **kwargs):
+        f.write(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 148032 vs 147920")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", "steps=12", "--set", "ckpt_interval=5")
+    assert "No space left" in line and "checkpoint" in line
+    assert not list(store.rglob("*.tmp"))  # the partial file is gone
+    monkeypatch.setattr(torch, "save", real_save)
+    assert main(["train", "--scale", "smoke", "--quiet", "--set", "steps=12", "--set", "ckpt_interval=5"]) == 0

@@ -415,7 +415,8 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
             training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
         except Exception as err:  # marked, so that the store lists it as failed (a kill leaves it resumable)
             if main:
-                write_json(path / FAILED, {"error": f"{type(err).__name__}: {err}", "time": time.time()})
+                with contextlib.suppress(OSError):  # a full disk must not hide the error itself
+                    write_json(path / FAILED, {"error": f"{type(err).__name__}: {err}", "time": time.time()})
             raise
     run = Run(path)
     run._corpus, run.reused = corpus_obj, False

@@ -130,8 +130,16 @@ def _save_checkpoint(out_dir: Path, state: dict, step: int) -> None:
     import torch
 
     name = f"checkpoint-{step:08d}.pt"
-    with atomic_write(out_dir / name) as f:
-        torch.save(state, f)
+    try:
+        with atomic_write(out_dir / name) as f:
+            torch.save(state, f)
+    except RuntimeError as err:  # torch's writer reports a full disk as a RuntimeError
+        import errno
+        import shutil
+
+        if shutil.disk_usage(out_dir).free < (1 << 20) or "unexpected pos" in str(err):
+            raise OSError(errno.ENOSPC, "No space left on device", str(out_dir / name)) from None
+        raise
     write_json(out_dir / CHECKPOINT_POINTER, {"file": name, "sha256": sha256_file(out_dir / name), "step": step})
     for old in out_dir.glob("checkpoint-*.pt"):
         if old.name != name:

@@ -110,7 +110,12 @@ def os_error_line(err: OSError) -> str:
     """One line for a fault of the file system, naming the path and the fix."""
     import errno
 
-    path = err.filename or "?"
+    if err.filename:
+        path = err.filename
+    else:
+        from ..storage import data_dir, runs_dir
+
+        path = f"in {runs_dir()} or {data_dir()}"
     what = err.strerror or type(err).__name__
     if err.errno == errno.ENOSPC:
         fix = "free some space, or point RFLENS_RUNS / RFLENS_DATA at a larger disk"
