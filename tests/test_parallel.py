@@ -35,11 +35,6 @@ def test_workers_store_bitwise_what_a_sequential_run_stores(tmp_path, monkeypatc
     assert not any(d["trained"] for d in parallel.run_items("smoke", ITEMS, workers=2, progress=False))
 
 
-def test_missing_lists_what_the_store_lacks(tmp_path, monkeypatch):
-    _store(monkeypatch, tmp_path / "store")
-    assert parallel.missing("smoke", ITEMS[:1]) == ITEMS[:1]
-
-
 def test_bad_worker_counts_are_one_line_errors():
     with pytest.raises(UserError, match="at least 1"):
         parallel.run_items("smoke", ITEMS, workers=0, progress=False)

@@ -198,16 +198,20 @@ def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
     return plan
 
 
+def _table2_pairs(sc, t1: pd.DataFrame, corpus: str) -> list[tuple[dict, Spec]]:
+    """(failing Table 1 row, the spec of its retrained model) for every entry of the plan."""
+    pairs = []
+    for old, over in _table2_plan(sc, t1):
+        fam = FAMILIES[old["family"]]
+        pairs.append((old, make_spec(f'{old["label"]}, L_tr={over["l_tr"]}', fam.pos, corpus, family=old["family"],
+                                     value=old["value"], **{fam.setting: old["value"]}, **over)))
+    return pairs
+
+
 def table2_specs(scale, t1: pd.DataFrame, corpus: str = "prose") -> list[Spec]:
     """The models Table 2 trains, given Table 1's results: one per failing model that
     ``sweeps.table2`` lists, with the training length that covers its measured ERF."""
-    sc = get_scale(scale)
-    specs = []
-    for old, over in _table2_plan(sc, t1):
-        fam = FAMILIES[old["family"]]
-        specs.append(make_spec(f'{old["label"]}, L_tr={over["l_tr"]}', fam.pos, corpus,
-                               family=old["family"], value=old["value"], **{fam.setting: old["value"]}, **over))
-    return specs
+    return [spec for _, spec in _table2_pairs(get_scale(scale), t1, corpus)]
 
 
 def table2_skipped(scale, t1: pd.DataFrame) -> list[str]:
@@ -229,8 +233,7 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
     t1 = table1(scale, corpus, progress=progress, train=train) if t1 is None else t1
     cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "l_tr", "covers_erf", "run_key"]
     rows = []
-    for old, spec in _bar(list(zip((row for row, _ in _table2_plan(sc, t1)), table2_specs(sc, t1, corpus))),
-                          "Table 2", progress):
+    for old, spec in _bar(_table2_pairs(sc, t1, corpus), "Table 2", progress):
         fam_pos = FAMILIES[old["family"]].pos
         run = _run(scale, spec, train=train)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])

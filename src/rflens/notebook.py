@@ -10,9 +10,8 @@ The next cell passes the parameters to :func:`setup`, which checks their values 
 
 from __future__ import annotations
 
-import os
-
 import math
+import os
 from numbers import Real
 
 from .errors import UserError

@@ -100,19 +100,6 @@ def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, 
         bar.close()
 
 
-def missing(scale: str, items: list[dict]) -> list[dict]:
-    """The items the run store does not hold yet."""
-    from .runs import get_run
-
-    out = []
-    for it in items:
-        try:
-            get_run(scale, it["pos"], it["corpus"], it["overrides"], train=False, progress=False)
-        except UserError:
-            out.append(it)
-    return out
-
-
 def train_book(scale: str, *, workers: int | None = None, threads: int = 1, progress: bool = True) -> list[dict]:
     """Every model of the book at ``scale`` (:func:`rflens.experiments.model_plan`), trained
     and measured in ``workers`` processes (default: one per core) where the store lacks it.

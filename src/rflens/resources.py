@@ -67,6 +67,13 @@ def training_step_bytes(model_cfg, batch_size: int, l_tr: int) -> float:
     return FLOAT * (4 * params + activations + scores)
 
 
+def training_bytes(model_cfg, train_cfg, batch_per_rank: int) -> float:
+    """A training run on one process: one step of ``batch_per_rank`` sequences and the fixed
+    validation windows (token ids, int64) it holds throughout."""
+    val_windows = 8 * train_cfg.eval_batches * train_cfg.batch_size * (train_cfg.l_tr + 1)
+    return training_step_bytes(model_cfg, batch_per_rank, train_cfg.l_tr) + val_windows
+
+
 def evaluation_bytes(n: int, length: int, n_lengths: int, batch_size: int, model_cfg) -> float:
     """The last-token protocol: N segments of ``length`` + 1 token ids, an NLL per segment
     and length, and one batch's forward pass at the longest length."""

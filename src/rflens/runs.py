@@ -242,8 +242,7 @@ class Run:
 
     def manifest(self) -> dict[str, str]:
         """{file: sha256} of the manifest, which must vouch for the weights, the settings and the
-        metrics;
-        UserError naming the fix if it is unreadable or does not."""
+        metrics; UserError naming the fix if it is unreadable or does not."""
         fix = f"train it again with `{self.command} --retrain`"
         try:
             digests = read_json(self.path / "manifest.json")["sha256"]
@@ -258,7 +257,6 @@ class Run:
     def verify(self, weights: bool = True) -> None:
         """Check every stored file against the manifest (``weights=False``: all but the
         weights, which is quick enough for listing a store); UserError naming the fix if not."""
-        fix = f"train it again with `{self.command} --retrain`"
         for name, digest in self.manifest().items():
             if name == training.WEIGHTS and not weights:
                 continue
@@ -323,15 +321,14 @@ class Run:
             hit = stored()
             if hit is not None:
                 return hit
-            result = compute()
+            result = json.loads(json.dumps(compute(), default=str))  # the same types as a later cache hit
             try:
-                result = json.loads(json.dumps(result, default=str))  # what a later read returns
                 write_json(path, {"name": name, "params": params, "result": result, "sha256": _digest(result),
                                   "created": time.time()})
             except OSError as err:
                 print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})",
                       file=sys.stderr)
-        return json.loads(json.dumps(result, default=str))  # the same types as a later cache hit
+        return result
 
 
 def _digest(result) -> str:
@@ -371,12 +368,12 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                           f"the {data_cfg.corpus} tokenizer has {corpus_obj.vocab_size} tokens; the model needs as many")
     key = run_key(model_cfg, data_cfg, train_cfg, corpus_obj.fingerprint)
     path = runs_dir() / key
-    main_process = distributed.is_main()
+    main = distributed.is_main()
 
     def stored() -> Run:
         run = Run(path)
         run.verify()  # a corrupted file is reported (with the fix), never loaded
-        if main_process:
+        if main:
             training.tidy(path)
         run._corpus, run.reused = corpus_obj, True
         return run
@@ -392,11 +389,9 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         from . import resources
 
         per_rank = max(1, train_cfg.batch_size // distributed.world_size())
-        val_windows = 8 * train_cfg.eval_batches * train_cfg.batch_size * (train_cfg.l_tr + 1)  # int64 ids
-        resources.check(resources.training_step_bytes(model_cfg, per_rank, train_cfg.l_tr) + val_windows,
+        resources.check(resources.training_bytes(model_cfg, train_cfg, per_rank),
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", "lower --set l_tr, batch_size or eval_batches")
-    main = distributed.is_main()
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited
             return stored()

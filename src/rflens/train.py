@@ -21,6 +21,7 @@ already stored answers without loading torch at all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -156,11 +157,8 @@ def _remove_checkpoints(out_dir: Path) -> None:
 def tidy(out_dir: Path) -> None:
     """A complete run holds only what it needs: remove what a kill between the manifest and
     the clean-up left behind (checkpoints, temporary files)."""
-    try:
-        if any(out_dir.glob("checkpoint*")) or any(out_dir.glob(".*.tmp")):
-            _remove_checkpoints(out_dir)
-    except OSError:
-        pass  # a store we may not write: the leftovers stay, the run is still complete
+    with contextlib.suppress(OSError):  # a store we may not write: the leftovers stay, the run is complete
+        _remove_checkpoints(out_dir)
 
 
 def _check_finite(losses: list[float], first_step: int, what: str = "training loss") -> None:

@@ -21,10 +21,8 @@ def select_run(args):
     """The stored model that ``--scale/--pos/--corpus/--set`` select (trained if needed),
     and the evaluation settings: the preset's, with the ``--set eval...`` overrides."""
     from .. import runs
-    from ..config import parse_overrides
+    from ..config import EvalConfig, parse_overrides
     from ..evaluate import eval_config
-
-    from ..config import EvalConfig
 
     sections = parse_overrides(args.overrides)
     ev_overrides = sections.pop("eval")
