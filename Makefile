@@ -1,13 +1,14 @@
 # rflens: two commands do everything on a fresh machine with Python 3.11.
-#   make book   set-up, data, the tiny-scale reproduction and the built book
-#   make test   set-up and every test
+#   make book     set-up, data, the tiny-scale reproduction and the built book
+#   make test     set-up and every test
+#   make publish  push the built book to the gh-pages branch of REMOTE (default origin)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SCALE  ?= tiny
 
-.PHONY: setup browser data book test test-fast clean
+.PHONY: setup browser data book test test-fast publish clean
 
 # (Re)create the virtual environment when it is missing or older than the requirements.
 $(STAMP): requirements.txt pyproject.toml
@@ -36,6 +37,15 @@ test: setup browser
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not notebook and not browser"
+
+# The built book of SCALE becomes the files of the gh-pages branch, committed here and pushed
+# to REMOTE (a remote's name or a URL) by ghp-import, with a .nojekyll for GitHub Pages.
+REMOTE ?= origin
+publish:
+	@html=$$($(PY) -c "from rflens.reproduce import html_dir; print(html_dir('$(SCALE)'))" 2>/dev/null); \
+	test -f "$$html/index.html" || { echo "no built book for SCALE=$(SCALE): run \`make book SCALE=$(SCALE)\` first" >&2; exit 1; }; \
+	test -x $(VENV)/bin/ghp-import || { echo "ghp-import is not installed: run \`make setup\`" >&2; exit 1; }; \
+	$(VENV)/bin/ghp-import -n -p -f -r "$(REMOTE)" -m "Publish the $(SCALE) book" "$$html"
 
 clean:
 	rm -rf _build runs

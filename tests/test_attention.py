@@ -9,9 +9,11 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from rflens import attention, positional
 from rflens.config import ModelConfig
+from rflens.model import TransformerLM
 from rflens.errors import ConfigError, UserError
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -79,29 +81,31 @@ def test_query_suffix(pos, window, Lq, monkeypatch):
 
 
 def test_chunked_never_builds_the_full_bias(monkeypatch):
+    """Every block's bias is a view of the plan's (H, 2L) padded table, over the block's
+    queries and the keys up to its last query (inside the window, if any)."""
     monkeypatch.setattr(attention, "QUERY_BLOCK", 16)
-    shapes = []
-    real = attention.relative_mask
+    seen = []
+    real = F.scaled_dot_product_attention
 
-    def spy(table, qs, qe, ks, ke):
-        shapes.append((qe - qs, ke - ks))
-        return real(table, qs, qe, ks, ke)
+    def spy(q, k, v, attn_mask=None, **kw):
+        seen.append((q.shape[2], k.shape[2], attn_mask.untyped_storage().nbytes()))
+        return real(q, k, v, attn_mask=attn_mask, **kw)
 
-    monkeypatch.setattr(attention, "relative_mask", spy)
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
     L = 200
     q, k, v = qkv(L)
     for window in (None, 6):
-        shapes.clear()
+        seen.clear()
         scheme = make_scheme("alibi", window)
         plan = attention.make_plan(scheme, window, L, "cpu", "chunked")
         out = attention.attend(q, k, v, plan)
         torch.testing.assert_close(out, reference(q, k, v, scheme, window), **TOL)
-        assert shapes and all(bq <= 16 for bq, _ in shapes)
+        assert len(seen) == -(-L // 16) and all(bq <= 16 for bq, _, _ in seen)
+        assert all(nbytes == H * 2 * L * 4 for _, _, nbytes in seen)  # the padded table, nothing more
         if window is None:
-            assert max(bk for _, bk in shapes) == L  # the last block reads every key
-            assert max(bq * bk for bq, bk in shapes) < L * L / 4
+            assert [bk for _, bk, _ in seen] == [min(s + 16, L) for s in range(0, L, 16)]  # causal half skipped
         else:  # only the keys inside the window: block + w - 1
-            assert max(bk for _, bk in shapes) <= 16 + window - 1
+            assert max(bk for _, bk, _ in seen) <= 16 + window - 1
 
 
 def test_learnable_bias_gets_the_same_gradient_through_sdpa_and_chunked(monkeypatch):
@@ -116,6 +120,48 @@ def test_learnable_bias_gets_the_same_gradient_through_sdpa_and_chunked(monkeypa
         grads[kernel] = scheme.relative_attention_bias.grad.clone()
     assert grads["sdpa"].abs().sum() > 0
     torch.testing.assert_close(grads["sdpa"], grads["chunked"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 32, 16), (2, 2, 57, 8), (1, 3, 5, 4)])
+@pytest.mark.parametrize("suffix", [False, True])
+def test_biased_attention_matches_autograd_on_the_math_path(shape, suffix):
+    """BiasedAttention's written-out backward against autograd through SDPA's math path (fp32)."""
+    B, h, L, hd = shape
+    Lq = L // 2 + 1 if suffix else L
+    g = torch.Generator().manual_seed(1)
+    q, grad = torch.randn(2, B, h, Lq, hd, generator=g)
+    k, v = torch.randn(2, B, h, L, hd, generator=g)
+    m, n = torch.arange(L - Lq, L)[:, None], torch.arange(L)[None, :]
+    mask = torch.randn(1, h, Lq, L, generator=g).masked_fill(n > m, float("-inf"))
+
+    def outputs_and_grads(attend):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, mask)]
+        out = attend(*leaves)
+        out.backward(grad)
+        return [out] + [t.grad for t in leaves]
+
+    ours = outputs_and_grads(attention.BiasedAttention.apply)
+    ref = outputs_and_grads(lambda q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert ours[4].abs().sum() > 0
+
+
+@pytest.mark.parametrize("pos", ["t5", "kerple_log", "kerple_power", "sandwich_learned"])
+def test_learnable_tables_get_autograds_gradient_through_a_model(pos, monkeypatch):
+    """A learnable scheme's parameters get the same gradient with and without BiasedAttention."""
+    cfg = ModelConfig(pos=pos, n_layer=2, n_head=H, d_model=H * HD, vocab_size=50)
+    idx = torch.randint(0, 50, (3, 21), generator=torch.Generator().manual_seed(0))
+    grads = {}
+    for fused in (True, False):
+        monkeypatch.setattr(attention, "FUSED_BIAS_GRAD", fused)
+        torch.manual_seed(0)
+        model = TransformerLM(cfg)
+        model.loss(idx[:, :-1], idx[:, 1:]).backward()
+        grads[fused] = {name: p.grad.clone() for name, p in model.named_parameters()}
+    assert any(name.startswith("pos.") for name in grads[True])
+    for name, ref in grads[False].items():
+        torch.testing.assert_close(grads[True][name], ref, rtol=1e-4, atol=1e-6, msg=name)
 
 
 def test_sdpa_builds_one_4d_bias_per_plan():

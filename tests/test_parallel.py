@@ -38,3 +38,39 @@ def test_workers_store_bitwise_what_a_sequential_run_stores(tmp_path, monkeypatc
 def test_bad_worker_counts_are_one_line_errors():
     with pytest.raises(UserError, match="at least 1"):
         parallel.run_items("smoke", ITEMS, workers=0, progress=False)
+
+
+@pytest.mark.slow
+def test_submitit_local_executor_round_trip(tmp_path, monkeypatch):
+    """The cluster path through submitit's local executor: real job processes, pickled
+    function and results, and a stored run the same as one trained here."""
+    _store(monkeypatch, tmp_path / "jobs-store")
+    cluster = parallel.Cluster("local", tmp_path / "jobs", time_min=10)
+    done = parallel.run_items("smoke", ITEMS[:1], workers=1, threads=1, progress=False, cluster=cluster)
+    assert [d["pos"] for d in done] == ["alibi"] and done[0]["trained"]
+    assert list((tmp_path / "jobs").glob("*/*_result.pkl"))  # submitit's own pickle of the result
+    run = runs.get_run("smoke", "alibi", "prose", {}, train=False, progress=False)
+    assert run.key == done[0]["key"] and run.metrics["threads"] == 1
+    weights = sha256_file(run.path / "model.safetensors")
+    _store(monkeypatch, tmp_path / "here-store")
+    parallel.run_items("smoke", ITEMS[:1], workers=1, threads=1, progress=False)
+    here = runs.get_run("smoke", "alibi", "prose", {}, train=False, progress=False)
+    assert here.key == run.key and sha256_file(here.path / "model.safetensors") == weights
+
+
+@pytest.mark.slow
+def test_a_failing_job_is_one_line_naming_its_log(tmp_path, monkeypatch):
+    _store(monkeypatch, tmp_path / "store")
+    bad = [{"pos": "alibi", "corpus": "prose", "overrides": {"lr": float("nan")}}]
+    with pytest.raises(UserError, match=r"job .* \(alibi, prose\) failed: invalid lr=nan: must be a finite "
+                                        r"number; its log: .*\.err") as err:
+        parallel.run_items("smoke", bad, workers=1, progress=False,
+                           cluster=parallel.Cluster("local", tmp_path / "jobs", time_min=10))
+    assert "\n" not in str(err.value)
+
+
+def test_cluster_options_are_checked():
+    with pytest.raises(UserError, match="unknown executor"):
+        parallel.Cluster("pbs", "jobs")
+    with pytest.raises(UserError, match="--time-limit"):
+        parallel.Cluster("slurm", "jobs", time_min=0)

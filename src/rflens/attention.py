@@ -8,16 +8,18 @@ m - n >= w. The bias is added to the *scaled* logits (as in ALiBi's and Sandwich
 * ``"sdpa"``: ``F.scaled_dot_product_attention``. No bias and no window: the ``is_causal``
   fast path. Otherwise one float mask (1, H, L, L) -- 4-D, since SDPA falls back to a
   slower path for a 3-D mask -- built once per forward pass and shared by every layer.
-  The fast CPU training path; gradients reach learnable biases through the mask.
+  The fast CPU training path; gradients reach learnable biases through the mask
+  (:class:`BiasedAttention`, faster than SDPA's own path for a mask that needs one).
 * ``"flex"``: FlexAttention with a ``score_mod`` that reads the table and a BlockMask for
   causality and the window (fully masked blocks are skipped: small windows are cheap).
   The GPU path; on CPU torch 2.13 has no backward for it, and eager mode materialises
   the scores, so it is only for forward checks there.
-* ``"chunked"``: memory-bounded. Queries are processed in blocks (up to 512 queries, fewer
-  so that one block's scores stay under 16 MB); each block builds the bias for its own
-  keys only (H, block, keys), and a windowed model only reads the keys inside the window.
-  No (H, L, L) tensor is ever made: for evaluation at 16 x L_tr. (Without a bias or a
-  window it is SDPA's causal kernel, which is memory-bounded already.)
+* ``"chunked"``: memory-bounded. Queries are processed in blocks of 256, each over the
+  keys up to its last query only (the causal half is skipped), and a windowed model only
+  reads the keys inside the window. With the keys in reverse order, a block's bias is a
+  strided view of one (H, 2L) padded table, so no bias is ever materialised, and SDPA's
+  fused kernel keeps its scores in tiles: for evaluation at 16-64 x L_tr. (Without a bias
+  or a window it is SDPA's causal kernel, which is memory-bounded already.)
 * ``"auto"``: flex on CUDA; on CPU sdpa below 4096 positions, chunked from 4096 on.
 
 A :class:`Plan` holds what is shared by the layers of one forward pass.
@@ -35,8 +37,8 @@ from .config import KERNELS
 from .errors import ConfigError, UserError
 
 AUTO_CHUNK_FROM = 4096  # CPU: from this length on, "auto" takes the memory-bounded kernel
-QUERY_BLOCK = 512  # at most this many queries per block of the chunked kernel
-CHUNK_ELEMENTS = 2**22  # and at most this many scores (B x H x queries x keys, 16 MB in fp32) per block
+QUERY_BLOCK = 256  # queries per block of the chunked kernel
+FUSED_BIAS_GRAD = True  # a learnable bias through BiasedAttention (False: SDPA's math path)
 
 
 @dataclass
@@ -65,6 +67,17 @@ class Plan:
                 self._masks[key] = full[:, :, q_start:]
             else:
                 self._masks[key] = relative_mask(self.table, q_start, self.length, 0, self.length)[None]
+        return self._masks[key]
+
+    # -- chunked -----------------------------------------------------------------------
+    def padded_table(self, dtype, device) -> Tensor:
+        """(H, 2L): -inf for the L negative distances (keys after the query), then the table
+        (zeros for a causal-only plan)."""
+        key = ("padded", dtype)
+        if key not in self._masks:
+            table = self.table if self.table is not None else torch.zeros(1, self.length, device=device)
+            neg = torch.full((table.shape[0], self.length), float("-inf"), device=table.device)
+            self._masks[key] = torch.cat([neg, table], dim=1).to(dtype)
         return self._masks[key]
 
     # -- flex --------------------------------------------------------------------------
@@ -145,27 +158,66 @@ def _sdpa(q, k, v, plan: Plan, q_start: int) -> Tensor:
             return F.scaled_dot_product_attention(q, k, v)
         return _chunked(q, k, v, plan, q_start)
     mask = plan.sdpa_mask(q_start).to(q.dtype)  # (1, H, Lq, L)
+    if FUSED_BIAS_GRAD and mask.requires_grad and torch.is_grad_enabled():
+        return BiasedAttention.apply(q, k, v, mask)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
+class BiasedAttention(torch.autograd.Function):
+    """softmax(q k^T / sqrt(hd) + mask) v with a gradient for a learnable (1, H, Lq, L) mask.
+
+    SDPA sends a mask that needs a gradient to its generic math path, whose autograd graph
+    keeps several (B, H, Lq, L) intermediates and differentiates softmax op by op. Here the
+    forward pass keeps the probabilities P alone (one (B, H, Lq, L) tensor, computed in
+    place), and the backward pass is written out: with D = rowsum(dO * O),
+    dS = P * (dO v^T - D), dq = dS k / sqrt(hd), dk = dS^T q / sqrt(hd), dv = P^T dO, and
+    the mask's gradient is dS summed over what the mask broadcasts over (the batch). The table's own gradient, the sum of
+    that along each diagonal m - n, is the backward pass of the indexing that built the
+    mask (:func:`relative_mask`).
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # heads split from one (B, L, 3d) matmul
+        p = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5).add_(mask)
+        torch.softmax(p, -1, out=p)
+        out = torch.matmul(p, v)
+        ctx.save_for_backward(q, k, v, p, out)
+        ctx.mask_shape = mask.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, p, out = ctx.saved_tensors
+        scale = q.shape[-1] ** -0.5
+        ds = torch.matmul(grad_out, v.transpose(-1, -2))  # dP
+        ds.sub_((grad_out * out).sum(-1, keepdim=True)).mul_(p)  # dS
+        dq = torch.matmul(ds, k).mul_(scale)
+        dk = torch.matmul(ds.transpose(-1, -2), q).mul_(scale)
+        dv = torch.matmul(p.transpose(-1, -2), grad_out)
+        dmask = ds.sum_to_size(ctx.mask_shape) if ctx.needs_input_grad[3] else None
+        return dq, dk, dv, dmask
+
+
 def _chunked(q, k, v, plan: Plan, q_start: int, block: int | None = None) -> Tensor:
-    L, Lq = k.shape[2], q.shape[2]
-    if block is None:  # bound the (B, H, block, keys) scores of one block
-        keys = L if plan.window is None else min(L, QUERY_BLOCK + plan.window)
-        block = min(QUERY_BLOCK, max(16, CHUNK_ELEMENTS // max(1, q.shape[0] * q.shape[1] * keys)))
+    L = k.shape[2]
     if plan.table is None and q_start == 0:
         # plain causal attention: SDPA's causal kernel is already memory-bounded
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    table = plan.table
-    if table is None:  # causal only, but a query suffix: a zero table gives the causal mask
-        table = torch.zeros(q.shape[1], L, device=q.device, dtype=q.dtype)
+    block = block or QUERY_BLOCK
+    padded = plan.padded_table(q.dtype, q.device)  # (H, 2L): padded[h, L + d] = table[h, d], -inf for d < 0
+    H, row = padded.shape[0], padded.stride(0)
+    # keys in reverse order: then the bias of a block of queries and keys is a Toeplitz matrix
+    # with stride 1 along both axes, a view of the padded table that allocates nothing
+    kf, vf = k.flip(2), v.flip(2)
     outs = []
     for s in range(q_start, L, block):
         e = min(s + block, L)
         k0 = 0 if plan.window is None else max(0, s - plan.window + 1)  # keys inside the window only
-        mask = relative_mask(table, s, e, k0, e).to(q.dtype)[None]  # (1, H, Bq, e - k0)
+        # query m = s + i and the j-th reversed key n = e - 1 - j: m - n = i + j + s - e + 1
+        mask = padded.as_strided((1, H, e - s, e - k0), (0, row, 1, 1), padded.storage_offset() + L + s - e + 1)
         qb = q[:, :, s - q_start : e - q_start]
-        outs.append(F.scaled_dot_product_attention(qb, k[:, :, k0:e], v[:, :, k0:e], attn_mask=mask))
+        outs.append(F.scaled_dot_product_attention(qb, kf[:, :, L - e : L - k0], vf[:, :, L - e : L - k0], attn_mask=mask))
     return torch.cat(outs, dim=2)
 
 

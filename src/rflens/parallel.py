@@ -11,6 +11,11 @@ with the same thread count stores it (the thread count is recorded in every run)
 training, a worker also takes the measurements every chapter reads (last-token perplexity at
 the scale's lengths, the receptive field), which the run store caches.
 
+The same plan runs on a cluster through submitit (:class:`Cluster`, ``reproduce --executor
+slurm``): one job a model, submitted as a job array, with the run store on a filesystem the
+nodes share; ``--executor local`` is submitit's local executor (real processes, pickling and
+result collection, on this machine), to try the path before a cluster.
+
 Table 2 retrains the Table 1 models that fail, with an L_tr that covers their measured
 receptive field, so it is planned in a second round, once Table 1 is stored and measured;
 those models are measured by Table 2 itself, at Table 1's lengths.
@@ -20,8 +25,34 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import UserError
+
+EXECUTORS = ("processes", "local", "slurm")  # reproduce --executor: processes is the default
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where submitit runs the jobs: ``kind`` "local" or "slurm"; ``folder``, a path every node
+    can read, for the jobs' pickles and logs; Slurm's partition (None: the cluster's default),
+    GPUs a job, the time limit of a job in minutes and at most how many jobs run at once
+    (None: as many as Slurm allows; the local executor runs ``max_jobs`` or one per core)."""
+
+    kind: str
+    folder: Path
+    partition: str | None = None
+    gpus_per_job: int = 0
+    time_min: int = 120
+    max_jobs: int | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("local", "slurm"):
+            raise UserError(f"unknown executor {self.kind!r}: choose one of {', '.join(EXECUTORS)}")
+        if self.gpus_per_job < 0 or self.time_min < 1 or (self.max_jobs is not None and self.max_jobs < 1):
+            raise UserError(f"--gpus-per-job must be 0 or more, --time-limit and --max-jobs at least 1 "
+                            f"(got {self.gpus_per_job}, {self.time_min}, {self.max_jobs})")
 
 
 def _init_worker(threads: int) -> None:
@@ -48,6 +79,12 @@ def _train_one(scale: str, pos: str, corpus: str, overrides: dict, measure: bool
             "seconds": time.perf_counter() - t0}
 
 
+def _job(threads: int, scale: str, pos: str, corpus: str, overrides: dict, measure: bool) -> dict:
+    """One model as a submitit job: the thread count first, then :func:`_train_one`."""
+    _init_worker(threads)
+    return _train_one(scale, pos, corpus, overrides, measure)
+
+
 def default_workers() -> int:
     """One worker per core this process may use."""
     try:
@@ -57,9 +94,10 @@ def default_workers() -> int:
 
 
 def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, measure: bool = True,
-              progress: bool = True, desc: str = "models") -> list[dict]:
+              progress: bool = True, desc: str = "models", cluster: Cluster | None = None) -> list[dict]:
     """Train and measure ``items`` ({"pos", "corpus", "overrides"}) in ``workers`` processes
-    of ``threads`` threads; ``workers=1`` runs them here, one after another."""
+    of ``threads`` threads; ``workers=1`` runs them here, one after another; with a
+    ``cluster``, as submitit jobs of ``threads`` CPUs each."""
     from tqdm.auto import tqdm
 
     if workers < 1 or threads < 1:
@@ -67,6 +105,8 @@ def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, 
     bar = tqdm(total=len(items), desc=desc, unit="model", disable=not progress or not items, leave=False)
     done = []
     try:
+        if cluster is not None and items:
+            return _submit(scale, items, cluster, threads, measure, bar, done, workers)
         if workers == 1 or len(items) <= 1:
             import torch
 
@@ -100,7 +140,54 @@ def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, 
         bar.close()
 
 
-def train_book(scale: str, *, workers: int | None = None, threads: int = 1, progress: bool = True) -> list[dict]:
+def _submit(scale, items, cluster: Cluster, threads, measure, bar, done, workers) -> list[dict]:
+    """Each item a submitit job; Slurm gets them as one job array. Waits for all of them."""
+    try:
+        import submitit
+    except ImportError:
+        raise UserError("--executor local/slurm needs submitit: pip install submitit==1.5.4") from None
+    executor = submitit.AutoExecutor(folder=cluster.folder / "%j", cluster=cluster.kind)
+    executor.update_parameters(name=f"rflens-{scale}", timeout_min=cluster.time_min, nodes=1, tasks_per_node=1,
+                               cpus_per_task=threads, gpus_per_node=cluster.gpus_per_job, slurm_partition=cluster.partition,
+                               slurm_array_parallelism=cluster.max_jobs or len(items))
+    limit = len(items) if cluster.kind == "slurm" else (cluster.max_jobs or workers)
+    pending, running = list(items), []
+    while pending or running:
+        if len(running) < limit and pending:
+            batch, pending = pending[:limit - len(running)], pending[limit - len(running):]
+            with executor.batch():
+                jobs = [executor.submit(_job, threads, scale, it["pos"], it["corpus"], it["overrides"], measure)
+                        for it in batch]
+            running += zip(jobs, batch)
+        finished = [(job, it) for job, it in running if job.done()]
+        for job, it in finished:
+            running.remove((job, it))
+            try:
+                done.append(job.result())
+            except Exception as err:  # submitit re-raises the job's error with its traceback
+                for other, _ in running:
+                    other.cancel(check=False)
+                last = _error_line(err)
+                raise UserError(f"job {job.job_id} ({it['pos']}, {it['corpus']}) failed: {last}; "
+                                f"its log: {job.paths.stderr}") from None
+            bar.update()
+        if not finished:
+            time.sleep(0.5)
+    return done
+
+
+def _error_line(err: Exception) -> str:
+    """The job's own error from submitit's report: the last "Name: message" line of its trace."""
+    lines = [ln.strip() for ln in str(err).splitlines()]
+    for ln in reversed(lines):
+        head = ln.split(":", 1)[0]
+        if ":" in ln and head.split(".")[-1].endswith(("Error", "Exception", "Interrupt", "Exit")):
+            return ln.split(":", 1)[1].strip() if head.endswith(("UserError", "ConfigError")) else ln
+    return next((ln for ln in lines if ln), type(err).__name__)
+
+
+def train_book(scale: str, *, workers: int | None = None, threads: int = 1, progress: bool = True,
+               cluster: Cluster | None = None) -> list[dict]:
     """Every model of the book at ``scale`` (:func:`rflens.experiments.model_plan`), trained
     and measured in ``workers`` processes (default: one per core) where the store lacks it.
     Returns what was trained now."""
@@ -115,10 +202,11 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
     for cfg in {resolve(scale, it["pos"], it["corpus"], it["overrides"])[2] for it in plan}:
         data.prepare(cfg, progress=progress)
     # models already stored still get their measurements (cached: quick when present)
-    done = run_items(scale, plan, workers=workers, threads=threads, progress=progress, desc=f"models ({scale})")
+    done = run_items(scale, plan, workers=workers, threads=threads, progress=progress, desc=f"models ({scale})",
+                     cluster=cluster)
     t1 = ex.table1(scale, progress=False, train=False)  # stored and measured: reads the cache
     second = [{"pos": s.pos, "corpus": s.corpus, "overrides": s.settings} for s in ex.table2_specs(scale, t1)]
     # measured by Table 2 itself, at Table 1's absolute lengths (not at 16 x its own L_tr)
     done += run_items(scale, second, workers=workers, threads=threads, measure=False, progress=progress,
-                      desc="Table 2")
+                      desc="Table 2", cluster=cluster)
     return [d for d in done if d["trained"]]

@@ -31,6 +31,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import yaml
 
 from .errors import UserError
 from .scales import DEFAULT_SCALE  # its book goes to _build/html, the path the README names
@@ -178,14 +181,19 @@ def execute(key: str, path: Path, params: dict, scale: str) -> Path:
 
 def assemble(scale: str) -> Path:
     """The book's sources for this scale in _build/<scale>/src (rebuilt each time; file
-    times are kept, so Sphinx re-reads only what changed)."""
+    times are kept, so Sphinx re-reads only what changed). Its _config.yml is
+    :func:`book_config`; without a repository URL one line on stderr says so."""
     src = BUILD / scale / "src"
     staging = BUILD / scale / ".src.tmp"
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy2(ROOT / name, staging / name)
+    config = book_config()
+    if not config["repository"]["url"]:
+        print("repository URL not set: the book is built without repository and launch buttons "
+              "(set RFLENS_REPOSITORY=https://github.com/OWNER/REPO)", file=sys.stderr)
+    (staging / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    shutil.copy2(ROOT / "_toc.yml", staging / "_toc.yml")
     shutil.copytree(BOOK, staging / "book", copy_function=shutil.copy2,
                     ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"))
     executed = notebooks_dir(scale)
@@ -196,6 +204,37 @@ def assemble(scale: str) -> Path:
         shutil.rmtree(src)
     os.replace(staging, src)
     return src
+
+
+def book_config() -> dict:
+    """The book's ``_config.yml`` with its repository filled in from ``$RFLENS_REPOSITORY``,
+    else from the file's ``repository.url``.
+
+    With a URL the book gets the repository button and the Binder launch button (and Colab's,
+    which opens GitHub only). Without one it gets no repository or launch button at all:
+    each would link to an address that does not exist. Raises UserError (one line) for a URL
+    the book theme cannot turn into links.
+    """
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo, html = config.setdefault("repository", {}), config.setdefault("html", {})
+    url = (os.environ.get("RFLENS_REPOSITORY") or repo.get("url") or "").strip().rstrip("/").removesuffix(".git")
+    repo["url"] = url
+    if not url:
+        config.pop("launch_buttons", None)
+        for button in ("use_repository_button", "use_edit_page_button", "use_issues_button"):
+            html[button] = False
+        return config
+    parts = urlsplit(url)
+    host = parts.netloc.lower()
+    if parts.scheme not in ("https", "http") or not any(p in host for p in ("github", "gitlab", "bitbucket")) \
+            or len(parts.path.strip("/").split("/")) < 2:
+        raise UserError(f"repository URL {url!r} is not a GitHub, GitLab or Bitbucket repository: "
+                        "set RFLENS_REPOSITORY=https://github.com/OWNER/REPO (or leave it empty)")
+    html["use_repository_button"] = True
+    config["launch_buttons"] = {"notebook_interface": "jupyterlab", "binderhub_url": "https://mybinder.org"}
+    if "github" in host:
+        config["launch_buttons"]["colab_url"] = "https://colab.research.google.com"
+    return config
 
 
 def _copy_for_book(source: Path, target: Path) -> None:

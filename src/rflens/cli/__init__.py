@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from ..errors import UserError
+from ..parallel import EXECUTORS
 from ..scales import DEFAULT_SCALE, SCALES
 
 # command (and its module in this package) -> one-line help
@@ -97,6 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None,
                    help="train the book's missing models first, in this many one-thread processes "
                         "(default: one per core when every chapter runs; 0: train inside the chapters)")
+    p.add_argument("--executor", default="processes", choices=EXECUTORS,
+                   help="where the models train: processes on this machine (default), submitit jobs on "
+                        "Slurm (one job a model, a job array; the run store must be on a shared filesystem), "
+                        "or submitit's local executor")
+    p.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's)")
+    p.add_argument("--gpus-per-job", type=int, default=0, help="GPUs a Slurm job (default 0)")
+    p.add_argument("--time-limit", type=int, default=120, help="minutes a job may run (default 120)")
+    p.add_argument("--max-jobs", type=int, default=None,
+                   help="at most this many jobs at once (default: Slurm's limit; local: --workers)")
+    p.add_argument("--jobs-dir", default=None,
+                   help="folder for the jobs' pickles and logs, readable by every node (default: _build/SCALE/jobs)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])

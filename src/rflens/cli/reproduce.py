@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from .. import parallel, reproduce
 from ..errors import UserError
+
+
+def cluster_of(args, scale: str) -> parallel.Cluster | None:
+    """The submitit executor the options ask for; None for processes on this machine."""
+    kind = getattr(args, "executor", "processes")
+    if kind == "processes":
+        return None
+    folder = Path(args.jobs_dir) if getattr(args, "jobs_dir", None) else reproduce.BUILD / scale / "jobs"
+    return parallel.Cluster(kind, folder, partition=args.partition, gpus_per_job=args.gpus_per_job,
+                            time_min=args.time_limit, max_jobs=args.max_jobs)
 
 
 def run(args) -> int:
@@ -18,15 +29,18 @@ def run(args) -> int:
     os.environ.update(reproduce.kernel_env())
     os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill
     start = time.time()
+    cluster = cluster_of(args, scale)
     workers = args.workers
-    if workers is None:  # the whole book: train its models first, in parallel
-        workers = parallel.default_workers() if getattr(args, "chapters", None) is None else 0
-    if workers < 0:
-        raise UserError(f"--workers must be 0 or more, not {workers}")
+    if workers is None:  # the whole book (or any book on a cluster): train its models first, in parallel
+        workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
+    if workers < 0 or (cluster and workers == 0):
+        raise UserError(f"--workers must be {'at least 1 with --executor ' + cluster.kind if cluster else '0 or more'}, "
+                        f"not {workers}")
     if workers:
-        trained = parallel.train_book(scale, workers=workers, progress=not quiet)
+        trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster)
         if not quiet:
-            tqdm.write(f"{len(trained)} model(s) trained and measured in {workers} worker(s) in {time.time() - start:.0f} s")
+            where = f"{cluster.kind} jobs" if cluster else f"{workers} worker(s)"
+            tqdm.write(f"{len(trained)} model(s) trained and measured in {where} in {time.time() - start:.0f} s")
     bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
     for key, (path, params) in bar:
         bar.set_postfix_str(path.stem)
