@@ -9,7 +9,8 @@ rflens / x-transformers is one paired value; the table gives the median over rou
 its quartiles (> 1: rflens is faster).
 
 x-transformers is set to the rflens shape: pre-LayerNorm, GELU MLP of width 4d, head
-dimension d / H, untied embeddings, SDPA (``attn_flash``), full-width rotary
+dimension d / H, untied embeddings, SDPA (``attn_flash``; x-transformers refuses it with
+T5's bias and uses its own attention there), full-width rotary
 (``rotary_emb_dim = d / H``; its default rotates half), ALiBi on every head. What still
 differs: x-transformers has no biases in the q, k, v projections (rflens has GPT-NeoX's), and
 its ``scaled_sinu_pos_emb`` multiplies the sinusoid by one learned scale where rflens adds
@@ -47,7 +48,7 @@ def xt_model(pos: str, cfg) -> torch.nn.Module:
         sys.exit("x-transformers is not installed: .venv/bin/pip install -r bench/requirements.txt")
     hd = cfg.d_model // cfg.n_head
     layers = Decoder(dim=cfg.d_model, depth=cfg.n_layer, heads=cfg.n_head, attn_dim_head=hd, ff_mult=4,
-                     attn_flash=True, alibi_pos_bias=pos == "alibi", rel_pos_bias=pos == "t5",
+                     attn_flash=pos != "t5", alibi_pos_bias=pos == "alibi", rel_pos_bias=pos == "t5",
                      rotary_pos_emb=pos == "rotary", rotary_emb_dim=hd if pos == "rotary" else None)
     return TransformerWrapper(num_tokens=cfg.vocab_size, max_seq_len=4096, attn_layers=layers,
                               use_abs_pos_emb=pos == "sinusoidal", scaled_sinu_pos_emb=pos == "sinusoidal",

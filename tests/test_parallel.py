@@ -74,3 +74,22 @@ def test_cluster_options_are_checked():
         parallel.Cluster("pbs", "jobs")
     with pytest.raises(UserError, match="--time-limit"):
         parallel.Cluster("slurm", "jobs", time_min=0)
+
+
+@pytest.mark.slow
+def test_plan_lists_what_is_stored_and_times_the_rest(tmp_path, monkeypatch, capsys):
+    from rflens.cli import main
+
+    _store(monkeypatch, tmp_path / "plan-store")
+    plan = parallel.book_plan("smoke", ["03"], workers=2)
+    rows = plan["rows"]
+    assert rows and {r["experiment"] for r in rows} == {"Table 1"} and not any(r["stored"] for r in rows)
+    assert plan["timed"] and all(r["seconds"] > 0 for r in rows) and plan["wall_s"] >= max(r["seconds"] for r in rows)
+    first = rows[0]
+    parallel.run_items("smoke", [first], workers=1, measure=False, progress=False)
+    again = parallel.book_plan("smoke", ["03"], workers=2)["rows"]
+    assert [r["stored"] for r in again] == [True] + [False] * (len(rows) - 1)
+    assert main(["reproduce", "--scale", "smoke", "--chapters", "03", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"plan for the smoke book: {len(rows)} models, 1 stored") and "estimate:" in out
+    assert not list((tmp_path / "plan-store" / "runs").glob("*/manifest.json"))[1:]  # the plan trained nothing

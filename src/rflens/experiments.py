@@ -521,6 +521,12 @@ def table2_models(scale, corpus: str = "prose") -> list[Spec]:
     return specs
 
 
+# the experiments of model_plan each chapter reads (chapter 9 reads the claims of them all)
+CHAPTER_EXPERIMENTS = {"03": ("Table 1",), "04": ("Table 1", "Table 2"), "05": ("Figure 7",),
+                       "06": ("Table 3", "Figure 11"), "07": ("Table 3",), "08": ("Protocols",),
+                       "09": ("Table 1", "Table 2", "Figure 7", "Table 3", "Figure 11", "Protocols")}
+
+
 def model_plan(scale) -> list[dict]:
     """Every model the book trains at ``scale``, once each: [{"experiment", "pos", "corpus",
     "overrides"}], where ``overrides`` are the settings that differ from the preset.

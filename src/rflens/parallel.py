@@ -210,3 +210,84 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
     done += run_items(scale, second, workers=workers, threads=threads, measure=False, progress=progress,
                       desc="Table 2", cluster=cluster)
     return [d for d in done if d["trained"]]
+
+
+def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int = 3) -> dict:
+    """What ``reproduce`` would train for ``chapters``, trained nothing: each model of
+    :func:`rflens.experiments.model_plan` those chapters read, whether the run store has it,
+    and the time of the missing ones on this machine.
+
+    The speed is measured, not assumed: ``timed_steps`` training steps (after one untimed)
+    of each distinct missing model shape, on one thread as a worker runs them. A model's
+    time is its tokens at that speed, times (1 + its evaluation FLOPs / training FLOPs) for
+    the measurements that follow training; the wall time spreads the models over
+    ``workers``. Timed on a CPU machine only, and not for the ``full`` preset (a CPU step of
+    it takes minutes; chapter 10 gives its GPU-hours).
+    Returns {"rows": [...], "missing_s", "wall_s", "speeds": {shape: tokens/s}, "timed": bool}.
+    """
+    import torch
+
+    from . import data
+    from . import experiments as ex
+    from .runs import is_complete, resolve, run_key, runs_dir
+    from .speed import time_steps
+
+    wanted = {e for c in chapters for e in ex.CHAPTER_EXPERIMENTS.get(c, ())}
+    cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in ex.training_cost(scale)}
+    rows = []
+    for it in ex.model_plan(scale):
+        if it["experiment"] not in wanted:
+            continue
+        _, m, d, t = resolve(scale, it["pos"], it["corpus"], it["overrides"])
+        key = run_key(m, d, t, data.prepare(d, progress=False).fingerprint)
+        c = cost[(it["pos"], it["corpus"], tuple(sorted(it["overrides"].items())))]
+        shape = (m.pos, m.n_layer, m.n_head, m.d_model, m.vocab_size, m.window, t.l_tr, t.batch_size)
+        rows.append({**it, "key": key, "stored": is_complete(runs_dir() / key), "tokens": c["tokens"],
+                     "eval_factor": 1.0 + c["eval_flops"] / c["train_flops"], "shape": shape, "cfgs": (m, t)})
+    timed = scale != "full" and not torch.cuda.is_available()
+    speeds = {}
+    if timed:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for r in rows:
+                if not r["stored"] and r["shape"] not in speeds:
+                    m, t = r["cfgs"]
+                    sec = time_steps({"m": m}, t, rounds=1, steps=timed_steps, warmup=1)["m"][0]
+                    speeds[r["shape"]] = t.batch_size * t.l_tr / sec
+        finally:
+            torch.set_num_threads(before)
+    for r in rows:
+        del r["cfgs"]
+        tps = speeds.get(r.pop("shape"))
+        r["seconds"] = None if r["stored"] or tps is None else r["tokens"] / tps * r["eval_factor"]
+    times = [r["seconds"] for r in rows if r["seconds"] is not None]
+    wall = max(sum(times) / max(1, workers), max(times)) if times else 0.0
+    return {"rows": rows, "missing_s": sum(times), "wall_s": wall, "timed": timed,
+            "speeds": list(speeds.values())}
+
+
+def format_plan(scale: str, plan: dict, workers: int) -> str:
+    """The plan as the terminal shows it: one line a model, then the estimate."""
+    from .runs import train_command
+
+    rows = plan["rows"]
+    missing = [r for r in rows if not r["stored"]]
+    lines = [f"plan for the {scale} book: {len(rows)} models, {len(rows) - len(missing)} stored, {len(missing)} to train"]
+    for r in rows:
+        settings = " ".join(f"{k}={v}" for k, v in sorted(r["overrides"].items()))
+        state = "stored" if r["stored"] else ("to train" + (f", ~{r['seconds'] / 60:.1f} min" if r["seconds"] else ""))
+        lines.append(f"  {r['experiment']:9s} {r['pos']:16s} {r['corpus']:6s} {settings:32s} {state}")
+    if not missing:
+        lines.append("everything is stored: reproduce trains nothing")
+    elif not plan["timed"]:
+        why = "a step of the full preset takes minutes on a CPU" if scale == "full" else "timing runs on CPU machines only"
+        lines.append(f"not timed ({why}; chapter 10 estimates GPU-hours); the first to train: "
+                     f"{train_command(scale, missing[0]['pos'], missing[0]['corpus'], missing[0]['overrides'])}")
+    else:
+        tokens = sum(r["tokens"] for r in missing)
+        lo, hi = min(plan["speeds"]), max(plan["speeds"])
+        lines.append(f"estimate: {tokens / 1e6:.1f}M training tokens at {lo:,.0f}-{hi:,.0f} tokens/s a worker "
+                     f"(measured now, one thread), with their evaluations {plan['missing_s'] / 60:.0f} min of work: "
+                     f"about {plan['wall_s'] / 60:.0f} min in {workers} worker(s), before the chapters run")
+    return "\n".join(lines)

@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parameter", dest="parameters", action="append", default=[], metavar="NAME=VALUE",
                    help="extra notebook parameter (repeatable); unknown names are rejected")
     p.add_argument("--no-build", action="store_true", help="execute the chapters but do not build the HTML book")
+    p.add_argument("--plan", action="store_true",
+                   help="print the models the chosen chapters need, which are stored, and the time of the rest "
+                        "(measured with a few timed steps); train nothing")
     p.add_argument("--workers", type=int, default=None,
                    help="train the book's missing models first, in this many one-thread processes "
                         "(default: one per core when every chapter runs; 0: train inside the chapters)")

@@ -30,6 +30,11 @@ def run(args) -> int:
     os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill
     start = time.time()
     cluster = cluster_of(args, scale)
+    if getattr(args, "plan", False):
+        workers = args.workers or parallel.default_workers()
+        plan = parallel.book_plan(scale, list(request["chapters"]), workers=workers)
+        print(parallel.format_plan(scale, plan, workers))
+        return 0
     workers = args.workers
     if workers is None:  # the whole book (or any book on a cluster): train its models first, in parallel
         workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
