@@ -147,6 +147,26 @@ def test_biased_attention_matches_autograd_on_the_math_path(shape, suffix):
     assert ours[4].abs().sum() > 0
 
 
+def test_biased_attention_under_bf16_autocast_follows_sdpa():
+    """Under autocast BiasedAttention computes as SDPA does (bf16 matmuls, fp32 softmax) and
+    returns gradients in the inputs' own dtypes."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = torch.randn(3, 2, 3, 24, 8, generator=g)
+    mask = torch.randn(1, 3, 24, 24, generator=g).masked_fill(torch.ones(24, 24).triu(1).bool(), float("-inf"))
+    results = []
+    for attend in (attention.BiasedAttention.apply,
+                   lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, mask)]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = attend(*leaves)
+        out.float().pow(2).sum().backward()
+        results.append([out.float()] + [t.grad for t in leaves])
+    assert results[0][0].dtype == torch.float32 and all(t.dtype == torch.float32 for t in results[0][1:])
+    for ours, ref in zip(*results):  # bf16 rounding differs element by element: compare norms
+        keep = torch.isfinite(ref)
+        assert (ours[keep] - ref[keep]).norm() <= 2e-2 * ref[keep].norm()
+
+
 @pytest.mark.parametrize("pos", ["t5", "kerple_log", "kerple_power", "sandwich_learned"])
 def test_learnable_tables_get_autograds_gradient_through_a_model(pos, monkeypatch):
     """A learnable scheme's parameters get the same gradient with and without BiasedAttention."""

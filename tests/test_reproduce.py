@@ -31,6 +31,9 @@ def _rflens(*args, env=None):
     (["--scale", "smoke", "-p", "scale=tiny"], "--scale"),
     (["--scale", "smoke", "--corpus", "poetry"], "unknown corpus"),
     (["--scale", "smoke", "--workers", "-1"], "--workers"),
+    (["--scale", "smoke", "--workers", "-1", "--plan"], "--workers"),
+    (["--scale", "smoke", "--executor", "slurm", "--time-limit", "0"], "--time-limit"),
+    (["--scale", "smoke", "--executor", "local", "--workers", "0"], "at least 1 with --executor local"),
 ])
 def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, tmp_path):
     before = set((ROOT / "_build").glob("*/notebooks/*.ipynb")) if (ROOT / "_build").exists() else set()

@@ -178,25 +178,31 @@ class BiasedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask):
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # heads split from one (B, L, 3d) matmul
-        p = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5).add_(mask)
-        torch.softmax(p, -1, out=p)
-        out = torch.matmul(p, v)
+        device = q.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else q.dtype
+        ctx.dtypes, ctx.mask_shape, ctx.mask_dtype = (q.dtype, k.dtype, v.dtype), mask.shape, mask.dtype
+        with torch.autocast(device, enabled=False):  # as autocast would: matmuls in its dtype, softmax in fp32
+            q, k, v = (t.to(dtype).contiguous() for t in (q, k, v))  # heads split from one (B, L, 3d) matmul
+            scores = torch.matmul(q, k.transpose(-1, -2)).float().mul_(q.shape[-1] ** -0.5).add_(mask)
+            p = torch.softmax(scores, -1, out=scores).to(dtype)
+            out = torch.matmul(p, v)
         ctx.save_for_backward(q, k, v, p, out)
-        ctx.mask_shape = mask.shape
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, p, out = ctx.saved_tensors
         scale = q.shape[-1] ** -0.5
-        ds = torch.matmul(grad_out, v.transpose(-1, -2))  # dP
-        ds.sub_((grad_out * out).sum(-1, keepdim=True)).mul_(p)  # dS
-        dq = torch.matmul(ds, k).mul_(scale)
-        dk = torch.matmul(ds.transpose(-1, -2), q).mul_(scale)
-        dv = torch.matmul(p.transpose(-1, -2), grad_out)
-        dmask = ds.sum_to_size(ctx.mask_shape) if ctx.needs_input_grad[3] else None
-        return dq, dk, dv, dmask
+        with torch.autocast(q.device.type, enabled=False):
+            g = grad_out.to(p.dtype)
+            ds = torch.matmul(g, v.transpose(-1, -2)).float()  # dP
+            ds.sub_((g.float() * out.float()).sum(-1, keepdim=True)).mul_(p)  # dS
+            dmask = ds.sum_to_size(ctx.mask_shape).to(ctx.mask_dtype) if ctx.needs_input_grad[3] else None
+            ds = ds.to(p.dtype)
+            dq = torch.matmul(ds, k).mul_(scale)
+            dk = torch.matmul(ds.transpose(-1, -2), q).mul_(scale)
+            dv = torch.matmul(p.transpose(-1, -2), g)
+        return dq.to(ctx.dtypes[0]), dk.to(ctx.dtypes[1]), dv.to(ctx.dtypes[2]), dmask
 
 
 def _chunked(q, k, v, plan: Plan, q_start: int, block: int | None = None) -> Tensor:

@@ -147,32 +147,37 @@ def _submit(scale, items, cluster: Cluster, threads, measure, bar, done, workers
     except ImportError:
         raise UserError("--executor local/slurm needs submitit: pip install submitit==1.5.4") from None
     executor = submitit.AutoExecutor(folder=cluster.folder / "%j", cluster=cluster.kind)
-    executor.update_parameters(name=f"rflens-{scale}", timeout_min=cluster.time_min, nodes=1, tasks_per_node=1,
-                               cpus_per_task=threads, gpus_per_node=cluster.gpus_per_job, slurm_partition=cluster.partition,
-                               slurm_array_parallelism=cluster.max_jobs or len(items))
+    params = dict(name=f"rflens-{scale}", timeout_min=cluster.time_min, nodes=1, tasks_per_node=1,
+                  cpus_per_task=threads, gpus_per_node=cluster.gpus_per_job,
+                  slurm_array_parallelism=cluster.max_jobs or len(items))
+    if cluster.partition:
+        params["slurm_partition"] = cluster.partition
+    executor.update_parameters(**params)
     limit = len(items) if cluster.kind == "slurm" else (cluster.max_jobs or workers)
     pending, running = list(items), []
-    while pending or running:
-        if len(running) < limit and pending:
-            batch, pending = pending[:limit - len(running)], pending[limit - len(running):]
-            with executor.batch():
-                jobs = [executor.submit(_job, threads, scale, it["pos"], it["corpus"], it["overrides"], measure)
-                        for it in batch]
-            running += zip(jobs, batch)
-        finished = [(job, it) for job, it in running if job.done()]
-        for job, it in finished:
-            running.remove((job, it))
-            try:
-                done.append(job.result())
-            except Exception as err:  # submitit re-raises the job's error with its traceback
-                for other, _ in running:
-                    other.cancel(check=False)
-                last = _error_line(err)
-                raise UserError(f"job {job.job_id} ({it['pos']}, {it['corpus']}) failed: {last}; "
-                                f"its log: {job.paths.stderr}") from None
-            bar.update()
-        if not finished:
-            time.sleep(0.5)
+    try:
+        while pending or running:
+            if len(running) < limit and pending:
+                batch, pending = pending[:limit - len(running)], pending[limit - len(running):]
+                with executor.batch():
+                    jobs = [executor.submit(_job, threads, scale, it["pos"], it["corpus"], it["overrides"], measure)
+                            for it in batch]
+                running += zip(jobs, batch)
+            finished = [(job, it) for job, it in running if job.done()]
+            for job, it in finished:
+                running.remove((job, it))
+                try:
+                    done.append(job.result())
+                except Exception as err:  # submitit re-raises the job's error with its traceback
+                    raise UserError(f"job {job.job_id} ({it['pos']}, {it['corpus']}) failed: {_error_line(err)}; "
+                                    f"its log: {job.paths.stderr}") from None
+                bar.update()
+            if not finished:
+                time.sleep(0.5)
+    except BaseException:  # a failed job or Ctrl-C: no job is left running
+        for job, _ in running:
+            job.cancel(check=False)
+        raise
     return done
 
 
@@ -188,22 +193,25 @@ def _error_line(err: Exception) -> str:
 
 def train_book(scale: str, *, workers: int | None = None, threads: int = 1, progress: bool = True,
                cluster: Cluster | None = None) -> list[dict]:
-    """Every model of the book at ``scale`` (:func:`rflens.experiments.model_plan`), trained
-    and measured in ``workers`` processes (default: one per core) where the store lacks it.
-    Returns what was trained now."""
-    from . import experiments as ex
-
+    """Every model of the book at ``scale`` (:func:`rflens.experiments.model_plan`; only
+    those ``chapters`` read, if given), trained and measured in ``workers`` processes
+    (default: one per core) where the store lacks it. Returns what was trained now."""
     from . import data
+    from . import experiments as ex
     from .runs import resolve
 
     workers = default_workers() if workers is None else workers
-    plan = [it for it in ex.model_plan(scale) if it["experiment"] != "Table 2"]
+    wanted = None if chapters is None else {e for c in chapters for e in ex.CHAPTER_EXPERIMENTS.get(c, ())}
+    plan = [it for it in ex.model_plan(scale)
+            if it["experiment"] != "Table 2" and (wanted is None or it["experiment"] in wanted)]
     # the corpora first, here with their progress, so that no worker waits on another's build
     for cfg in {resolve(scale, it["pos"], it["corpus"], it["overrides"])[2] for it in plan}:
         data.prepare(cfg, progress=progress)
     # models already stored still get their measurements (cached: quick when present)
     done = run_items(scale, plan, workers=workers, threads=threads, progress=progress, desc=f"models ({scale})",
                      cluster=cluster)
+    if wanted is not None and "Table 2" not in wanted:
+        return [d for d in done if d["trained"]]
     t1 = ex.table1(scale, progress=False, train=False)  # stored and measured: reads the cache
     second = [{"pos": s.pos, "corpus": s.corpus, "overrides": s.settings} for s in ex.table2_specs(scale, t1)]
     # measured by Table 2 itself, at Table 1's absolute lengths (not at 16 x its own L_tr)
@@ -223,7 +231,8 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     the measurements that follow training; the wall time spreads the models over
     ``workers``. Timed on a CPU machine only, and not for the ``full`` preset (a CPU step of
     it takes minutes; chapter 10 gives its GPU-hours).
-    Returns {"rows": [...], "missing_s", "wall_s", "speeds": {shape: tokens/s}, "timed": bool}.
+    Returns {"rows": [...], "missing_s", "wall_s", "speeds": [tokens/s], "timed": bool,
+    "no_data": why some data could not be prepared, or None}.
     """
     import torch
 
@@ -233,16 +242,20 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     from .speed import time_steps
 
     wanted = {e for c in chapters for e in ex.CHAPTER_EXPERIMENTS.get(c, ())}
+    no_data = None
     cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in ex.training_cost(scale)}
     rows = []
     for it in ex.model_plan(scale):
         if it["experiment"] not in wanted:
             continue
         _, m, d, t = resolve(scale, it["pos"], it["corpus"], it["overrides"])
-        key = run_key(m, d, t, data.prepare(d, progress=False).fingerprint)
+        try:  # the key needs the data's fingerprint: built here if missing, as reproduce would
+            key = run_key(m, d, t, data.prepare(d, progress=False).fingerprint)
+        except UserError as err:  # e.g. the hub out of reach: nothing can be stored for it yet
+            key, no_data = None, str(err)
         c = cost[(it["pos"], it["corpus"], tuple(sorted(it["overrides"].items())))]
         shape = (m.pos, m.n_layer, m.n_head, m.d_model, m.vocab_size, m.window, t.l_tr, t.batch_size)
-        rows.append({**it, "key": key, "stored": is_complete(runs_dir() / key), "tokens": c["tokens"],
+        rows.append({**it, "key": key, "stored": key is not None and is_complete(runs_dir() / key), "tokens": c["tokens"],
                      "eval_factor": 1.0 + c["eval_flops"] / c["train_flops"], "shape": shape, "cfgs": (m, t)})
     timed = scale != "full" and not torch.cuda.is_available()
     speeds = {}
@@ -264,7 +277,11 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     times = [r["seconds"] for r in rows if r["seconds"] is not None]
     wall = max(sum(times) / max(1, workers), max(times)) if times else 0.0
     return {"rows": rows, "missing_s": sum(times), "wall_s": wall, "timed": timed,
-            "speeds": list(speeds.values())}
+            "speeds": list(speeds.values()), "no_data": no_data}
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.0f} h"
 
 
 def format_plan(scale: str, plan: dict, workers: int) -> str:
@@ -278,6 +295,8 @@ def format_plan(scale: str, plan: dict, workers: int) -> str:
         settings = " ".join(f"{k}={v}" for k, v in sorted(r["overrides"].items()))
         state = "stored" if r["stored"] else ("to train" + (f", ~{r['seconds'] / 60:.1f} min" if r["seconds"] else ""))
         lines.append(f"  {r['experiment']:9s} {r['pos']:16s} {r['corpus']:6s} {settings:32s} {state}")
+    if plan.get("no_data"):
+        lines.append(f"some data is not prepared, so its models cannot be stored yet: {plan['no_data']}")
     if not missing:
         lines.append("everything is stored: reproduce trains nothing")
     elif not plan["timed"]:
@@ -288,6 +307,6 @@ def format_plan(scale: str, plan: dict, workers: int) -> str:
         tokens = sum(r["tokens"] for r in missing)
         lo, hi = min(plan["speeds"]), max(plan["speeds"])
         lines.append(f"estimate: {tokens / 1e6:.1f}M training tokens at {lo:,.0f}-{hi:,.0f} tokens/s a worker "
-                     f"(measured now, one thread), with their evaluations {plan['missing_s'] / 60:.0f} min of work: "
-                     f"about {plan['wall_s'] / 60:.0f} min in {workers} worker(s), before the chapters run")
+                     f"(measured now, one thread), with their evaluations {_duration(plan['missing_s'])} of work: "
+                     f"about {_duration(plan['wall_s'])} in {workers} worker(s), before the chapters run")
     return "\n".join(lines)

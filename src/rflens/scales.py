@@ -221,8 +221,8 @@ def _tiny() -> Scale:
             l_tr=l_tr,  # L_tr = 32: 16 x L_tr = 512 is the longest evaluation
             batch_size=32,  # 32 x 32 = 1024 tokens a step
             # 0.6M tokens a model: what the book's budget allows (its 38 models train and are
-            # measured in 28 minutes by two one-thread workers on 2 cores; the whole `make book`
-            # from a fresh clone took 38 minutes). The pilot (bench/README.md) measures what
+            # measured in 23 minutes by two one-thread workers on 2 cores; the whole `make book`
+            # from a fresh clone took 33 minutes). The pilot (bench/README.md) measures what
             # more tokens would show.
             steps=600,
             lr=2e-3,
@@ -261,7 +261,7 @@ def _small() -> Scale:
     l_tr = 128
     return Scale(
         name="small",
-        about="a CPU afternoon or minutes on one GPU; closer to the paper",
+        about="closer to the paper; about 57 hours of training on 2 CPU cores (reproduce --plan): a GPU preset",
         model=ModelConfig(n_layer=4, n_head=8, d_model=256, vocab_size=vocab),
         data=DataConfig(vocab_size=vocab),
         train=TrainConfig(

@@ -30,19 +30,19 @@ def run(args) -> int:
     os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill
     start = time.time()
     cluster = cluster_of(args, scale)
-    if getattr(args, "plan", False):
-        workers = args.workers or parallel.default_workers()
-        plan = parallel.book_plan(scale, list(request["chapters"]), workers=workers)
-        print(parallel.format_plan(scale, plan, workers))
-        return 0
+    chosen = list(request["chapters"])
     workers = args.workers
-    if workers is None:  # the whole book (or any book on a cluster): train its models first, in parallel
-        workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
-    if workers < 0 or (cluster and workers == 0):
+    if workers is not None and (workers < 0 or (cluster and workers == 0)):
         raise UserError(f"--workers must be {'at least 1 with --executor ' + cluster.kind if cluster else '0 or more'}, "
                         f"not {workers}")
+    if getattr(args, "plan", False):
+        workers = workers or parallel.default_workers()
+        print(parallel.format_plan(scale, parallel.book_plan(scale, chosen, workers=workers), workers))
+        return 0
+    if workers is None:  # the whole book (or any book on a cluster): train its models first, in parallel
+        workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
     if workers:
-        trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster)
+        trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster, chapters=chosen)
         if not quiet:
             where = f"{cluster.kind} jobs" if cluster else f"{workers} worker(s)"
             tqdm.write(f"{len(trained)} model(s) trained and measured in {where} in {time.time() - start:.0f} s")
