@@ -93,3 +93,14 @@ def test_plan_lists_what_is_stored_and_times_the_rest(tmp_path, monkeypatch, cap
     out = capsys.readouterr().out
     assert out.startswith(f"plan for the smoke book: {len(rows)} models, 1 stored") and "estimate:" in out
     assert not list((tmp_path / "plan-store" / "runs").glob("*/manifest.json"))[1:]  # the plan trained nothing
+
+
+def test_train_book_trains_only_what_the_chosen_chapters_read(tmp_path, monkeypatch):
+    _store(monkeypatch, tmp_path / "chapters-store")
+    asked = []
+    monkeypatch.setattr(parallel, "run_items", lambda scale, items, **kw: asked.append(items) or [])
+    assert parallel.train_book("smoke", workers=2, progress=False, chapters=["01", "02", "10"]) == []
+    assert asked == [[]]  # chapters without experiments: nothing to train, no Table 2 round
+    asked.clear()
+    parallel.train_book("smoke", workers=2, progress=False, chapters=["05"])
+    assert len(asked) == 1 and asked[0] and {it["pos"] for it in asked[0]} <= {"sinusoidal", "rotary"}

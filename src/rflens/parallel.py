@@ -192,7 +192,7 @@ def _error_line(err: Exception) -> str:
 
 
 def train_book(scale: str, *, workers: int | None = None, threads: int = 1, progress: bool = True,
-               cluster: Cluster | None = None) -> list[dict]:
+               cluster: Cluster | None = None, chapters: list[str] | None = None) -> list[dict]:
     """Every model of the book at ``scale`` (:func:`rflens.experiments.model_plan`; only
     those ``chapters`` read, if given), trained and measured in ``workers`` processes
     (default: one per core) where the store lacks it. Returns what was trained now."""
