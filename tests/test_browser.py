@@ -116,6 +116,32 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
         assert visit.errors == [], f"page errors in {chapter}: {visit.errors}"
         assert visit.external == [], f"{chapter} asked the network for {visit.external}"
         assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
+        # progress bars and warnings went to the terminal and the log, not onto the page
+        assert visit.page.locator(".output.stderr").count() == 0, f"{chapter} shows stderr output"
+        # printed results wrap and wide tables scroll in their own box: no output reaches past the column
+        wider = visit.page.evaluate("""() => {
+            const column = document.querySelector('article.bd-article, main').getBoundingClientRect();
+            return [...document.querySelectorAll('.cell_output .output, .cell_output pre')]
+                .filter(el => el.getBoundingClientRect().right > column.right + 1).length; }""")
+        assert wider == 0, f"{chapter}: {wider} outputs run past the content column"
+        # in every figure, the curves its legend lists (as first drawn) have one colour each
+        shared = visit.page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(el => {
+            const shown = (el.data || []).filter(t => t.visible !== false && t.showlegend !== false && t.name);
+            const colours = shown.map(t => (t.line && t.line.color) || (t.marker && t.marker.color))
+                                 .filter(c => typeof c === 'string');
+            return colours.length - new Set(colours).size; }).filter(n => n > 0).length""")
+        assert shared == 0, f"{chapter}: {shared} figures give two legend entries one colour"
+
+
+def test_a_chapters_tables_download_as_csv(browser, server):
+    with Visit(browser, f"{server}/book/03_alibi_dissected.html") as visit:
+        links = visit.page.locator("p.rflens-download a")
+        assert links.count() >= 2, "chapter 3 links fewer than its two tables"
+        href = links.first.get_attribute("href")
+        response = visit.page.request.get(f"{server}/book/{href}")
+        assert response.ok, f"{href} is not served"
+        text = response.text()
+        assert text.startswith("# scale: smoke\n# code_version: ") and "# data_prose: " in text
 
 
 def test_equations_are_typeset_offline(browser, server):

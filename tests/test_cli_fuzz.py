@@ -31,11 +31,18 @@ def pairs():
                 yield f"{section}.{f.name}={value}"
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One run store for the four commands: a model that a valid value trains for one
+    command is found stored by the next, so each is trained once."""
+    return tmp_path_factory.mktemp("fuzz")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", list(COMMANDS))
-def test_no_setting_value_gives_a_traceback(command, tmp_path, monkeypatch):
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+def test_no_setting_value_gives_a_traceback(command, store, monkeypatch):
+    monkeypatch.setenv("RFLENS_RUNS", str(store / "runs"))
+    monkeypatch.setenv("RFLENS_DATA", str(store / "data"))
     tried, bad = 0, []
     for pair in pairs():
         err, out = io.StringIO(), io.StringIO()

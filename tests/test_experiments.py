@@ -244,6 +244,10 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     shared = int(0 in sc.sweeps.slope_shift) + int(sc.train.l_tr in sc.sweeps.sinusoidal_l_tr) + 1
     assert sum(m["experiment"] == "Table 1" for m in plan) == t1
     assert sum(m["experiment"] == "Table 3" for m in plan) == len(sc.sweeps.table3_pos) * len(sc.sweeps.corpora) - shared
+    # Chapter 11 adds FIRE on every corpus, its threshold started at L_tr
+    beyond = [m for m in plan if m["experiment"] == "Beyond the paper"]
+    assert [m["pos"] for m in beyond] == ["fire"] * len(sc.sweeps.corpora)
+    assert all(m["overrides"].get("max_distance") == sc.train.l_tr for m in beyond)
     cost = ex.training_cost(name)
     assert len(cost) == len(plan) and all(c["gpu_hours"] > 0 for c in cost)
 
@@ -276,12 +280,13 @@ def test_chapter_experiments_match_what_the_chapters_call():
     import re
     from pathlib import Path
 
-    calls = {"table1": "Table 1", "table2": "Table 2", "figure7": "Figure 7", "table3": "Table 3",
-             "figure11": "Figure 11", "protocols": "Protocols"}
+    calls = {"table1": {"Table 1"}, "table2": {"Table 2"}, "figure7": {"Figure 7"}, "table3": {"Table 3"},
+             "figure11": {"Figure 11"}, "protocols": {"Protocols"}, "rope_stretching": {"Figure 7"},
+             "fire_table": {"Table 3", "Beyond the paper"}}
     book = Path(__file__).resolve().parents[1] / "book"
     for chapter, named in ex.CHAPTER_EXPERIMENTS.items():
         if chapter == "09":  # the scoreboard reads every experiment through the claims
             continue
         text = next(book.glob(f"{chapter}_*.ipynb")).read_text()
-        used = {calls[f] for f in re.findall(r"ex\.(\w+)\(", text) if f in calls}
+        used = {e for f in re.findall(r"ex\.(\w+)\(", text) if f in calls for e in calls[f]}
         assert used == set(named), chapter

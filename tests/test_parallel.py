@@ -5,6 +5,7 @@ import pytest
 
 from rflens import parallel, runs
 from rflens.errors import UserError
+from rflens.progress import Log
 from rflens.storage import sha256_file
 
 ITEMS = [{"pos": "alibi", "corpus": "prose", "overrides": {}},
@@ -21,8 +22,17 @@ def test_workers_store_bitwise_what_a_sequential_run_stores(tmp_path, monkeypatc
     stored = {}
     for name, workers in (("sequential", 1), ("parallel", 2)):
         _store(monkeypatch, tmp_path / name)
-        done = parallel.run_items("smoke", ITEMS, workers=workers, threads=1, progress=False)
+        with Log(tmp_path / f"{name}.log", quiet=True) as log:
+            done = parallel.run_items("smoke", ITEMS, workers=workers, threads=1, progress=False, log=log)
         assert sorted(d["pos"] for d in done) == ["alibi", "window"] and all(d["trained"] for d in done)
+        # every model's progress reached the log, from the workers too: its training bar to the
+        # last step with tokens/s, its measurements, and where it came from
+        lines = (tmp_path / f"{name}.log").read_text().splitlines()
+        for label in ("alibi on prose: ", "window on prose (window=4): "):
+            mine = [ln for ln in lines if label in ln]
+            assert any("30/30" in ln and "tok_s=" in ln for ln in mine), (name, mine)
+            assert any("last-token NLL" in ln for ln in mine) and any("input gradients" in ln for ln in mine)
+            assert any(ln.endswith(")") and "trained (" in ln for ln in mine) and "done in" in mine[-1]
         stored[name] = {}
         for it in ITEMS:
             run = runs.get_run("smoke", it["pos"], it["corpus"], it["overrides"], train=False, progress=False)
@@ -31,8 +41,10 @@ def test_workers_store_bitwise_what_a_sequential_run_stores(tmp_path, monkeypatc
 
             stored[name][run.key] = (sha256_file(run.path / "model.safetensors"), ex.measure_ppl(run)["nll"])
     assert stored["sequential"] == stored["parallel"]
-    # a second call finds everything stored and trains nothing
-    assert not any(d["trained"] for d in parallel.run_items("smoke", ITEMS, workers=2, progress=False))
+    # a second call finds everything stored and trains nothing, and says so
+    with Log(tmp_path / "again.log", quiet=True) as log:
+        assert not any(d["trained"] for d in parallel.run_items("smoke", ITEMS, workers=2, progress=False, log=log))
+    assert (tmp_path / "again.log").read_text().count("found in the run store") == 2
 
 
 def test_bad_worker_counts_are_one_line_errors():

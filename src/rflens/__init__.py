@@ -11,7 +11,22 @@ analysis), ``results`` (the result tables and the criterion "extrapolates"), ``s
 (training speed side by side), ``experiments`` (the paper's sweeps), ``analysis`` (closed
 forms of the biases), ``claims`` (the scoreboard), ``figures``, ``widgets``, ``notebook``
 (what every chapter does first), ``reproduce`` (papermill + Jupyter Book) and ``cli`` (the
-commands).
+commands), ``hf`` (the same lens on Hugging Face models).
+
+A positional scheme of one's own: ``rflens.register_scheme`` (a decorator) in a file of
+one's own, loaded with ``rflens.load_schemes(path)``; see :mod:`rflens.positional`.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):  # the extension point, without importing torch with the package
+    if name in ("register_scheme", "RelativeScheme"):
+        from . import positional
+
+        return getattr(positional, name)
+    if name == "load_schemes":
+        from .schemes import load_files
+
+        return load_files
+    raise AttributeError(f"module 'rflens' has no attribute {name!r}")

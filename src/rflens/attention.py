@@ -47,7 +47,9 @@ class Plan:
 
     ``table``: (H, L) bias by distance with -inf beyond the window, or None when the
     attention is plain causal (no bias, no window). ``raw_table``: the same without the
-    window's -inf (FlexAttention handles the window in its block mask).
+    window's -inf (FlexAttention handles the window in its block mask). ``full``: for a
+    scheme whose bias also depends on the query position (``query_dependent``), the
+    (H, L, L) bias with -inf where n > m and beyond the window; ``table`` is then None.
     """
 
     kernel: str
@@ -55,11 +57,14 @@ class Plan:
     window: int | None
     table: Tensor | None
     raw_table: Tensor | None
+    full: Tensor | None = None
     _masks: dict = field(default_factory=dict)
 
     # -- sdpa --------------------------------------------------------------------------
     def sdpa_mask(self, q_start: int) -> Tensor:
         """(1, H, L - q_start, L) float mask for queries q_start..L-1, built once and cached."""
+        if self.full is not None:
+            return self.full[None, :, q_start:]
         key = ("sdpa", q_start)
         if key not in self._masks:
             full = self._masks.get(("sdpa", 0))
@@ -110,6 +115,13 @@ def make_plan(scheme, window: int | None, length: int, device, kernel: str = "au
             kernel = "flex"
         else:
             kernel = "chunked" if length >= AUTO_CHUNK_FROM else "sdpa"
+    if getattr(scheme, "query_dependent", False):
+        full = scheme.position_bias(length)  # (H, L, L): the bias query m gives to key n
+        m = torch.arange(length, device=full.device)
+        dist = m[:, None] - m[None, :]
+        drop = (dist < 0) if window is None else (dist < 0) | (dist >= window)
+        full = full.masked_fill(drop, float("-inf")).to(device)
+        return Plan(kernel=kernel, length=length, window=window, table=None, raw_table=None, full=full)
     raw = None
     if scheme.kind == "relative":
         raw = scheme.distance_bias(length)  # (H, L)
@@ -151,7 +163,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, plan: Plan) -> Tensor:
 
 
 def _sdpa(q, k, v, plan: Plan, q_start: int) -> Tensor:
-    if plan.table is None:
+    if plan.table is None and plan.full is None:
         if q_start == 0:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         if q.shape[2] == 1:  # the last query sees every key
@@ -207,10 +219,19 @@ class BiasedAttention(torch.autograd.Function):
 
 def _chunked(q, k, v, plan: Plan, q_start: int, block: int | None = None) -> Tensor:
     L = k.shape[2]
+    block = block or QUERY_BLOCK
+    if plan.full is not None:  # a query-dependent bias: blocks of the (H, L, L) bias itself
+        outs = []
+        for s in range(q_start, L, block):
+            e = min(s + block, L)
+            k0 = 0 if plan.window is None else max(0, s - plan.window + 1)
+            mask = plan.full[None, :, s:e, k0:e]
+            outs.append(F.scaled_dot_product_attention(q[:, :, s - q_start:e - q_start], k[:, :, k0:e], v[:, :, k0:e],
+                                                       attn_mask=mask.to(q.dtype)))
+        return torch.cat(outs, dim=2)
     if plan.table is None and q_start == 0:
         # plain causal attention: SDPA's causal kernel is already memory-bounded
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    block = block or QUERY_BLOCK
     padded = plan.padded_table(q.dtype, q.device)  # (H, 2L): padded[h, L + d] = table[h, d], -inf for d < 0
     H, row = padded.shape[0], padded.stride(0)
     # keys in reverse order: then the bias of a block of queries and keys is a Toeplitz matrix
@@ -250,7 +271,12 @@ def _flex(q, k, v, plan: Plan, q_start: int) -> Tensor:
                         "or call the model under torch.no_grad()")
     block_mask = plan.block_mask(q_start, q.device)
     score_mod = None
-    if plan.raw_table is not None:
+    if plan.full is not None:
+        full = plan.full.to(q.dtype)
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score + full[h, q_idx + q_start, kv_idx]
+    elif plan.raw_table is not None:
         table = plan.raw_table.to(q.dtype)
 
         def score_mod(score, b, h, q_idx, kv_idx):

@@ -153,7 +153,7 @@ def _c1(res):
     return f"{row['label']}: {_max_r_text(row)} (limit {TOL})", ok
 
 
-@claim(2, "Windowed attention with a large window does not extrapolate.",
+@claim(2, "Windowed attention with a large window breaks beyond L_tr: its perplexity at least doubles.",
        f"the largest w of the sweep has r({HORIZON} L_tr) >= {BREAKS:g} ({_LB})", ("table1",))
 def _c2(res):
     row = _family(res, "window").iloc[-1]
@@ -257,7 +257,8 @@ def _c7(res):
     return "; ".join(parts), ok
 
 
-@claim(8, "Sinusoidal does not extrapolate, and its gradient jumps at the absolute position L_tr.",
+@claim(8, "Sinusoidal breaks beyond L_tr (its perplexity at least doubles), and its gradient jumps at the "
+          "absolute position L_tr.",
        f"r(4 L_tr) >= {BREAKS:g} ({_LB}), and the largest normalised gradient outside the most recent few tokens "
        f"sits within {ex.JUMP_TOLERANCE:.0%} of the absolute position L_tr (every L_tr of the sweep)", ("figure7",))
 def _c8(res):
@@ -278,7 +279,7 @@ def _c8(res):
     return f"{text}; " + "; ".join(jumps), lo >= BREAKS and ok
 
 
-@claim(9, "Rotary does not extrapolate.", f"r(4 L_tr) >= {BREAKS:g} ({_LB})", ("figure7",))
+@claim(9, "Rotary breaks beyond L_tr: its perplexity at least doubles by 4 L_tr.", f"r(4 L_tr) >= {BREAKS:g} ({_LB})", ("figure7",))
 def _c9(res):
     row = None
     if res.get("figure7") is not None and not isinstance(res["figure7"], Exception):

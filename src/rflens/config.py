@@ -33,6 +33,7 @@ KERNELS = ("auto", "sdpa", "flex", "chunked")
 CORPORA = ("prose", "code", "math")
 SOURCES = ("embedded", "hub", "files")
 PROTOCOLS = ("last_token", "non_overlapping", "sliding")
+ROPE_SCALINGS = ("pi", "ntk", "yarn")  # rotary stretched at evaluation (rflens.positional.rope_frequencies)
 DTYPES = ("fp32", "bf16", "auto")  # auto: bf16 where the hardware computes it natively
 
 
@@ -144,6 +145,7 @@ class ModelConfig(_Settings):
 
     def __post_init__(self):
         self._canonical_numbers()
+        schemes.ensure_loaded()
         _choice("pos", self.pos, tuple(schemes.TABLE))
         for name in ("n_layer", "n_head", "d_model", "vocab_size", "num_buckets", "max_distance"):
             v = getattr(self, name)
@@ -257,6 +259,10 @@ class EvalConfig(_Settings):
     erf_length_mult: int = 4  # receptive-field analysis on segments of 4 x L_tr
     erf_samples: int = 64
     erf_threshold: float = 0.99
+    # rotary models only: a context-extension method applied at evaluation, with no
+    # retraining; rope_factor None stretches each length L_ex by L_ex / L_tr
+    rope_scaling: str | None = None
+    rope_factor: float | None = None
 
     def __post_init__(self):
         self._canonical_numbers()
@@ -272,6 +278,20 @@ class EvalConfig(_Settings):
             raise ConfigError("seed", self.seed, "must be an integer in [0, 2^32)")
         if not 0 < self.erf_threshold <= 1:
             raise ConfigError("erf_threshold", self.erf_threshold, "must be in (0, 1]")
+        if self.rope_scaling is not None:
+            _choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
+        if self.rope_factor is not None and (isinstance(self.rope_factor, bool) or self.rope_factor < 1):
+            raise ConfigError("rope_factor", self.rope_factor, "must be a number >= 1 (or None: L_ex / L_tr)")
+
+    def rope_for(self, length: int, l_tr: int) -> tuple[str | None, float]:
+        """The stretching method and its factor at evaluation length ``length``."""
+        if self.rope_scaling is None:
+            return None, 1.0
+        return self.rope_scaling, float(self.rope_factor or max(1.0, length / l_tr))
+
+    def rope_params(self) -> dict:
+        """The stretching settings for a cached result's key (empty when there is none)."""
+        return {} if self.rope_scaling is None else {"rope": [self.rope_scaling, self.rope_factor]}
 
 
 SETTINGS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "eval": EvalConfig}

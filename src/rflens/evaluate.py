@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from . import resources
+from . import positional, resources
 from .config import PROTOCOLS, ConfigError, EvalConfig
 from .errors import UserError
 from .results import CI_LEVEL, N_BOOTSTRAP
@@ -228,8 +228,9 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     # sliding: a fixed stride, or (None) half of each window, so that the cost of tiling the
     # region stays twice the non-overlapping one at every length
     stride = (ev.stride or "half") if protocol == "sliding" else None
+    check_rope(run.model_cfg, ev)
     params = {"protocol": protocol, "lengths": lengths, "n": n, "seed": ev.seed, "stride": stride,
-              "version": EVAL_VERSION}
+              "version": EVAL_VERSION, **ev.rope_params()}
     if n is not None:
         resources.check(resources.evaluation_bytes(n, max(lengths), len(lengths), ev.batch_size, run.model_cfg),
                         f"evaluating {n:,} segments of up to {max(lengths):,} tokens",
@@ -243,7 +244,8 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
                   "nll": [], "tokens": [], "units": [], "n": n, "l_tr": l_tr, "seed": ev.seed}
         if protocol == "last_token":
             segments = corpus.eval_segments(n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
-            nll = last_token_nll(model, segments, lengths, batch_size=ev.batch_size, progress=progress)
+            nll = np.concatenate([last_token_nll(model, segments, group, batch_size=ev.batch_size, progress=progress)
+                                  for group in _rope_groups(model, ev, lengths, l_tr)])
             for row in nll:
                 ppl, lo, hi = bootstrap_ppl(row, seed=ev.seed)
                 _append(result, ppl, lo, hi, row.mean(), row.size, row.size)
@@ -252,7 +254,9 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
         else:
             # the region the last-token segments end in, so that the protocols score the same text
             tokens = corpus.tokens("test")[corpus.eval_region_start():]
-            for length in tqdm(lengths, desc=protocol, disable=not progress, leave=False):
+            # (a generator: each length is evaluated while the model is stretched for it)
+            for (length,) in tqdm(_rope_groups(model, ev, lengths, l_tr, split=True), total=len(lengths),
+                                  desc=protocol, disable=not progress, leave=False):
                 s = length if protocol == "non_overlapping" else (
                     max(1, length // 2) if stride == "half" else min(stride, length))
                 nll_sum, count = window_nll(model, tokens, length, n or tokens.size, s, batch_size=ev.batch_size,
@@ -265,6 +269,25 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
         return result
 
     return run.cached(f"perplexity_{protocol}", params, compute)
+
+
+def check_rope(model_cfg, ev: EvalConfig) -> None:
+    """A stretching method (``rope_scaling``) is for rotary models only: one line otherwise."""
+    if ev.rope_scaling is not None and model_cfg.pos != "rotary":
+        raise UserError(f"rope_scaling={ev.rope_scaling} stretches rotary models only, not {model_cfg.pos}: "
+                        "drop --set rope_scaling or choose --pos rotary")
+
+
+def _rope_groups(model, ev: EvalConfig, lengths: list[int], l_tr: int, split: bool = False):
+    """The lengths in groups evaluated with one rotary stretching each: all of them at once
+    for plain rotary (and every other scheme), one by one when the factor follows L_ex / L_tr;
+    the model is stretched while the caller evaluates a group, plain again afterwards."""
+    if ev.rope_scaling is None and not split:
+        yield lengths
+        return
+    for length in lengths:
+        with positional.stretched(model, *ev.rope_for(length, l_tr), l_tr):
+            yield [length]
 
 
 _UNIT = {"last_token": "segments", "non_overlapping": "chunks", "sliding": "windows"}

@@ -43,7 +43,9 @@ from .errors import UserError
 from .results import (BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, add_erf_columns, add_ppl_columns, display_table,  # noqa: F401
                       extrapolates, lengths_of, long_form, row_ppl)
 from .scales import FAMILIES
-from .schemes import LEARNABLE, title
+from .storage import package_repo
+from . import schemes
+from .schemes import title
 
 # The schemes of two figures of the paper: Figure 11 (Section 6) compares the receptive
 # fields of Sandwich and the learnable log-like biases; the protocol comparison (footnote 2,
@@ -111,13 +113,22 @@ def get_scale(scale) -> scales.Scale:
     return scales.get(scale) if isinstance(scale, str) else scale
 
 
-def _run(scale: str, spec: Spec, *, train: bool = True):
-    """The run of ``spec`` at ``scale`` (rflens.runs.get_run), asked of the store once per process."""
+def _run(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
+    """The run of ``spec`` at ``scale`` (rflens.runs.get_run), asked of the store once per process.
+    With ``progress``: the training bar of a model the store lacks, and a line (on stderr)
+    naming the model and whether it was trained now or came from the store."""
+    import sys
+
+    from .progress import model_label
     from .runs import get_run
 
     key = (scale, spec.pos, spec.corpus, spec.overrides, train)
     if key not in _RUNS:
-        _RUNS[key] = get_run(scale, spec.pos, spec.corpus, spec.settings, train=train, progress=False)
+        run = get_run(scale, spec.pos, spec.corpus, spec.settings, train=train, progress=progress)
+        if progress:
+            tqdm.write(f"{spec.label} ({model_label(spec.pos, spec.corpus, spec.settings)}): "
+                       f"{'from the run store' if run.reused else 'trained now'}", file=sys.stderr)
+        _RUNS[key] = run
     return _RUNS[key]
 
 
@@ -160,7 +171,7 @@ def table1(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress
     share_in_ltr, theoretical), last-token perplexity at L_ex = L_tr x length_mults."""
     rows = []
     for spec in _bar(table1_models(scale, corpus), "Table 1", progress):
-        run = _run(scale, spec, train=train)
+        run = _run(scale, spec, train=train, progress=progress)
         row = {"family": spec.family, "value": spec.value, "label": spec.label, "pos": spec.pos,
                "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
@@ -235,7 +246,7 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
     rows = []
     for old, spec in _bar(_table2_pairs(sc, t1, corpus), "Table 2", progress):
         fam_pos = FAMILIES[old["family"]].pos
-        run = _run(scale, spec, train=train)
+        run = _run(scale, spec, train=train, progress=progress)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
         lengths = sorted(set(lengths_of(t1)) | {l_tr})  # same absolute L_ex, plus the new L_tr
         row = {"family": old["family"], "value": old["value"], "label": spec.label, "pos": fam_pos,
@@ -303,7 +314,7 @@ def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progres
     length = sc.train.l_tr * sc.eval.erf_length_mult
     rows = []
     for spec in _bar(figure7_models(scale, corpus), "Figure 7", progress):
-        run = _run(scale, spec, train=train)
+        run = _run(scale, spec, train=train, progress=progress)
         l_tr = _l_tr(run)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": l_tr,
                "default_l_tr": l_tr == sc.train.l_tr, "run_key": run.key}
@@ -325,12 +336,15 @@ def corpora_of(scale, corpora=None) -> list[str]:
     return [corpora] if isinstance(corpora, str) else list(corpora)
 
 
-def table3_models(scale, corpora=None, seed: int | None = None) -> list[Spec]:
-    """Table 3's models; ``seed``: the same models from another training seed."""
+def table3_models(scale, corpora=None, seed: int | None = None, positions=None) -> list[Spec]:
+    """Table 3's models; ``seed``: the same models from another training seed;
+    ``positions``: other schemes than the preset's Table 3 ones, in the same format."""
     sc = get_scale(scale)
     over = {} if seed is None or seed == sc.train.seed else {"seed": int(seed)}
-    return [make_spec(title(p), p, c, family="table3", value=p, **over)
-            for c in corpora_of(sc, corpora) for p in sc.sweeps.table3_pos]
+    positions = sc.sweeps.table3_pos if positions is None else positions
+    settings = {p: scheme_settings(sc, p) for p in positions}  # loads a scheme of one's own: its title too
+    return [make_spec(title(p), p, c, family="table3", value=p, **over, **settings[p])
+            for c in corpora_of(sc, corpora) for p in positions]
 
 
 SPEED_ROUNDS = 12  # interleaved rounds of training_speed: enough for an interval of a speed ratio
@@ -379,17 +393,18 @@ def speed_ratio(a: list[float], b: list[float], level: float = 0.95, n_boot: int
 
 
 def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True,
-           seed: int | None = None) -> pd.DataFrame:
+           seed: int | None = None, positions=None) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
     extrapolates, learnable or not, and training tokens/s (:func:`training_speed`).
-    ``seed``: the models trained from another seed (the preset's by default)."""
+    ``seed``: the models trained from another seed (the preset's by default);
+    ``positions``: the schemes (default: the preset's Table 3 ones)."""
     rows = []
-    specs = table3_models(scale, corpora, seed)
+    specs = table3_models(scale, corpora, seed, positions)
     speed = training_speed(scale, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
     for spec in _bar(specs, "Table 3", progress):
-        run = _run(scale, spec, train=train)
+        run = _run(scale, spec, train=train, progress=progress)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
-               "learnable": spec.pos in LEARNABLE, "l_tr": _l_tr(run), "run_key": run.key}
+               "learnable": schemes.learnable(spec.pos), "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
         row["tokens_per_s"] = float(np.median(speed[spec.pos]))  # measured side by side (training_speed)
         row["tokens_per_s_rounds"] = list(speed[spec.pos])
@@ -401,7 +416,7 @@ def figure11(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progre
     """Figure 11: ERF, share of the gradient in the last L_tr tokens for Sandwich, KERPLE, T5."""
     rows = []
     for spec in _bar(models_of(scale, "figure11", corpus), "Figure 11", progress):
-        run = _run(scale, spec, train=train)
+        run = _run(scale, spec, train=train, progress=progress)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_erf_columns(row, measure_erf(run))
         rows.append(row)
@@ -421,7 +436,7 @@ def protocols(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", position
     one row per (model, protocol, L_ex)."""
     rows = []
     for spec in _bar(_scheme_specs(positions, corpus, "protocols"), "protocols", progress):
-        run = _run(scale, spec, train=train)
+        run = _run(scale, spec, train=train, progress=progress)
         for proto in PROTOCOLS:
             res = measure_ppl(run, protocol=proto)
             for i, L in enumerate(res["lengths"]):
@@ -486,7 +501,7 @@ def erf_curves(scale: str, models, corpus: str = "prose", *, length: int | None 
         length = sc.train.l_tr * sc.eval.erf_length_mult
     out = {}
     for spec in _bar(specs, "receptive fields", progress):
-        run = _run(scale, spec, train=train)
+        run = _run(scale, spec, train=train, progress=progress)
         rf = dict(measure_erf(run, length=length))
         rf.setdefault("l_tr", _l_tr(run))
         rf["label"] = spec.label
@@ -521,10 +536,126 @@ def table2_models(scale, corpus: str = "prose") -> list[Spec]:
     return specs
 
 
+# --------------------------------------------------------------------------------------
+# Beyond the paper (Chapter 11): rotary stretched at inference; FIRE, a scheme of one's own
+# --------------------------------------------------------------------------------------
+FIRE_FILE = package_repo() / "book" / "schemes" / "fire.py"  # registers "fire" (rflens.register_scheme)
+BEYOND_POS = ("fire", "sandwich", "kerple_log", "t5")  # FIRE beside the learnable log-like biases
+ROPE_METHODS = ("plain", "pi", "ntk", "yarn")  # rflens.positional.rope_frequencies
+
+
+def scheme_settings(sc, pos: str) -> dict:
+    """Settings a scheme gets beside the preset's: FIRE's threshold L starts at L_tr (its
+    ``max_distance``), so that its progressive normalisation starts where training ended."""
+    if pos != "fire":
+        return {}
+    schemes.load_files(FIRE_FILE)
+    return {"max_distance": int(sc.train.l_tr)}
+
+
+def beyond_models(scale, corpora=None) -> list[Spec]:
+    """The models Chapter 11 trains that no other chapter does: FIRE on every corpus (the
+    stretched rotary model is Figure 7's, the other schemes Table 3's)."""
+    return table3_models(scale, corpora, positions=("fire",))
+
+
+def fire_table(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True,
+               train: bool = True) -> pd.DataFrame:
+    """FIRE next to Sandwich, KERPLE and T5, in Table 3's format (:func:`table3`), with each
+    model's receptive-field numbers beside it (ERF, share in L_tr, ``erf_within_ltr``)."""
+    df = table3(scale, corpora, progress=progress, train=train, positions=BEYOND_POS)
+    for i, spec in enumerate(table3_models(scale, corpora, positions=BEYOND_POS)):
+        row = add_erf_columns({}, measure_erf(_run(scale, spec, train=train, progress=progress)))
+        for k, v in row.items():
+            df.loc[i, k] = v
+    df["erf_within_ltr"] = df["erf"] <= df["l_tr"]
+    return df
+
+
+def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True,
+                    train: bool = True) -> pd.DataFrame:
+    """Figure 7's rotary model evaluated plain and with each stretching method, no retraining:
+    one row per method with Table 1's columns (ppl, paired r and its interval, extrapolates,
+    ERF on segments of erf_length_mult x L_tr, share in L_tr), the ratio of each method's
+    perplexity to plain rotary's on the same tokens at the longest length (``vs_plain``,
+    paired interval ``vs_plain_lo`` / ``vs_plain_hi``), and whether the ERF fits in L_tr.
+    The factor of a method at length L_ex is L_ex / L_tr (rflens.config.EvalConfig.rope_for)."""
+    from .evaluate import eval_config, perplexity
+    from .receptive import receptive_field
+    from .results import paired_ratio
+
+    sc = get_scale(scale)
+    spec = next(s for s in figure7_models(sc, corpus) if s.pos == "rotary")
+    run = _run(scale, spec, train=train, progress=progress)
+    l_tr, ev = _l_tr(run), eval_config(run)
+    rows, plain = [], None
+    for method in _bar(ROPE_METHODS, "rotary stretching", progress):
+        e = ev.replace(rope_scaling=None if method == "plain" else method)
+        res = perplexity(run, progress=False, eval_cfg=e)
+        nll = np.asarray(res["nll_per_segment"])
+        plain = nll if plain is None else plain
+        row = {"label": "Rotary" if method == "plain" else f"Rotary + {ROPE_TITLES[method]}", "method": method,
+               "corpus": corpus, "l_tr": l_tr, "run_key": run.key}
+        add_ppl_columns(row, res, l_tr)
+        add_erf_columns(row, receptive_field(run, progress=False, eval_cfg=e))
+        r, lo, hi = paired_ratio(np.stack([plain[-1], nll[-1]]), seed=ev.seed)
+        row.update(vs_plain=float(r[1]), vs_plain_lo=float(lo[1]), vs_plain_hi=float(hi[1]),
+                   erf_within_ltr=row["erf"] <= l_tr)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def rope_curves(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, train: bool = True) -> dict[str, dict]:
+    """{label: receptive-field result} of the rotary model under each stretching method
+    (for :func:`rflens.figures.results.erf_figure`; cached, so fast after :func:`rope_stretching`)."""
+    from .evaluate import eval_config
+    from .receptive import receptive_field
+
+    spec = next(s for s in figure7_models(get_scale(scale), corpus) if s.pos == "rotary")
+    run = _run(scale, spec, train=train)
+    out = {}
+    for method in ROPE_METHODS:
+        label = "Rotary" if method == "plain" else f"Rotary + {ROPE_TITLES[method]}"
+        e = eval_config(run).replace(rope_scaling=None if method == "plain" else method)
+        out[label] = {**receptive_field(run, progress=False, eval_cfg=e), "label": label}
+    return out
+
+
+ROPE_TITLES = {"plain": "plain", "pi": "position interpolation", "ntk": "NTK-aware base", "yarn": "YaRN"}
+
+
+def thesis_verdict(df: pd.DataFrame) -> str:
+    """Computed sentences (Markdown) on rows with Table 1's columns and an ERF: whether each
+    model stays flat up to the longest length (the paired interval of r within 1.10), its
+    ERF against L_tr, and for how many rows the paper's thesis holds (flat exactly when the
+    ERF fits in L_tr)."""
+    if df is None or df.empty:
+        return "Nothing was measured."
+    longest = max(lengths_of(df))
+    parts, agree = [], 0
+    for _, row in df.iterrows():
+        l_tr = int(row["l_tr"])
+        flat, fits = bool(row["extrapolates"]), int(row["erf"]) <= l_tr
+        agree += flat == fits
+        where = f" ({row['corpus']})" if df["corpus"].nunique() > 1 else ""
+        parts.append(f"- **{row['label']}**{where}: r({longest // l_tr} L<sub>tr</sub>) = {row[f'r@{longest}']:.2f} "
+                     f"[{row[f'r_lo@{longest}']:.2f}, {row[f'r_hi@{longest}']:.2f}], "
+                     f"{'flat' if flat else 'not flat'}; ERF {int(row['erf'])} tokens, "
+                     f"{'inside' if fits else 'beyond'} L<sub>tr</sub> = {l_tr}.")
+    return "\n".join(parts) + (f"\n\nThe thesis (flat exactly when the ERF fits in L<sub>tr</sub>) describes "
+                               f"{agree} of these {len(df)} models.")
+
+
 # the experiments of model_plan each chapter reads (chapter 9 reads the claims of them all)
 CHAPTER_EXPERIMENTS = {"03": ("Table 1",), "04": ("Table 1", "Table 2"), "05": ("Figure 7",),
                        "06": ("Table 3", "Figure 11"), "07": ("Table 3",), "08": ("Protocols",),
-                       "09": ("Table 1", "Table 2", "Figure 7", "Table 3", "Figure 11", "Protocols")}
+                       "09": ("Table 1", "Table 2", "Figure 7", "Table 3", "Figure 11", "Protocols"),
+                       "11": ("Figure 7", "Table 3", "Beyond the paper")}
+
+
+def chapter_experiments(chapters) -> set[str] | None:
+    """The experiments of :func:`model_plan` the given chapters read (None: all of them)."""
+    return None if chapters is None else {e for c in chapters for e in CHAPTER_EXPERIMENTS.get(c, ())}
 
 
 def model_plan(scale) -> list[dict]:
@@ -540,7 +671,7 @@ def model_plan(scale) -> list[dict]:
     sc = get_scale(scale)
     groups = [("Table 1", table1_models(sc)), ("Table 2", table2_models(sc)), ("Figure 7", figure7_models(sc)),
               ("Table 3", table3_models(sc)), ("Figure 11", models_of(sc, "figure11")),
-              ("Protocols", models_of(sc, "protocols"))]
+              ("Protocols", models_of(sc, "protocols")), ("Beyond the paper", beyond_models(sc))]
     plan, seen = [], set()
     for experiment, specs in groups:
         for spec in specs:

@@ -62,14 +62,18 @@ def check_parameters(**params) -> None:
 
 def setup(**params) -> None:
     """Check the chapter's parameters (:func:`check_parameters`), then set up figures that
-    render in the static book and in a live Jupyter, and tables wide enough for the results
-    (a row per model, a column per evaluation length)."""
+    render in the static book and in a live Jupyter, tables wide enough for the results
+    (a row per model, a column per evaluation length), and, in a chapter run by
+    ``reproduce``, a CSV file and a download link for every table shown
+    (:func:`rflens.tables.offer_tables`)."""
     import pandas as pd
 
     check_parameters(**params)
 
     from .figures import setup_plotly
+    from .tables import offer_tables
 
     setup_plotly()
+    offer_tables(params.get("scale"))  # under reproduce: each table also as CSV, linked below it
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.width", 160)

@@ -53,6 +53,7 @@ MATHJAX_JS = "mathjax/tex-mml-chtml.js"
 WIDGETS_JS = "jupyter-widgets/embed.js"
 PLOTLY_JS = "plotly.min.js"
 MATHJAX_SHIM_JS = "mathjax_shim.js"  # MathJax 2's Hub.Queue for the widget manager (see the file)
+BOOK_CSS = "book.css"  # wrapping of printed results, wide tables, the CSV links
 
 
 def vendor_dir() -> Path:
@@ -150,9 +151,10 @@ def ensure_assets() -> dict:
     """Prepare every offline asset; returns {"dir", "plotly", "mathjax", "widgets", "notes"}."""
     root = vendor_dir()
     copy_plotly_js(root)
-    shim = Path(__file__).with_name(MATHJAX_SHIM_JS)
-    if not (root / MATHJAX_SHIM_JS).exists() or (root / MATHJAX_SHIM_JS).read_bytes() != shim.read_bytes():
-        shutil.copyfile(shim, root / MATHJAX_SHIM_JS)
+    for name in (MATHJAX_SHIM_JS, BOOK_CSS):  # files of the package itself
+        source = Path(__file__).with_name(name)
+        if not (root / name).exists() or (root / name).read_bytes() != source.read_bytes():
+            shutil.copyfile(source, root / name)
     notes = []
     status = {"dir": root, "plotly": True}
     for key, name in (("mathjax", "mathjax"), ("widgets", "@jupyter-widgets/html-manager")):
@@ -210,6 +212,7 @@ def setup(app):
     app.add_js_file(PLOTLY_JS, priority=100)
     # after Sphinx's inline MathJax configuration (priority 500), which it extends
     app.add_js_file(MATHJAX_SHIM_JS, priority=501)
+    app.add_css_file(BOOK_CSS)
     app.connect("config-inited", _config_inited, priority=100)
     # early: html-page-context stops at the first handler that returns a template name
     app.connect("html-page-context", _dedupe_scripts, priority=1)

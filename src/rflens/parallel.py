@@ -64,19 +64,35 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _train_one(scale: str, pos: str, corpus: str, overrides: dict, measure: bool) -> dict:
-    """Train (or find) one model and take its default measurements; a small summary back."""
-    from . import experiments as ex
+def _train_one(scale: str, pos: str, corpus: str, overrides: dict, measure: bool, report=None) -> dict:
+    """Train (or find) one model and take its default measurements; a small summary back.
+
+    ``report``: where this model's progress goes, line by line (anything with ``put``: the
+    parent's queue in a worker, or a :class:`rflens.progress.Log`): its training bar (steps,
+    tokens/s, time left), its measurements, and whether it came from the run store."""
+    import contextlib
+
+    from .evaluate import perplexity
+    from .progress import LineStream, model_label
+    from .receptive import receptive_field
     from .runs import get_run
 
     t0 = time.perf_counter()
-    run = get_run(scale, pos, corpus, overrides, progress=False)
-    trained = not run.reused
-    if measure:
-        ex.measure_ppl(run)
-        ex.measure_erf(run)
+    label = model_label(pos, corpus, overrides)
+    stream = LineStream(report.put, f"{label}: ") if report is not None else None
+    with contextlib.redirect_stderr(stream) if stream else contextlib.nullcontext():
+        run = get_run(scale, pos, corpus, overrides, progress=stream is not None)
+        trained = not run.reused
+        if stream:
+            report.put(f"{label}: {'trained' if trained else 'found in the run store'} ({run.key})")
+        if measure:
+            perplexity(run, progress=stream is not None)
+            receptive_field(run, progress=stream is not None)
+    seconds = time.perf_counter() - t0
+    if stream:
+        report.put(f"{label}: done in {seconds:.0f} s")
     return {"key": run.key, "pos": pos, "corpus": corpus, "overrides": overrides, "trained": trained,
-            "seconds": time.perf_counter() - t0}
+            "seconds": seconds}
 
 
 def _job(threads: int, scale: str, pos: str, corpus: str, overrides: dict, measure: bool) -> dict:
@@ -94,10 +110,11 @@ def default_workers() -> int:
 
 
 def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, measure: bool = True,
-              progress: bool = True, desc: str = "models", cluster: Cluster | None = None) -> list[dict]:
+              progress: bool = True, desc: str = "models", cluster: Cluster | None = None, log=None) -> list[dict]:
     """Train and measure ``items`` ({"pos", "corpus", "overrides"}) in ``workers`` processes
     of ``threads`` threads; ``workers=1`` runs them here, one after another; with a
-    ``cluster``, as submitit jobs of ``threads`` CPUs each."""
+    ``cluster``, as submitit jobs of ``threads`` CPUs each. ``log`` (a
+    :class:`rflens.progress.Log`) gets every model's progress lines, from the workers too."""
     from tqdm.auto import tqdm
 
     if workers < 1 or threads < 1:
@@ -106,7 +123,7 @@ def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, 
     done = []
     try:
         if cluster is not None and items:
-            return _submit(scale, items, cluster, threads, measure, bar, done, workers)
+            return _submit(scale, items, cluster, threads, measure, bar, done, workers, log)
         if workers == 1 or len(items) <= 1:
             import torch
 
@@ -114,33 +131,53 @@ def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, 
             torch.set_num_threads(threads)
             try:
                 for it in items:
-                    done.append(_train_one(scale, it["pos"], it["corpus"], it["overrides"], measure))
+                    done.append(_train_one(scale, it["pos"], it["corpus"], it["overrides"], measure, log))
                     bar.update()
             finally:
                 torch.set_num_threads(before)
             return done
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        import queue as queues
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-        # spawn: a fresh interpreter per worker, so no OpenMP pool or lock is inherited
-        with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=mp.get_context("spawn"),
-                                 initializer=_init_worker, initargs=(threads,)) as pool:
-            futures = [pool.submit(_train_one, scale, it["pos"], it["corpus"], it["overrides"], measure)
-                       for it in items]
-            try:
-                for fut in as_completed(futures):
-                    done.append(fut.result())
-                    bar.update()
-            except BaseException:
-                for fut in futures:
-                    fut.cancel()
-                raise
+        context = mp.get_context("spawn")  # a fresh interpreter per worker: no OpenMP pool or lock inherited
+        manager = context.Manager() if log is not None else None
+        lines = manager.Queue() if manager else None
+
+        def drain():
+            while lines is not None:
+                try:
+                    log(lines.get_nowait())
+                except queues.Empty:
+                    return
+
+        try:
+            with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=context,
+                                     initializer=_init_worker, initargs=(threads,)) as pool:
+                futures = [pool.submit(_train_one, scale, it["pos"], it["corpus"], it["overrides"], measure, lines)
+                           for it in items]
+                try:
+                    running = set(futures)
+                    while running:
+                        finished, running = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                        drain()
+                        for fut in finished:
+                            done.append(fut.result())
+                            bar.update()
+                except BaseException:
+                    for fut in futures:
+                        fut.cancel()
+                    raise
+            drain()
+        finally:
+            if manager:
+                manager.shutdown()
         return done
     finally:
         bar.close()
 
 
-def _submit(scale, items, cluster: Cluster, threads, measure, bar, done, workers) -> list[dict]:
+def _submit(scale, items, cluster: Cluster, threads, measure, bar, done, workers, log=None) -> list[dict]:
     """Each item a submitit job; Slurm gets them as one job array. Waits for all of them."""
     try:
         import submitit
@@ -163,11 +200,17 @@ def _submit(scale, items, cluster: Cluster, threads, measure, bar, done, workers
                     jobs = [executor.submit(_job, threads, scale, it["pos"], it["corpus"], it["overrides"], measure)
                             for it in batch]
                 running += zip(jobs, batch)
+                for job, it in zip(jobs, batch):
+                    if log is not None:
+                        log(f"{_label(it)}: submitted as job {job.job_id} (log: {job.paths.stderr})")
             finished = [(job, it) for job, it in running if job.done()]
             for job, it in finished:
                 running.remove((job, it))
                 try:
                     done.append(job.result())
+                    if log is not None:
+                        log(f"{_label(it)}: job {job.job_id} {'trained' if done[-1]['trained'] else 'found'} "
+                            f"the model in {done[-1]['seconds']:.0f} s")
                 except Exception as err:  # submitit re-raises the job's error with its traceback
                     raise UserError(f"job {job.job_id} ({it['pos']}, {it['corpus']}) failed: {_error_line(err)}; "
                                     f"its log: {job.paths.stderr}") from None
@@ -181,6 +224,12 @@ def _submit(scale, items, cluster: Cluster, threads, measure, bar, done, workers
     return done
 
 
+def _label(it: dict) -> str:
+    from .progress import model_label
+
+    return model_label(it["pos"], it["corpus"], it["overrides"])
+
+
 def _error_line(err: Exception) -> str:
     """The job's own error from submitit's report: the last "Name: message" line of its trace."""
     lines = [ln.strip() for ln in str(err).splitlines()]
@@ -192,31 +241,36 @@ def _error_line(err: Exception) -> str:
 
 
 def train_book(scale: str, *, workers: int | None = None, threads: int = 1, progress: bool = True,
-               cluster: Cluster | None = None, chapters: list[str] | None = None) -> list[dict]:
+               cluster: Cluster | None = None, chapters: list[str] | None = None, log=None) -> list[dict]:
     """Every model of the book at ``scale`` (:func:`rflens.experiments.model_plan`; only
     those ``chapters`` read, if given), trained and measured in ``workers`` processes
-    (default: one per core) where the store lacks it. Returns what was trained now."""
+    (default: one per core) where the store lacks it; each model's progress to ``log``.
+    Returns what was trained now."""
     from . import data
     from . import experiments as ex
     from .runs import resolve
 
     workers = default_workers() if workers is None else workers
-    wanted = None if chapters is None else {e for c in chapters for e in ex.CHAPTER_EXPERIMENTS.get(c, ())}
+    wanted = ex.chapter_experiments(chapters)
     plan = [it for it in ex.model_plan(scale)
             if it["experiment"] != "Table 2" and (wanted is None or it["experiment"] in wanted)]
     # the corpora first, here with their progress, so that no worker waits on another's build
     for cfg in {resolve(scale, it["pos"], it["corpus"], it["overrides"])[2] for it in plan}:
         data.prepare(cfg, progress=progress)
     # models already stored still get their measurements (cached: quick when present)
+    if log is not None:
+        log(f"models ({scale}): {len(plan)} for the chosen chapters, in {workers} worker(s)")
     done = run_items(scale, plan, workers=workers, threads=threads, progress=progress, desc=f"models ({scale})",
-                     cluster=cluster)
+                     cluster=cluster, log=log)
     if wanted is not None and "Table 2" not in wanted:
         return [d for d in done if d["trained"]]
     t1 = ex.table1(scale, progress=False, train=False)  # stored and measured: reads the cache
     second = [{"pos": s.pos, "corpus": s.corpus, "overrides": s.settings} for s in ex.table2_specs(scale, t1)]
     # measured by Table 2 itself, at Table 1's absolute lengths (not at 16 x its own L_tr)
+    if log is not None:
+        log(f"Table 2 ({scale}): {len(second)} retraining(s) with an L_tr that covers the measured ERF")
     done += run_items(scale, second, workers=workers, threads=threads, measure=False, progress=progress,
-                      desc="Table 2", cluster=cluster)
+                      desc="Table 2", cluster=cluster, log=log)
     return [d for d in done if d["trained"]]
 
 
@@ -241,7 +295,7 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     from .runs import is_complete, resolve, run_key, runs_dir
     from .speed import time_steps
 
-    wanted = {e for c in chapters for e in ex.CHAPTER_EXPERIMENTS.get(c, ())}
+    wanted = ex.chapter_experiments(chapters)
     no_data = None
     cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in ex.training_cost(scale)}
     rows = []

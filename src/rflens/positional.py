@@ -23,6 +23,7 @@ the paper's windowed attention alone (no bias).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -210,23 +211,91 @@ class Sinusoidal(Scheme):
         return p.float()  # (L, d)
 
 
+def rope_frequencies(head_dim: int, base: float = 10000.0, method: str | None = None, factor: float = 1.0,
+                     l_tr: int | None = None, beta_fast: float = 32.0, beta_slow: float = 1.0) -> tuple[Tensor, float]:
+    """Rotary's inverse frequencies theta_j = base^(-2j/hd), j < hd/2, stretched at inference
+    to read ``factor`` times the training length ``l_tr``, and the attention factor that
+    multiplies cos and sin (so the logits by its square). Returns ((hd/2,) float64, float).
+
+    * ``None``: plain rotary.
+    * ``"pi"``, position interpolation (Chen et al., 2023): positions times 1/factor, i.e.
+      theta_j / factor, so L_ex positions map onto the L_tr the model saw.
+    * ``"ntk"``, NTK-aware scaling (bloc97, 2023): the base becomes
+      base * factor^(hd/(hd-2)): the slowest pair is interpolated by the factor, the
+      fastest ones keep their speed.
+    * ``"yarn"`` (Peng et al., 2024): pairs that turn more than ``beta_fast`` times within
+      L_tr keep their speed, pairs that turn fewer than ``beta_slow`` times are
+      interpolated as in PI, with a linear ramp over the dimensions in between (the ramp's
+      ends are those dimensions, rounded outwards); the attention factor is
+      0.1 ln(factor) + 1.
+    """
+    j = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim  # 2j / hd
+    theta = torch.pow(float(base), -j)
+    if method is None or factor == 1.0:
+        return theta, 1.0
+    if method == "pi":
+        return theta / factor, 1.0
+    if method == "ntk":
+        return torch.pow(float(base) * factor ** (head_dim / (head_dim - 2)), -j), 1.0
+    if method != "yarn":
+        raise UserError(f"unknown rope_scaling {method!r}: use pi, ntk or yarn")
+    if l_tr is None:
+        raise UserError("yarn needs the training length l_tr")
+
+    def dim_of(turns: float) -> float:  # the dimension whose pair turns `turns` times within l_tr
+        return head_dim * math.log(l_tr / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(dim_of(beta_fast)), 0)
+    high = min(math.ceil(dim_of(beta_slow)), head_dim - 1)
+    high = high + 0.001 if high == low else high
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)  # 0: keep, 1: interpolate
+    return theta * (1 - ramp) + theta / factor * ramp, 0.1 * math.log(factor) + 1.0
+
+
 @register("rotary")
 class Rotary(Scheme):
     """Rotary position embedding (Su et al.): rotate each (x_j, x_{j+hd/2}) pair of q and k
-    by the angle m / base^(2j/hd), so q_m . k_n depends on m - n through the angles."""
+    by the angle m / base^(2j/hd), so q_m . k_n depends on m - n through the angles.
+
+    :meth:`stretch` swaps in the frequencies of a context-extension method
+    (:func:`rope_frequencies`) for evaluation beyond the training length; the weights are
+    untouched."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        hd = cfg.head_dim
-        inv_freq = torch.pow(float(cfg.rotary_base), -torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self.head_dim, self.base = cfg.head_dim, float(cfg.rotary_base)
+        self.attention_factor = 1.0
+        self.register_buffer("inv_freq", rope_frequencies(self.head_dim, self.base)[0].float(), persistent=False)
+
+    def stretch(self, method: str | None = None, factor: float = 1.0, l_tr: int | None = None) -> None:
+        """Use ``method``'s frequencies for ``factor`` x ``l_tr`` positions (None: plain rotary)."""
+        inv_freq, self.attention_factor = rope_frequencies(self.head_dim, self.base, method, factor, l_tr)
+        self.inv_freq = inv_freq.to(self.inv_freq)
 
     def rotate(self, q: Tensor, k: Tensor, positions: Tensor):
         # q, k: (B, H, L, hd); positions: (L,) for the L rows of both
         angle = positions.to(torch.float32).unsqueeze(-1) * self.inv_freq  # (L, hd/2)
         cos = torch.cat([angle.cos(), angle.cos()], -1)  # (L, hd)
         sin = torch.cat([angle.sin(), angle.sin()], -1)
+        if self.attention_factor != 1.0:  # YaRN: both q and k, so the logits by its square
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
         return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+
+@contextlib.contextmanager
+def stretched(model, method: str | None, factor: float, l_tr: int):
+    """Evaluate a rotary ``model`` with ``method``'s frequencies for ``factor`` x ``l_tr``
+    positions inside the block; plain rotary again afterwards."""
+    if method is None:
+        yield model
+        return
+    if not isinstance(model.pos, Rotary):
+        raise UserError(f"rope_scaling={method} stretches rotary models only; this model's scheme is {model.pos.name}")
+    model.pos.stretch(method, factor, l_tr)
+    try:
+        yield model
+    finally:
+        model.pos.stretch(None)
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -378,8 +447,84 @@ class T5(Scheme):
         return table * self.scale if self.scale != 1.0 else table
 
 
+# ----------------------------------------------------------------------------------------
+# Schemes of one's own
+
+
+class RelativeScheme(Scheme):
+    """Base class of a relative scheme of one's own (see :func:`register_scheme`).
+
+    Give either ``_table(n)``: (H, n), the bias at distances 0..n-1, or, for a bias that
+    also depends on the query's position, ``query_dependent = True`` and
+    ``position_bias(L)``: (H, L, L), the bias query m gives to key n (entries n > m are
+    ignored). Parameters (``nn.Parameter``) are trained with the model."""
+
+    kind = "relative"
+    query_dependent = False
+
+    def position_bias(self, length: int) -> Tensor:
+        pos = torch.arange(length)
+        return self.distance_bias(length)[:, (pos[:, None] - pos[None, :]).clamp(min=0)]
+
+    def _table(self, n: int) -> Tensor:
+        if not self.query_dependent:
+            raise NotImplementedError(f"{type(self).__name__} defines neither _table nor position_bias")
+        return self.position_bias(n)[:, -1].flip(-1)  # the last query's bias, by distance
+
+
+def register_scheme(name: str, *, title: str | None = None):
+    """Decorator: a relative positional scheme of one's own, under ``name``, for every
+    experiment, the command line (``--pos name``), the figures and the claims.
+
+    Decorate a function ``bias(distance, n_head) -> (n_head, n)`` of the distances
+    0..n-1 (a float tensor of shape (n,)) for a fixed bias, or a :class:`RelativeScheme`
+    subclass for one with parameters or one that depends on the query position. Whether
+    the scheme is learnable is read off a small instance (any parameter that needs a
+    gradient). The file it is defined in becomes part of the key of every model trained
+    with it. Put the definition in a file and load it with :func:`rflens.load_schemes`
+    (or name it in ``RFLENS_SCHEMES``), so that other processes find it too.
+    """
+    import dataclasses
+    import inspect
+
+    def add(obj):
+        if isinstance(obj, type) and issubclass(obj, Scheme):
+            cls = obj
+        elif callable(obj):
+            def _table(self, n, fn=obj):
+                return fn(self._distances(n), self.n_head)
+
+            cls = type(f"Scheme_{name}", (RelativeScheme,), {"_table": _table, "__doc__": obj.__doc__})
+        else:
+            raise UserError(f"register_scheme({name!r}) decorates a function of (distance, n_head) or a RelativeScheme class")
+        info = schemes.SchemeInfo(name, "relative", False, title or name, source=inspect.getsourcefile(obj))
+        before = schemes.TABLE.get(name), REGISTRY.get(name)
+        schemes.add(info)
+        cls.name, cls.kind = name, "relative"
+        REGISTRY[name] = cls
+        query = getattr(cls, "query_dependent", False)
+        want = (2, 8, 8) if query else (2, 8)
+        try:  # a small instance: is it learnable, and is its bias of the right shape?
+            probe = cls(ModelConfig(pos=name, n_layer=1, n_head=2, d_model=16, vocab_size=300))
+            with torch.no_grad():
+                got = tuple((probe.position_bias(8) if query else probe._table(8)).shape)
+            problem = None if got == want else f"gives a bias of shape {got} for 2 heads and 8 positions; expected {want}"
+        except Exception as err:  # the user's own code: one line
+            problem = f"fails on 2 heads and 8 positions: {type(err).__name__}: {err}"
+        if problem:
+            for table, old in zip((schemes.TABLE, REGISTRY), before):
+                table.pop(name) if old is None else table.__setitem__(name, old)
+            raise UserError(f"scheme {name!r} {problem}")
+        cls.learnable = any(p.requires_grad for p in probe.parameters())
+        schemes.TABLE[name] = dataclasses.replace(info, learnable=cls.learnable)
+        return obj
+
+    return add
+
+
 def build(cfg: ModelConfig) -> Scheme:
     """The positional scheme named by ``cfg.pos``."""
+    schemes.ensure_loaded()
     try:
         cls = REGISTRY[cfg.pos]
     except KeyError:

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from . import resources
+from . import positional, resources
 from .config import EvalConfig
 from .errors import UserError
 
@@ -136,7 +136,7 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     ``threshold = erf_threshold``. The threshold only enters the summary, so changing it
     reuses the stored gradients.
     """
-    from .evaluate import eval_config
+    from .evaluate import check_rope, eval_config
 
     ev = eval_cfg or eval_config(run)
     l_tr = run.train_cfg.l_tr
@@ -149,7 +149,8 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
         raise UserError(f"the ERF threshold must be in (0, 1], e.g. 0.99; got {threshold!r}")
     length, n = int(length), int(n)
-    params = {"length": length, "n": n, "seed": ev.seed, "version": ERF_VERSION}
+    check_rope(run.model_cfg, ev)
+    params = {"length": length, "n": n, "seed": ev.seed, "version": ERF_VERSION, **ev.rope_params()}
     # every sample is a forward and backward pass over the whole segment
     resources.check(resources.training_step_bytes(run.model_cfg, 1, length) + 8 * n * (length + 1),
                     f"the receptive field over {length:,} tokens", "use a shorter --length")
@@ -158,7 +159,8 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
         t0 = time.perf_counter()
         model = run.load_model()
         segments = run.corpus().eval_segments(n, length + 1, ev.seed)  # (N, L + 1)
-        norms = input_gradients(model, segments, batch_size=ev.batch_size, progress=progress)
+        with positional.stretched(model, *ev.rope_for(length, l_tr), l_tr):
+            norms = input_gradients(model, segments, batch_size=ev.batch_size, progress=progress)
         return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
                 "seconds": round(time.perf_counter() - t0, 3)}
 

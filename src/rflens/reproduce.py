@@ -57,6 +57,11 @@ def html_dir(scale: str) -> Path:
     return BUILD / "html" if scale == DEFAULT_SCALE else BUILD / scale / "html"
 
 
+def log_path(scale: str) -> Path:
+    """Where ``reproduce`` writes its progress lines, time-stamped (appended run after run)."""
+    return BUILD / scale / "reproduce.log"
+
+
 def notebooks_dir(scale: str) -> Path:
     return BUILD / scale / "notebooks"
 
@@ -152,11 +157,25 @@ def kernel_env() -> dict:
     return {"JUPYTER_PATH": os.pathsep.join(paths)}
 
 
-def execute(key: str, path: Path, params: dict, scale: str) -> Path:
+def execute(key: str, path: Path, params: dict, scale: str, log=None) -> Path:
     """Run one chapter with papermill; the executed notebook replaces the stored one
-    atomically. A failing cell raises UserError naming the cell and the saved notebook."""
+    atomically. A failing cell raises UserError naming the cell and the saved notebook.
+
+    What the chapter writes to stderr (its progress bars, warnings) goes to ``log`` as it
+    comes (:class:`rflens.progress.LineStream`), and is left out of the executed notebook:
+    the built page shows results, not the bars that led to them."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
+
+    from .progress import LineStream
+
+    stream = LineStream(log, f"chapter {key}: ") if log is not None else None
+    from .tables import CHAPTER_ENV, TABLES_ENV
+
+    tables = notebooks_dir(scale) / "tables"
+    for old in tables.glob(f"{path.stem}-table*.csv"):  # this run writes the chapter's tables anew
+        old.unlink()
+    os.environ[TABLES_ENV], os.environ[CHAPTER_ENV] = str(tables), path.stem  # read by the chapter's kernel
 
     out_dir = notebooks_dir(scale)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -165,7 +184,8 @@ def execute(key: str, path: Path, params: dict, scale: str) -> Path:
     os.close(fd)
     try:
         papermill.execute_notebook(str(path), tmp, parameters=params, kernel_name=KERNEL, cwd=str(BOOK),
-                                   progress_bar=False, log_output=False, request_save_on_cell_execute=False)
+                                   progress_bar=False, log_output=False, request_save_on_cell_execute=False,
+                                   stderr_file=stream)
     except PapermillExecutionError as err:
         failed = out_dir / f"{path.stem}.failed.ipynb"
         os.replace(tmp, failed)
@@ -174,9 +194,28 @@ def execute(key: str, path: Path, params: dict, scale: str) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    drop_stderr(Path(tmp))
     os.replace(tmp, final)
     (out_dir / f"{path.stem}.failed.ipynb").unlink(missing_ok=True)
     return final
+
+
+def drop_stderr(path: Path) -> int:
+    """Remove the stderr outputs (progress bars, warnings) of an executed notebook, in place.
+    Returns how many were removed."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    removed = 0
+    for cell in nb.cells:
+        outputs = cell.get("outputs")
+        if outputs:
+            kept = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+            removed += len(outputs) - len(kept)
+            cell["outputs"] = kept
+    if removed:
+        nbformat.write(nb, str(path))
+    return removed
 
 
 def assemble(scale: str) -> Path:
@@ -282,6 +321,9 @@ def build(scale: str, *, quiet: bool = False) -> Path:
         problems = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "WARNING" in ln or "ERROR" in ln]
         first = problems[0] if problems else (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
         raise UserError(f"the book did not build ({len(problems)} warnings/errors; first: {first}); full log: {log}")
+    tables = notebooks_dir(scale) / "tables"  # the chapters' CSV files, where their pages link them
+    if tables.is_dir():
+        shutil.copytree(tables, out / "book" / "tables", dirs_exist_ok=True)
     return out
 
 

@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from . import distributed, scales, storage
+from . import distributed, scales, schemes, storage
 from . import train as training
 from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig
 from .errors import ConfigError, UserError
@@ -91,6 +91,9 @@ def run_key(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig
     """The store key of a model: sha256 of its settings, its data and the code version."""
     payload = {"model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(),
                "data_fingerprint": fingerprint, "code": code or code_version()}
+    own = schemes.source_digest(model_cfg.pos)  # a scheme of one's own: its file's code too
+    if own is not None:
+        payload["scheme_source"] = own
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:KEY_LENGTH]
 
 

@@ -6,13 +6,24 @@ parameters, its title in tables and figures, and whether it is one of the seven 
 of Table 3 of Chi et al. (ACL 2023). The implementation is a class in
 :mod:`rflens.positional` registered under the same name.
 
-Adding a scheme takes that class and one row here; the settings check, the command line,
-the experiments, the figures and the claims all read the lists below.
+Adding a scheme to rflens takes that class and one row here; the settings check, the
+command line, the experiments, the figures and the claims all read the lists below.
+
+A scheme of one's own needs no edit here: :func:`rflens.positional.register_scheme` adds
+its row at run time, from a file of the user's that :func:`load_files` imports (the files
+named in the environment variable ``RFLENS_SCHEMES`` are imported by every process that
+looks a scheme up, so worker processes, cluster jobs and notebook kernels know them too).
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import importlib.util
+import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 KINDS = ("none", "absolute", "rotary", "relative")
 
@@ -25,6 +36,7 @@ class SchemeInfo:
     learnable: bool  # the positional scheme has trained parameters
     title: str  # as tables and figures print it
     table3: bool = False  # one of the seven schemes of the paper's Table 3 (Section 6)
+    source: str | None = None  # the file that registered a scheme of one's own (None: rflens's)
 
 
 # In the order of the paper's Table 3 for its schemes; Table 3 itself is the subset marked.
@@ -55,3 +67,76 @@ def title(name: str) -> str:
     """The printed name of a scheme (the name itself for one the table does not know)."""
     info = TABLE.get(name)
     return info.title if info else name
+
+
+def learnable(name: str) -> bool:
+    """Whether the scheme ``name`` has trained parameters (False for one the table does not know)."""
+    info = TABLE.get(name)
+    return bool(info and info.learnable)
+
+
+# ----------------------------------------------------------------------------------------
+# schemes of one's own
+
+ENV = "RFLENS_SCHEMES"  # os.pathsep-separated files that register schemes
+_LOADED: dict = {}  # resolved path -> its module
+
+
+def add(info: SchemeInfo) -> None:
+    """Add (or, from the same file, replace) the row of a scheme of one's own."""
+    old = TABLE.get(info.name)
+    if old is not None and old.source is None:
+        from .errors import UserError
+
+        raise UserError(f"{info.name!r} is one of rflens's own schemes: register yours under another name")
+    TABLE[info.name] = info
+
+
+def load_files(paths=None) -> list[str]:
+    """Import the scheme files ``paths`` (default: those of ``RFLENS_SCHEMES``), each once per
+    process, and name them in ``RFLENS_SCHEMES`` so that processes started from here import
+    them too. Returns the scheme names known afterwards."""
+    from .errors import UserError
+
+    if paths is None:
+        paths = [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
+    elif isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    for raw in paths:
+        path = Path(raw).expanduser().resolve()
+        if str(path) in _LOADED:
+            continue
+        if not path.is_file():
+            raise UserError(f"scheme file {raw} not found (from {ENV} or load_schemes): give the path of a .py file")
+        name = f"rflens_schemes_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        _LOADED[str(path)] = sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except UserError:
+            del _LOADED[str(path)], sys.modules[name]
+            raise
+        except Exception as err:  # the user's own code: say where, in one line
+            del _LOADED[str(path)], sys.modules[name]
+            raise UserError(f"scheme file {raw} failed to import: {type(err).__name__}: {err}") from None
+        listed = [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
+        if str(path) not in {str(Path(p).expanduser().resolve()) for p in listed}:
+            os.environ[ENV] = os.pathsep.join(listed + [str(path)])
+    return list(TABLE)
+
+
+def ensure_loaded() -> None:
+    """Import the files of ``RFLENS_SCHEMES`` not imported yet (cheap when there are none)."""
+    if os.environ.get(ENV):
+        load_files()
+
+
+def source_digest(name: str) -> str | None:
+    """sha256 of the syntax tree of the file that registered ``name`` (None: one of rflens's
+    own schemes), so that a stored model of a scheme of one's own is keyed by its code."""
+    info = TABLE.get(name)
+    if info is None or info.source is None:
+        return None
+    tree = ast.parse(Path(info.source).read_text())
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]

@@ -40,11 +40,24 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def _add_hf_selectors(p: argparse.ArgumentParser, lengths: str | None = None) -> None:
+    p.add_argument("--hf", default=None, metavar="PATH_OR_NAME",
+                   help="measure a Hugging Face causal LM instead: a folder written by save_pretrained, or a hub "
+                        "name in the local cache (--corpus picks the text, --scale the evaluation settings)"
+                        + (f"; default lengths {lengths}" if lengths else ""))
+    p.add_argument("--text", default=None, metavar="FILE",
+                   help="with --hf: a UTF-8 text file to measure on, instead of the --corpus test split")
+    p.add_argument("--revision", default=None, help="with --hf and a hub name: the branch, tag or commit")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m rflens",
         description="rflens: length extrapolation through receptive fields (Chi et al., ACL 2023).",
     )
+    parser.add_argument("--schemes", action="append", default=[], metavar="FILE",
+                        help="a Python file that registers positional schemes of your own (rflens.register_scheme); "
+                             "repeat for several (also: the RFLENS_SCHEMES environment variable)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     p = sub.add_parser("bias", help=COMMANDS["bias"], description=COMMANDS["bias"])
@@ -74,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the list as JSON")
     p.add_argument("--clean", action="store_true",
                    help="remove failed, damaged and stale runs (ones with nothing to resume), then list")
+    p.add_argument("--export", default=None, metavar="DIR",
+                   help="write every stored model and its cached results as CSV files into DIR")
 
     p = sub.add_parser("evaluate", help=COMMANDS["evaluate"], description=COMMANDS["evaluate"])
     _add_model_selectors(p)
@@ -81,12 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", default=None,
                    help="last_token, non_overlapping or sliding (default: --set protocol=..., else last_token)")
     p.add_argument("--n", type=int, default=None, help="number of segments N (default: the preset's)")
+    _add_hf_selectors(p, "L_tr x 1/4, 1/2, 1, 2, 4")
 
     p = sub.add_parser("erf", help=COMMANDS["erf"], description=COMMANDS["erf"])
     _add_model_selectors(p)
-    p.add_argument("--length", type=int, default=None, help="segment length (default: 4 x L_tr)")
+    p.add_argument("--length", type=int, default=None, help="segment length (default: 4 x L_tr; --hf: 2 x L_tr)")
     p.add_argument("--n", type=int, default=None, help="number of segments (default: the preset's)")
     p.add_argument("--threshold", type=float, default=None, help="cumulative share that defines the ERF (default 0.99)")
+    _add_hf_selectors(p)
 
     p = sub.add_parser("reproduce", help=COMMANDS["reproduce"], description=COMMANDS["reproduce"])
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
@@ -112,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at most this many jobs at once (default: Slurm's limit; local: --workers)")
     p.add_argument("--jobs-dir", default=None,
                    help="folder for the jobs' pickles and logs, readable by every node (default: _build/SCALE/jobs)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="nothing on the terminal but the scoreboard (the log _build/SCALE/reproduce.log is still written)")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
@@ -150,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if args.schemes:
+            from ..schemes import load_files
+
+            load_files(args.schemes)
         module = importlib.import_module(f"rflens.cli.{args.command}")
         return int(module.run(args) or 0)
     except UserError as err:

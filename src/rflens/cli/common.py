@@ -1,4 +1,5 @@
-"""What several commands share: choosing a stored model from the command line, and printing."""
+"""What several commands share: choosing a stored model (or a Hugging Face one, ``--hf``)
+from the command line, and printing."""
 
 from __future__ import annotations
 
@@ -35,6 +36,32 @@ def select_run(args):
     return run, ev
 
 
+def hf_settings(args):
+    """The evaluation and data settings of an ``--hf`` measurement: the preset's, with the
+    ``--set eval...`` and ``--set data...`` overrides. A setting of the model or of its
+    training is refused: a pretrained model's own config holds those."""
+    from .. import scales
+    from ..config import parse_overrides
+
+    sections = parse_overrides(args.overrides)
+    refused = sorted(f"{s}.{k}" for s in ("model", "train") for k in sections[s])
+    if refused:
+        raise UserError(f"--set {refused[0]} does not apply to a Hugging Face model (its config holds its "
+                        f"settings): drop it, or give eval.* and data.* settings only")
+    if args.pos != "alibi":
+        raise UserError("--pos does not apply to a Hugging Face model (its config holds its positions): drop it")
+    preset = scales.get(args.scale)
+    ev = preset.eval.replace(**sections["eval"]) if sections["eval"] else preset.eval
+    return ev, preset.data.replace(corpus=args.corpus, **sections["data"])
+
+
+def check_hf_flags(args) -> None:
+    """``--text`` and ``--revision`` belong to ``--hf``."""
+    for flag in ("text", "revision"):
+        if getattr(args, flag, None) is not None and getattr(args, "hf", None) is None:
+            raise UserError(f"--{flag} measures a Hugging Face model: give --hf PATH_OR_NAME as well")
+
+
 def parse_lengths(text: str | None):
     """``"64,128"`` -> [64, 128]; None stays None (the preset's lengths)."""
     if text is None:
@@ -51,3 +78,15 @@ def print_result(run, result: dict, as_json: bool, table: str, note: str) -> Non
         emit(json.dumps(result))
         return
     emit(f"model: {run.key}  ({run.model_cfg.pos}, {run.data_cfg.corpus})\n{table}\n({note})")
+
+
+def print_hf_result(result: dict, as_json: bool, table: str, note: str) -> None:
+    """Print a measurement of a Hugging Face model: the JSON result, or a header naming the
+    model and the text, the table and a note that says where L_tr came from and whether the
+    result was read from the cache."""
+    if as_json:
+        emit(json.dumps(result))
+        return
+    when = f"computed in {result['seconds']:.1f} s" + ("; read from the cache" if result.get("cached") else "")
+    emit(f"model: {result['model']}  ({result['model_type']}, {result['text']}, {result['dtype']})\n{table}\n"
+         f"({note}; L_tr: {result['l_tr_source']}; {when})")

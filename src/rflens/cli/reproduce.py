@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import parallel, reproduce
 from ..errors import UserError
+from ..progress import Log
 
 
 def cluster_of(args, scale: str) -> parallel.Cluster | None:
@@ -41,24 +42,28 @@ def run(args) -> int:
         return 0
     if workers is None:  # the whole book (or any book on a cluster): train its models first, in parallel
         workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
-    if workers:
-        trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster, chapters=chosen)
-        if not quiet:
+    with Log(reproduce.log_path(scale), quiet=quiet) as log:
+        log(f"reproduce --scale {scale}: chapters {', '.join(chosen)}; progress also in {log.path}")
+        if workers:
+            trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster,
+                                          chapters=chosen, log=log)
             where = f"{cluster.kind} jobs" if cluster else f"{workers} worker(s)"
-            tqdm.write(f"{len(trained)} model(s) trained and measured in {where} in {time.time() - start:.0f} s")
-    bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
-    for key, (path, params) in bar:
-        bar.set_postfix_str(path.stem)
+            log(f"{len(trained)} model(s) trained and measured in {where} in {time.time() - start:.0f} s")
+        bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
+        for i, (key, (path, params)) in enumerate(bar, 1):
+            bar.set_postfix_str(path.stem)
+            log(f"chapter {key} ({i}/{len(chosen)}): executing {path.name}")
+            t0 = time.time()
+            reproduce.execute(key, path, params, scale, log=log)
+            log(f"chapter {key} executed in {time.time() - t0:.0f} s -> {reproduce.notebooks_dir(scale) / path.name}")
+        bar.close()
+        if getattr(args, "no_build", False):
+            log(f"executed {len(chosen)} chapter(s) in {time.time() - start:.0f} s; book not built (--no-build)")
+            return 0
         t0 = time.time()
-        reproduce.execute(key, path, params, scale)
-        if not quiet:
-            tqdm.write(f"chapter {key} executed in {time.time() - t0:.0f} s -> {reproduce.notebooks_dir(scale) / path.name}")
-    if getattr(args, "no_build", False):
-        print(f"executed {len(request['chapters'])} chapter(s) in {time.time() - start:.0f} s; book not built (--no-build)")
-        return 0
-    t0 = time.time()
-    out = reproduce.build(scale, quiet=quiet)
-    print(f"book built in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
+        log("building the book")
+        out = reproduce.build(scale, quiet=quiet)
+        log(f"book built in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
     print(reproduce.scoreboard_text(scale, getattr(args, "corpus", None)))
     print(f"book: {out / 'index.html'}")
     return 0

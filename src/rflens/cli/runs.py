@@ -21,6 +21,12 @@ def run(args) -> int:
     if getattr(args, "clean", False):
         for r in clean():
             emit(f"removed {r['key']} ({r['status']})")
+    if getattr(args, "export", None):
+        from ..tables import export_store
+
+        for path in export_store(args.export):
+            emit(f"wrote {path}")
+        return 0
     rows = list_runs()
     if getattr(args, "json", False):
         emit(json.dumps(rows, indent=1))

@@ -72,6 +72,12 @@ def _corpus_dir(cfg: DataConfig, root: Path) -> Path:
     return root / f"{_slug(cfg.corpus)}-files-{key}"
 
 
+def built_path(cfg: DataConfig, root=None) -> Path:
+    """The folder :func:`prepare` builds ``cfg``'s data in (it may not exist yet)."""
+    root = Path(root).resolve() if root is not None else storage.data_dir()
+    return _corpus_dir(cfg, root) / _variant_name(cfg)
+
+
 def rebuild_command(cfg: DataConfig, scale: str | None = None) -> str:
     """The command line that rebuilds the data of ``cfg``, for error messages.
 
@@ -434,7 +440,7 @@ def prepare(cfg: DataConfig, *, root=None, progress: bool = True, repair: bool =
     if not isinstance(cfg, DataConfig):
         raise TypeError("prepare() takes a rflens.config.DataConfig")
     root = Path(root).resolve() if root is not None else storage.data_dir()
-    path = _corpus_dir(cfg, root) / _variant_name(cfg)
+    path = built_path(cfg, root)
     fix = f"rebuild it with `{rebuild_hint or rebuild_command(cfg)}`"
     if not force:  # the fast path: no lock to load what is built
         corpus, _ = _load_or_repair(cfg, path, fix, repair)

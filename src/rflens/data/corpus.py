@@ -20,7 +20,40 @@ from ..errors import UserError
 
 SPLITS = ("train", "validation", "test")
 EOT = "<|endoftext|>"  # separates documents in the token streams; id 0
+REGION_MAX = 32768  # the evaluation region starts at most this many tokens into the stream
 
+
+def eval_region_start(total: int) -> int:
+    """Where the evaluation region of a stream of ``total`` tokens begins: its second
+    half, or from token 32768 on in a long stream."""
+    return min(int(total) // 2, REGION_MAX)
+
+
+def draw_segments(tokens, n: int, length: int, seed: int = 0, what: str = "the token stream") -> np.ndarray:
+    """``n`` segments of ``length`` consecutive tokens of the 1-D ``tokens``, (n, length) int64.
+
+    The last-token protocol's draw, for any stream (a corpus's test split, or a text
+    tokenized by another model's tokenizer). Segment ends are drawn once per (n, seed)
+    from the evaluation region (:func:`eval_region_start`), which leaves room for any
+    length up to its start: every such length scores the same last tokens, and a longer
+    one only adds context on the left. A longer segment draws its ends from the positions
+    that leave room for it. ``what`` names the stream in the error messages.
+    """
+    n, length = int(n), int(length)
+    if n <= 0 or length <= 0:
+        raise UserError(f"eval_segments needs n > 0 and length > 0 (got n={n}, length={length})")
+    total = len(tokens)
+    if length > total:
+        raise UserError(f"{what} has {total} tokens, fewer than length={length}: "
+                        f"use a shorter length or more data (max_bytes)")
+    floor = eval_region_start(total)
+    rng = np.random.default_rng([seed, n, 0x5E6])
+    if length <= floor:
+        ends = rng.integers(floor, total + 1, size=n)  # exclusive end positions
+    else:  # too long for the shared ends: ends that leave room for this length
+        ends = rng.integers(length, total + 1, size=n)
+    idx = ends[:, None] - length + np.arange(length)[None, :]  # (n, length)
+    return np.asarray(tokens[idx], dtype=np.int64)
 
 
 class Corpus:
@@ -59,7 +92,7 @@ class Corpus:
         """Where the evaluation region of the test split begins: every protocol scores
         tokens from here to the end (the tokens before it serve as context only), so that
         protocols compared on one model differ by how they score, not by what they score."""
-        return min(len(self.tokens("test")) // 2, 32768)
+        return eval_region_start(len(self.tokens("test")))
 
     def eval_segments(self, n: int, length: int, seed: int = 0) -> np.ndarray:
         """``n`` segments of ``length`` tokens from the test split, shape (n, length), int64.
@@ -67,23 +100,9 @@ class Corpus:
         Segment ends are drawn once per (n, seed) from positions that leave room for any
         length up to ``min(T // 2, 32768)``, so every evaluation length, and every model
         on this corpus, scores the same last tokens; a longer ``length`` only adds context.
+        See :func:`draw_segments`.
         """
-        n, length = int(n), int(length)
-        if n <= 0 or length <= 0:
-            raise UserError(f"eval_segments needs n > 0 and length > 0 (got n={n}, length={length})")
-        test = self.tokens("test")
-        total = len(test)
-        if length > total:
-            raise UserError(f"the {self.name} test split has {total} tokens, fewer than length={length}: "
-                            f"use a shorter length or more data (max_bytes)")
-        floor = self.eval_region_start()
-        rng = np.random.default_rng([seed, n, 0x5E6])
-        if length <= floor:
-            ends = rng.integers(floor, total + 1, size=n)  # exclusive end positions
-        else:  # too long for the shared ends: ends that leave room for this length
-            ends = rng.integers(length, total + 1, size=n)
-        idx = ends[:, None] - length + np.arange(length)[None, :]  # (n, length)
-        return np.asarray(test[idx], dtype=np.int64)
+        return draw_segments(self.tokens("test"), n, length, seed, what=f"the {self.name} test split")
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids

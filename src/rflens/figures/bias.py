@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from .. import analysis
 from ..config import ModelConfig
@@ -24,6 +25,7 @@ from ..positional import bias_matrix, last_query_bias, sandwich_compression, t5_
 
 TEMPLATE = "plotly_white"
 HEIGHT = 440
+HEAD_COLORS = qualitative.Dark24  # 24 distinct colours: every head of the paper's H = 12 its own
 
 
 def _cfg(pos: str, n_head: int, **kw) -> ModelConfig:
@@ -77,7 +79,9 @@ def _curves(cfg: ModelConfig, length: int, names=None) -> list[go.Scatter]:
     bias = last_query_bias(cfg, length).numpy()  # (H, L)
     k = np.arange(length, dtype=np.int32)
     names = names or [f"head {h + 1}" for h in range(bias.shape[0])]
-    return [go.Scatter(x=k, y=_finite(bias[h]), mode="lines", name=names[h]) for h in range(bias.shape[0])]
+    # one colour a head: the default colourway has ten, and twelve heads would share two
+    return [go.Scatter(x=k, y=_finite(bias[h]), mode="lines", name=names[h],
+                       line={"color": HEAD_COLORS[h % len(HEAD_COLORS)]}) for h in range(bias.shape[0])]
 
 
 # ----------------------------------------------------------------------------------------

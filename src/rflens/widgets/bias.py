@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
+from ..figures.bias import HEAD_COLORS
 from ..schemes import RELATIVE
 from ..positional import last_query_bias, sandwich_bias, sandwich_compression
 
@@ -83,7 +84,8 @@ def bias_explorer(n_head: int = 12, length: int = 256):
         bias = explorer_bias(state)  # (H, L)
         bias = np.where(np.isfinite(bias), bias, np.nan).astype(np.float32)
         k = np.arange(length, dtype=np.int32)
-        fig = go.Figure([go.Scatter(x=k, y=bias[h], mode="lines", name=f"head {h + 1}") for h in range(bias.shape[0])])
+        fig = go.Figure([go.Scatter(x=k, y=bias[h], mode="lines", name=f"head {h + 1}",
+                                    line={"color": HEAD_COLORS[h % len(HEAD_COLORS)]}) for h in range(bias.shape[0])])
         fig.update_layout(template="plotly_white", height=420, title={"text": f"{state['pos']}: bias against distance"},
                           xaxis_title="distance k = m − n", yaxis_title="bias", margin={"t": 50})
         # set the Output's content directly rather than capturing a display() in it: the
@@ -93,4 +95,8 @@ def bias_explorer(n_head: int = 12, length: int = 256):
     for w in c.values():
         w.observe(redraw, names="value")
     redraw()
-    return W.HBox([W.VBox(list(c.values()), layout={"width": "380px"}), out])
+    # the controls in as many columns of 300 px as the page has room for, the figure below at
+    # the full width: side by side, a narrow page column squeezed the controls to nothing
+    controls = W.GridBox(list(c.values()), layout=W.Layout(
+        width="100%", grid_template_columns="repeat(auto-fill, minmax(300px, 1fr))", grid_gap="4px 16px"))
+    return W.VBox([controls, out], layout={"width": "100%"})

@@ -1,0 +1,141 @@
+"""A scheme of one's own, from a file outside rflens: registered, trained, evaluated and
+measured with no edit to rflens; and FIRE, the book's worked example, on every kernel."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import rflens
+from rflens import attention, positional, schemes
+from rflens.config import ModelConfig
+from rflens.errors import UserError
+from rflens.model import TransformerLM
+
+HERE = Path(__file__).resolve().parent
+OWN = HERE / "own_scheme.py"
+FIRE = HERE.parent / "book" / "schemes" / "fire.py"
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The scheme table, the implementations and the loaded files as they were, afterwards."""
+    table, registry, loaded = dict(schemes.TABLE), dict(positional.REGISTRY), dict(schemes._LOADED)
+    monkeypatch.delenv(schemes.ENV, raising=False)
+    yield
+    for target, saved in ((schemes.TABLE, table), (positional.REGISTRY, registry), (schemes._LOADED, loaded)):
+        target.clear()
+        target.update(saved)
+
+
+def test_a_file_registers_fixed_and_learnable_schemes(registry):
+    names = rflens.load_schemes(OWN)
+    assert {"quarter_slope", "learned_slope"} <= set(names)
+    assert not schemes.TABLE["quarter_slope"].learnable and schemes.TABLE["learned_slope"].learnable
+    assert schemes.title("learned_slope") == "Learned slope"
+    assert str(OWN) in os.environ[schemes.ENV]  # so that processes started from here load it too
+    table = positional.last_query_bias(ModelConfig(pos="quarter_slope", n_head=3), 5)
+    torch.testing.assert_close(table, torch.tensor([0.0, -0.25, -0.5, -0.75, -1.0]).expand(3, 5))
+    rflens.load_schemes(OWN)  # a second load is a no-op
+    assert os.environ[schemes.ENV].count(str(OWN)) == 1
+
+
+def test_a_scheme_is_keyed_by_its_file(registry, tmp_path):
+    from rflens import runs
+
+    rflens.load_schemes(OWN)
+    _, m, d, t = runs.resolve("smoke", "quarter_slope", "prose")
+    key = runs.run_key(m, d, t, "fp")
+    copy = tmp_path / "copy.py"
+    copy.write_text(OWN.read_text().replace("-0.25", "-0.3"))
+    rflens.load_schemes(copy)  # the same names from another file: replaces them
+    assert runs.run_key(m, d, t, "fp") != key
+    _, ma, da, ta = runs.resolve("smoke", "alibi", "prose")
+    assert "scheme_source" not in json.dumps(runs.run_key(ma, da, ta, "fp"))
+
+
+def test_mistakes_are_one_line(registry, tmp_path):
+    with pytest.raises(UserError, match="one of rflens's own schemes"):
+        positional.register_scheme("alibi")(lambda k, h: -k.expand(h, -1))
+    with pytest.raises(UserError, match="expected \\(2, 8\\)"):
+        positional.register_scheme("bad_shape")(lambda k, h: -k)
+    with pytest.raises(UserError, match="not found"):
+        rflens.load_schemes(tmp_path / "missing.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('oops')\n")
+    with pytest.raises(UserError, match="failed to import: RuntimeError: oops"):
+        rflens.load_schemes(broken)
+    with pytest.raises(UserError, match="unknown|allowed"):
+        ModelConfig(pos="never_registered")
+
+
+@pytest.mark.slow
+def test_train_evaluate_erf_and_the_cli_on_a_scheme_of_ones_own(registry, tmp_path, monkeypatch, capsys):
+    from rflens import cli, evaluate, receptive, runs
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    assert cli.main(["train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 2  # not loaded yet
+    assert cli.main(["--schemes", str(OWN), "train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 0
+    run = runs.get_run("smoke", "learned_slope", "prose", train=False, progress=False)
+    model = run.load_model()
+    assert not torch.allclose(model.pos.slope, torch.full_like(model.pos.slope, 0.5))  # it was trained
+    ppl = evaluate.perplexity(run, progress=False)
+    assert np.isfinite(ppl["ppl"]).all()
+    rf = receptive.receptive_field(run, progress=False)
+    assert 1 <= rf["erf"] <= rf["length"]
+    # a fresh process finds it through the environment, which loading it has set
+    assert str(OWN) in os.environ[schemes.ENV]
+    capsys.readouterr()
+    assert cli.main(["erf", "--scale", "smoke", "--pos", "learned_slope", "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["erf"] == rf["erf"]
+
+
+# ----------------------------------------------------------------------------- FIRE
+
+
+def fire_model(**kw):
+    rflens.load_schemes(FIRE)
+    torch.manual_seed(0)
+    cfg = dict(pos="fire", n_layer=2, n_head=4, d_model=32, vocab_size=61, max_distance=16)
+    cfg.update(kw)
+    return TransformerLM(ModelConfig(**cfg))
+
+
+def test_fire_is_progressive_past_its_threshold(registry):
+    model = fire_model()
+    with torch.no_grad():
+        bias = model.pos.position_bias(40)  # (H, L, L), threshold 16
+        # below the threshold the bias depends on the distance alone
+        torch.testing.assert_close(bias[:, 10, 7], bias[:, 15, 12])
+        # beyond it, one distance reads the curve further down as the query moves on
+        assert not torch.allclose(bias[:, 20, 17], bias[:, 39, 36])
+        # the longest distance of every query reads the curve at one point: psi(i) / psi(i)
+        torch.testing.assert_close(bias[:, 20, 0], bias[:, 39, 0], rtol=1e-4, atol=1e-5)
+    assert schemes.TABLE["fire"].learnable
+
+
+def test_fire_gives_the_same_logits_and_gradients_on_every_kernel(registry, monkeypatch):
+    model = fire_model()
+    x = torch.randint(0, 61, (2, 40))
+    with torch.no_grad():
+        ref = model(x, kernel="sdpa")
+        monkeypatch.setattr(attention, "QUERY_BLOCK", 8)
+        for kernel in ("chunked", "flex"):
+            torch.testing.assert_close(model(x, kernel=kernel), ref, rtol=1e-5, atol=1e-5)
+        windowed = fire_model(window=6)
+        torch.testing.assert_close(windowed(x, kernel="chunked"), windowed(x, kernel="sdpa"), rtol=1e-5, atol=1e-5)
+
+    def grads():
+        model.zero_grad()
+        model.loss(x[:, :-1], x[:, 1:]).backward()
+        return [p.grad.clone() for p in model.pos.parameters()]
+
+    fused = grads()
+    monkeypatch.setattr(attention, "FUSED_BIAS_GRAD", False)
+    for a, b in zip(fused, grads()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    assert any(g.abs().sum() > 0 for g in fused)

@@ -1,0 +1,68 @@
+"""The book's tables as CSV: the provenance lines, the files a chapter writes as it shows
+its tables, and the export of the run store."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rflens import tables
+
+
+def test_a_table_is_written_with_its_provenance_and_read_back(tmp_path):
+    df = pd.DataFrame({"label": ["a", "b"], "ppl@32": [10.5, 11.25]}).set_index("label")
+    path = tables.write_csv(df, tmp_path / "t" / "x.csv", {"scale": "tiny", "code_version": "abc"})
+    text = path.read_text().splitlines()
+    assert text[:2] == ["# scale: tiny", "# code_version: abc"]
+    back = pd.read_csv(path, comment="#").set_index("label")
+    pd.testing.assert_frame_equal(back, df)
+
+
+def test_provenance_names_the_code_and_the_prepared_corpora():
+    from rflens import data, runs
+
+    data.prepare(runs.resolve("smoke", "alibi", "prose")[2], progress=False)
+    meta = tables.provenance("smoke")
+    assert meta["scale"] == "smoke" and meta["code_version"] == runs.code_version()
+    assert meta["data_prose"] == data.prepare(runs.resolve("smoke", "alibi", "prose")[2], progress=False).fingerprint
+    assert all(k.startswith("data_") for k in meta if k not in ("scale", "code_version"))
+
+
+def test_a_chapter_run_by_reproduce_writes_each_table_it_shows(tmp_path, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        assert not tables.offer_tables("smoke")  # a live notebook: nothing written
+        monkeypatch.setenv(tables.TABLES_ENV, str(tmp_path / "tables"))
+        monkeypatch.setenv(tables.CHAPTER_ENV, "03_alibi_dissected")
+        assert tables.offer_tables("smoke")
+        first = pd.DataFrame({"r@64": [1.0, np.nan]}, index=pd.Index(["w=8", "w=16"], name="label"))
+        html = shell.display_formatter.format(first)[0]["text/html"]
+        assert 'href="tables/03_alibi_dissected-table1.csv"' in html and "<table" in html
+        shell.display_formatter.format(first.style)
+        written = sorted(p.name for p in (tmp_path / "tables").iterdir())
+        assert written == ["03_alibi_dissected-table1.csv", "03_alibi_dissected-table2.csv"]
+        back = pd.read_csv(tmp_path / "tables" / written[0], comment="#")
+        assert list(back["label"]) == ["w=8", "w=16"] and np.isnan(back["r@64"][1])
+        assert "# chapter: 03_alibi_dissected" in (tmp_path / "tables" / written[0]).read_text()
+    finally:
+        InteractiveShell.clear_instance()
+
+
+@pytest.mark.slow
+def test_the_run_store_exports_its_models_and_results(tmp_path, monkeypatch, capsys):
+    from rflens import cli, evaluate, receptive, runs
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    run = runs.get_run("smoke", "alibi", "prose", progress=False)
+    res = evaluate.perplexity(run, progress=False)
+    rf = receptive.receptive_field(run, progress=False)
+    assert cli.main(["runs", "--export", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.count("wrote ") == 3
+    models = pd.read_csv(tmp_path / "out" / "runs.csv", comment="#")
+    assert list(models["key"]) == [run.key] and models["data_fingerprint"][0] == run.data_fingerprint
+    ppl = pd.read_csv(tmp_path / "out" / "perplexity.csv", comment="#")
+    assert list(ppl["l_ex"]) == res["lengths"] and np.allclose(ppl["ppl"], res["ppl"])
+    erf = pd.read_csv(tmp_path / "out" / "receptive_fields.csv", comment="#")
+    assert list(erf["erf"]) == [rf["erf"]]
