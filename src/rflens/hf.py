@@ -40,7 +40,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -380,43 +379,12 @@ def _defaults(scale: str | None, eval_cfg: EvalConfig | None, data_cfg: DataConf
 
 def _cached(kind: str, params: dict, compute) -> dict:
     """``compute()``'s result, stored under runs_dir()/hf; ``cached`` says whether it was read."""
+    from .runs import cached_file
+
     params = json.loads(json.dumps(params, default=str))
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
-    path = storage.runs_dir() / "hf" / f"{kind}-{digest[:20]}.json"
-
-    def stored():
-        try:
-            entry = storage.read_json(path)
-            if entry.get("params") == params and entry.get("sha256") == _checksum(entry["result"]):
-                return {**entry["result"], "cached": True}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass  # missing or unreadable: computed again
-        return None
-
-    hit = stored()
-    if hit is not None:
-        return hit
-    with contextlib.ExitStack() as stack:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(storage.locked(path.with_name(f".{path.name}.lock")))  # compute once
-        except OSError:
-            pass  # a store we cannot write: compute, and hand the result back uncached
-        hit = stored()
-        if hit is not None:
-            return hit
-        result = json.loads(json.dumps(compute(), default=str))
-        try:
-            storage.write_json(path, {"kind": kind, "params": params, "result": result,
-                                      "sha256": _checksum(result), "created": time.time()})
-        except OSError as err:
-            print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})",
-                  file=sys.stderr)
-    return {**result, "cached": False}
-
-
-def _checksum(result) -> str:
-    return hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()
+    result, hit = cached_file(storage.runs_dir() / "hf" / f"{kind}-{digest[:20]}.json", kind, params, compute)
+    return {**result, "cached": hit}
 
 
 def _about(ref: ModelRef, text: _Text, dtype: torch.dtype) -> dict:

@@ -295,43 +295,46 @@ class Run:
         """
         digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
-        path = self.path / "results" / f"{safe}-{digest}.json"
-        wanted = json.loads(json.dumps(params, default=str))
+        return cached_file(self.path / "results" / f"{safe}-{digest}.json", name, params, compute)[0]
 
-        def stored():
-            if path.is_file():
-                try:
-                    entry = read_json(path)
-                    if entry.get("params") == wanted:
-                        if entry.get("sha256") == _digest(entry["result"]):
-                            return entry["result"]
-                        print(f"warning: {path} fails its checksum (edited or damaged): recomputing it",
-                              file=sys.stderr)
-                except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                    pass  # an unreadable cache entry is recomputed
-            return None
 
+def cached_file(path: Path, name: str, params: dict, compute: Callable[[], dict]) -> tuple[dict, bool]:
+    """``compute()``'s result, stored as JSON at ``path`` with its ``params`` and a checksum;
+    (result, whether it was read from the file). A stored entry of other params, or one that
+    fails its checksum, is computed again; two identical requests compute once (a lock)."""
+    wanted = json.loads(json.dumps(params, default=str))
+
+    def stored():
+        if path.is_file():
+            try:
+                entry = read_json(path)
+                if entry.get("params") == wanted:
+                    if entry.get("sha256") == _digest(entry["result"]):
+                        return entry["result"]
+                    print(f"warning: {path} fails its checksum (edited or damaged): recomputing it", file=sys.stderr)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                pass  # an unreadable cache entry is recomputed
+        return None
+
+    hit = stored()
+    if hit is not None:
+        return hit, True
+    with contextlib.ExitStack() as stack:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(storage.locked(path.with_name(f".{path.name}.lock")))
+        except OSError:
+            pass  # a store we cannot write: compute, and hand the result back uncached
         hit = stored()
         if hit is not None:
-            return hit
-        with contextlib.ExitStack() as stack:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # two identical requests compute once
-                stack.enter_context(storage.locked(path.with_name(f".{path.name}.lock")))
-            except OSError:
-                pass  # a store we cannot write: compute, and hand the result back uncached
-            hit = stored()
-            if hit is not None:
-                return hit
-            result = json.loads(json.dumps(compute(), default=str))  # the same types as a later cache hit
-            try:
-                write_json(path, {"name": name, "params": params, "result": result, "sha256": _digest(result),
-                                  "created": time.time()})
-            except OSError as err:
-                print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})",
-                      file=sys.stderr)
-        return result
+            return hit, True
+        result = json.loads(json.dumps(compute(), default=str))  # the same types as a later cache hit
+        try:
+            write_json(path, {"name": name, "params": wanted, "result": result, "sha256": _digest(result),
+                              "created": time.time()})
+        except OSError as err:
+            print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})", file=sys.stderr)
+    return result, False
 
 
 def _digest(result) -> str:
