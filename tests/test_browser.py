@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,6 +119,8 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
         assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
         # progress bars and warnings went to the terminal and the log, not onto the page
         assert visit.page.locator(".output.stderr").count() == 0, f"{chapter} shows stderr output"
+        bars = visit.page.locator(".cell_output").filter(has_text=re.compile(r"\d+%\|")).count()
+        assert bars == 0, f"{chapter} shows {bars} progress bars"
         # printed results wrap and wide tables scroll in their own box: no output reaches past the column
         wider = visit.page.evaluate("""() => {
             const column = document.querySelector('article.bd-article, main').getBoundingClientRect();

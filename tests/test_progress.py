@@ -65,3 +65,22 @@ def test_executed_chapters_keep_no_stderr(tmp_path):
     outputs = nbformat.read(str(path), 4).cells[0].outputs
     assert [o["name"] for o in outputs] == ["stdout"]
     assert reproduce.drop_stderr(path) == 0
+
+
+def test_chapters_kernels_draw_bars_as_text_on_stderr(tmp_path, monkeypatch):
+    import json
+
+    import tqdm.auto
+    import tqdm.std
+
+    from rflens import progress
+
+    monkeypatch.setattr(reproduce, "BUILD", tmp_path)
+    env = reproduce.kernel_env()
+    spec = json.loads((tmp_path / "jupyter" / "kernels" / "python3" / "kernel.json").read_text())
+    assert env["JUPYTER_PATH"].split(":")[0] == str(tmp_path / "jupyter")
+    assert any("rflens.progress.plain_bars()" in a for a in spec["argv"])
+    monkeypatch.setattr(tqdm.auto, "tqdm", tqdm.auto.tqdm)  # restored afterwards
+    monkeypatch.setattr(tqdm.auto, "trange", tqdm.auto.trange)
+    progress.plain_bars()
+    assert tqdm.auto.tqdm is tqdm.std.tqdm and tqdm.auto.trange is tqdm.std.trange

@@ -113,6 +113,19 @@ class LineStream(io.TextIOBase):
         self.emit(f"{self.prefix}{part}")
 
 
+def plain_bars() -> None:
+    """Progress bars as plain text on stderr, also in a Jupyter kernel.
+
+    ``tqdm.auto`` draws a widget in a kernel: in a chapter that ``reproduce`` executes, such
+    a bar would stay on the built page, frozen where it stopped, and never reach the
+    terminal. The chapters' kernel runs this first (``reproduce.kernel_env``), so that their
+    bars are text on stderr, which the terminal and the log get and the page does not."""
+    import tqdm.auto
+    import tqdm.std
+
+    tqdm.auto.tqdm, tqdm.auto.trange = tqdm.std.tqdm, tqdm.std.trange
+
+
 def model_label(pos: str, corpus: str, overrides: dict) -> str:
     """A model as a log line names it: scheme, corpus and the settings that differ from the preset."""
     settings = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))

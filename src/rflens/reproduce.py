@@ -24,6 +24,7 @@ nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -144,12 +145,15 @@ def plan(args) -> dict:
 
 def kernel_env() -> dict:
     """A ``python3`` kernelspec that runs this interpreter, first on JUPYTER_PATH, so the
-    chapters run in this virtual environment whatever other kernels the user has."""
+    chapters run in this virtual environment whatever other kernels the user has, with
+    their progress bars as text on stderr."""
     spec_root = BUILD / "jupyter"
     spec = spec_root / "kernels" / KERNEL
     spec.mkdir(parents=True, exist_ok=True)
-    text = ('{"argv": ["%s", "-m", "ipykernel_launcher", "--log-level=ERROR", "-f", "{connection_file}"], '
-            '"display_name": "Python 3 (rflens)", "language": "python"}' % sys.executable.replace("\\", "\\\\"))
+    # first in the kernel: progress bars as text on stderr (rflens.progress.plain_bars)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "--log-level=ERROR",
+            "--IPKernelApp.exec_lines=['import rflens.progress; rflens.progress.plain_bars()']", "-f", "{connection_file}"]
+    text = json.dumps({"argv": argv, "display_name": "Python 3 (rflens)", "language": "python"})
     target = spec / "kernel.json"
     if not target.exists() or target.read_text() != text:
         target.write_text(text)

@@ -26,6 +26,7 @@ COMMANDS = {
     "erf": "receptive-field analysis: normalised gradients, cumulative curve and ERF",
     "reproduce": "execute the book's chapters with papermill at a scale and build the book",
     "claims": "check the paper's claims on stored results and print the scoreboard",
+    "explore": "the bias and receptive-field explorers in a browser, with a live kernel (Voila)",
 }
 SCALE_HELP = f"preset: {', '.join(SCALES)} (default: {DEFAULT_SCALE})"
 
@@ -131,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for the jobs' pickles and logs, readable by every node (default: _build/SCALE/jobs)")
     p.add_argument("--quiet", action="store_true",
                    help="nothing on the terminal but the scoreboard (the log _build/SCALE/reproduce.log is still written)")
+
+    p = sub.add_parser("explore", help=COMMANDS["explore"], description=COMMANDS["explore"])
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP + "; the receptive fields of its stored models")
+    p.add_argument("--port", type=int, default=8866, help="port on 127.0.0.1 (default 8866)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)

@@ -1,0 +1,33 @@
+"""``python -m rflens explore``: the bias and receptive-field explorers in a browser, with a live kernel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from ..errors import UserError
+from ..scales import SCALES
+
+
+def run(args) -> int:
+    from ..widgets.explore import NOTEBOOK
+
+    if args.scale not in SCALES:
+        raise UserError(f"unknown scale {args.scale!r}: choose one of {', '.join(SCALES)}")
+    if not 0 < args.port < 65536:
+        raise UserError(f"--port must be between 1 and 65535, not {args.port}")
+    try:
+        import voila  # noqa: F401
+    except ImportError:
+        raise UserError("explore needs Voilà: run `make setup` (or pip install voila==0.5.13)") from None
+    cmd = [sys.executable, "-m", "voila", str(NOTEBOOK), f"--port={args.port}", "--Voila.ip=127.0.0.1",
+           "--theme=light", "--show_tracebacks=False"]
+    if args.no_browser:
+        cmd.append("--no-browser")
+    print(f"explorers of the {args.scale} book at http://127.0.0.1:{args.port}/ (Ctrl-C stops the server)",
+          file=sys.stderr, flush=True)
+    try:
+        return subprocess.run(cmd, env={**os.environ, "RFLENS_SCALE": args.scale}).returncode
+    except KeyboardInterrupt:
+        return 0

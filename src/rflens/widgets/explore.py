@@ -1,0 +1,51 @@
+"""The explorers as one page with a live kernel: ``python -m rflens explore``.
+
+The book's static pages draw precomputed figures; the ipywidgets explorers need a kernel.
+For a reader who does not want to open a notebook, ``explore`` serves the notebook
+``explore.ipynb`` next to this module with Voilà: its outputs only, the code hidden, every
+control answered by the kernel. Two tabs: the bias explorer (every relative scheme and its
+knobs) and the receptive-field explorer over the models of the run store at the chosen
+scale (Figure 11's and Table 1's, if they are stored).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+NOTEBOOK = Path(__file__).with_name("explore.ipynb")
+
+
+def stored_curves(scale: str) -> dict[str, dict]:
+    """Receptive-field curves of the stored Figure 11 and Table 1 models at ``scale``
+    (measured now if a stored model lacks them); {} when none is stored."""
+    from .. import experiments as ex
+    from ..errors import UserError
+
+    curves = {}
+    for experiment in ("figure11", "table1"):
+        for spec in ex.models_of(scale, experiment):
+            try:
+                curves.update(ex.erf_curves(scale, [spec], train=False))
+            except UserError:  # not stored: nothing to show for it
+                continue
+    return curves
+
+
+def app(scale: str):
+    """The page: a title, then the bias explorer and the receptive-field explorer in tabs."""
+    import ipywidgets as W
+
+    from .bias import bias_explorer
+    from .results import erf_explorer
+
+    curves = stored_curves(scale)
+    fields = erf_explorer(curves) if curves else W.HTML(
+        f"<p>No model of the <code>{scale}</code> book is stored yet: <code>python -m rflens reproduce "
+        f"--scale {scale}</code> (or <code>make book</code>) trains them, then reload this page.</p>")
+    tabs = W.Tab(children=[bias_explorer(), fields])
+    tabs.set_title(0, "positional biases")
+    tabs.set_title(1, f"receptive fields ({scale})")
+    head = W.HTML("<h2>rflens explorers</h2><p>Chi et al. (ACL 2023), <i>Dissecting Transformer Length "
+                  "Extrapolation via the Lens of Receptive Field Analysis</i>: every control is answered by a "
+                  "live kernel.</p>")
+    return W.VBox([head, tabs], layout={"width": "100%"})
