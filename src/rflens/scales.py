@@ -211,7 +211,7 @@ def _tiny() -> Scale:
     n_layer, l_tr = 4, 32
     return Scale(
         name="tiny",
-        about="CPU default: the whole book (~38 models) trains, evaluates and builds on 2 cores",
+        about="CPU default: the whole book (~41 models) trains, evaluates and builds on 2 cores",
         # R = 4: the window sweep needs R * w / L_tr well above 2 (the paper's boundary lies
         # between 2.34 and 2.81) with w <= L_tr, which two layers cannot reach. d = 64 trains
         # twice the tokens a second of d = 128 at this depth (bench/README.md, the pilot).
@@ -220,9 +220,9 @@ def _tiny() -> Scale:
         train=TrainConfig(
             l_tr=l_tr,  # L_tr = 32: 16 x L_tr = 512 is the longest evaluation
             batch_size=32,  # 32 x 32 = 1024 tokens a step
-            # 0.6M tokens a model: what the book's budget allows (its 38 models train and are
-            # measured in 23 minutes by two one-thread workers on 2 cores; the whole `make book`
-            # from a fresh clone took 33 minutes). The pilot (bench/README.md) measures what
+            # 0.6M tokens a model: what the book's budget allows (its 41 models train and are
+            # measured in 27 minutes by two one-thread workers on 2 cores; the whole `make book`
+            # from a fresh clone took 38 minutes). The pilot (bench/README.md) measures what
             # more tokens would show.
             steps=600,
             lr=2e-3,
