@@ -25,6 +25,7 @@ def registry(monkeypatch):
     """The scheme table, the implementations and the loaded files as they were, afterwards."""
     table, registry, loaded = dict(schemes.TABLE), dict(positional.REGISTRY), dict(schemes._LOADED)
     monkeypatch.delenv(schemes.ENV, raising=False)
+    monkeypatch.setattr(schemes, "_SEEN_ENV", "")
     yield
     for target, saved in ((schemes.TABLE, table), (positional.REGISTRY, registry), (schemes._LOADED, loaded)):
         target.clear()

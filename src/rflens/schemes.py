@@ -126,10 +126,17 @@ def load_files(paths=None) -> list[str]:
     return list(TABLE)
 
 
+_SEEN_ENV = ""  # the value of RFLENS_SCHEMES whose files are all imported
+
+
 def ensure_loaded() -> None:
-    """Import the files of ``RFLENS_SCHEMES`` not imported yet (cheap when there are none)."""
-    if os.environ.get(ENV):
+    """Import the files of ``RFLENS_SCHEMES`` not imported yet. Every settings check calls
+    this, so an unchanged variable costs one comparison."""
+    global _SEEN_ENV
+    value = os.environ.get(ENV, "")
+    if value and value != _SEEN_ENV:
         load_files()
+        _SEEN_ENV = os.environ.get(ENV, "")
 
 
 def source_digest(name: str) -> str | None:
