@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from plotly_overlaps import OVERLAPS_JS
 
 pytestmark = pytest.mark.browser
 
@@ -111,6 +112,23 @@ class Visit:
         self.page.close()
 
 
+# Every text node of the article outside code, data tables, figures and widgets, once MathJax
+# (on pages that load it) has typeset the page: those that still show a "$" or "_tr".
+RAW_NOTATION_JS = """async () => {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+    const skip = 'pre, code, table, svg, script, style, mjx-container, .js-plotly-plot, .jupyter-widgets, .widget-area';
+    const root = document.querySelector('article.bd-article') || document.body;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    const found = [];
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const text = node.textContent;
+        if ((text.includes('$') || text.includes('_tr')) && !node.parentElement.closest(skip)) {
+            found.push(text.trim().slice(0, 80));
+        }
+    }
+    return found; }"""
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter):
     with Visit(browser, f"{server}/book/{chapter}.html") as visit:
@@ -127,6 +145,13 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
             return [...document.querySelectorAll('.cell_output .output, .cell_output pre')]
                 .filter(el => el.getBoundingClientRect().right > column.right + 1).length; }""")
         assert wider == 0, f"{chapter}: {wider} outputs run past the content column"
+        # the book's notation is typeset: no raw $ or _tr left in the text outside code, tables and figures
+        raw = visit.page.evaluate(RAW_NOTATION_JS)
+        assert raw == [], f"{chapter}: untypeset notation in {raw[:5]}"
+        assert visit.page.locator("mjx-container").count() > 0, f"{chapter} typesets no equation"
+        # no menu covers a title, a label or a legend, and none sticks out of its figure
+        covered = [(f["index"], o["element"], o["text"]) for f in visit.page.evaluate(OVERLAPS_JS) for o in f["overlaps"]]
+        assert covered == [], f"{chapter}: menus cover {covered[:5]}"
         # in every figure, the curves its legend lists (as first drawn) have one colour each
         shared = visit.page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(el => {
             const shown = (el.data || []).filter(t => t.visible !== false && t.showlegend !== false && t.name);

@@ -81,14 +81,6 @@ def test_table2_plan_retrains_only_listed_failures():
         ("w=16", {"l_tr": 64, "batch_size": 2}), ("Δ=6", {"l_tr": 64})]
 
 
-def test_protocol_verdict_reads_the_early_token_curse():
-    rows = []
-    for proto, ppl in (("last_token", 10.0), ("non_overlapping", 12.0), ("sliding", 10.5)):
-        rows.append({"label": "ALiBi", "protocol": proto, "l_tr": 16, "l_ex": 16, "ppl": ppl})
-    text = ex.protocol_verdict(pd.DataFrame(rows))
-    assert "+20%" in text and "curse shows" in text
-
-
 # ----------------------------------------------------------------------------- figures
 def _menus_use_title_text(fig):
     for menu in list(fig.layout.updatemenus) + list(fig.layout.sliders):

@@ -212,14 +212,15 @@ def _stable_and_breaking(res, family: str, names: tuple[str, str]):
             ok_first and lo >= BREAKS)
 
 
-@claim(4, "Shifting ALiBi's slopes: steeper slopes extrapolate, flatter ones blow up.",
+@claim(4, "Shifting ALiBi's slopes: the steepest extrapolates, the flattest breaks (its perplexity at least doubles).",
        f"the most negative Δ extrapolates ({_EX}); the largest Δ has r({HORIZON} L_tr) >= {BREAKS:g} ({_LB})",
        ("table1",))
 def _c4(res):
     return _stable_and_breaking(res, "slope_shift", ("", ""))
 
 
-@claim(5, "One slope for every head: only large slopes extrapolate.",
+@claim(5, "One slope for every head: the largest slope extrapolates, the smallest breaks (its perplexity at least "
+          "doubles).",
        f"the largest slope extrapolates ({_EX}); the smallest has r({HORIZON} L_tr) >= {BREAKS:g} ({_LB})",
        ("table1",))
 def _c5(res):
@@ -550,11 +551,3 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
     lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not run {s['not run']} (of {len(board)})"]
     return "\n".join(lines)
 
-
-def verdicts(rows: list[dict], scale: str) -> str:
-    """One computed line per claim, for a chapter's prose."""
-    out = []
-    for c in rows:
-        word = {"pass": "holds", "fail": "does NOT hold", "not run": "was not checked"}[c["result"]]
-        out.append(f"Claim {c['id']} ({c['statement'].rstrip('.')}) {word} at the {scale} scale: {c['measured']}.")
-    return "\n".join(out)

@@ -447,27 +447,6 @@ def protocols(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", position
     return pd.DataFrame(rows)
 
 
-def protocol_verdict(df: pd.DataFrame) -> str:
-    """One computed sentence on the early-token curse: at L_ex = L_tr, how much higher the
-    non-overlapping perplexity is than the last-token one, per model."""
-    if df is None or df.empty:
-        return "No protocol comparison was run."
-    parts, higher = [], 0
-    at = df[df["l_ex"] == df["l_tr"]]
-    labels = list(dict.fromkeys(at["label"]))
-    for label in labels:
-        sub = at[at["label"] == label].set_index("protocol")["ppl"]
-        if "last_token" in sub and "non_overlapping" in sub:
-            gap = sub["non_overlapping"] / sub["last_token"] - 1
-            higher += gap > 0
-            parts.append(f"{label} {gap:+.0%}")
-    if not parts:
-        return "The comparison lacks the last-token or non-overlapping numbers."
-    return (f"At L_ex = L_tr the non-overlapping perplexity differs from the last-token one by "
-            f"{', '.join(parts)}; it is higher for {higher} of {len(parts)} models "
-            f"({'the early-token curse shows' if higher == len(parts) else 'the early-token curse does not show everywhere'}).")
-
-
 # --------------------------------------------------------------------------------------
 # receptive-field curves for the explorers
 # --------------------------------------------------------------------------------------

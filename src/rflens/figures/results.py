@@ -29,6 +29,7 @@ from ..results import EXTRAPOLATION_TOLERANCE
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
+ERF_HEIGHT = 580
 COLORS = qualitative.Plotly + qualitative.D3
 
 
@@ -36,11 +37,62 @@ def _color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
-def _menu(buttons: list[dict], active: int = 0) -> dict:
-    """A dropdown just above the plot area, at its right end: clear of the title (top left
-    of the figure) and of the L_tr labels, which sit at the top of the lines on the left."""
+# The top of a figure with a menu, from the top edge down: the title (one or more lines),
+# a row for the dropdown at the right end of the plot area, then a band that subplot titles
+# and the labels at the top end of vertical lines reach into (a vertical label is centred on
+# the line's end, so half of it stands above the plot area). The dropdown sits in its own
+# row, so no label, subplot title or title runs under it whatever the page width; its row
+# starts below plotly's mode bar, which covers the top right corner while the mouse is over
+# the figure.
+TITLE_TOP = 10  # px from the top edge of the figure to the title
+TITLE_LINE = 24  # px a title line takes (title font 17 px)
+MENU_ROW = 34  # px a closed dropdown takes (its header box is about 33 px high)
+MENU_GAP = 8  # px between the title and the dropdown
+LABEL_BAND = 32  # px above the plot area kept for subplot titles and vertical line labels
+LABEL_FONT = 11  # px, the font of the line labels
+LABEL_CHAR = 0.7  # width of a label character, in units of the font size (generous: about 0.6)
+
+
+def _label_band(*shape_sets) -> int:
+    """Px above the plot area that subplot titles and the labels of the vertical lines
+    in ``shape_sets`` (every menu entry's shapes) may take: at least ``LABEL_BAND``."""
+    half = 0.0
+    for shapes in shape_sets:
+        for s in shapes or ():
+            text = (s.get("label") or {}).get("text")
+            if text and s.get("x0") == s.get("x1"):  # vertical: drawn along the line, centred on its end
+                half = max(half, len(text) * LABEL_CHAR * LABEL_FONT / 2 + 4)
+    return int(max(LABEL_BAND, math.ceil(half)))
+
+
+def _menu(buttons: list[dict], active: int = 0, band: int = LABEL_BAND) -> dict:
+    """A dropdown in its own row above the plot area, at its right end: ``band`` px above
+    the plot area (clear of subplot titles and line labels) and below the title."""
     return {"buttons": buttons, "active": active, "direction": "down", "showactive": True,
-            "x": 1.0, "xanchor": "right", "y": 1.02, "yanchor": "bottom"}
+            "x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "bottom",
+            "pad": {"t": 0, "r": 0, "b": band, "l": 0}}
+
+
+def _top_margin(band: int = LABEL_BAND, lines: int = 1) -> int:
+    """Px above the plot area for a title of ``lines`` lines, the dropdown's row and ``band``."""
+    return TITLE_TOP + lines * TITLE_LINE + MENU_GAP + MENU_ROW + band
+
+
+def _top(text: str, height: int, band: int = LABEL_BAND, lines: int | None = None) -> dict:
+    """Layout of the title and the top margin of a figure ``height`` px high with a
+    ``_menu(band=band)``: the title (``lines`` lines, counted from its ``<br>`` if not
+    given) at the top edge, the dropdown's row under it, then the band above the plot area."""
+    lines = lines or text.count("<br>") + 1
+    # plotly.js draws a title of several lines about half a line higher than a one-line title
+    # at the same y (yanchor "top"): the same offset down keeps its first line on the page
+    y = TITLE_TOP + (TITLE_LINE // 2 if text.count("<br>") else 0)
+    return {"title": {"text": text, "yref": "container", "y": 1 - y / height, "yanchor": "top"},
+            "margin": {"t": _top_margin(band, lines)}}
+
+
+def _subtitle(text: str) -> str:
+    """A second, smaller title line (plotly titles do not wrap by themselves)."""
+    return f'<br><span style="font-size:13px">{text}</span>'
 
 
 def _button(label: str, visible: list[bool], title: str, extra: dict | None = None) -> dict:
@@ -95,10 +147,11 @@ def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None =
     shapes = {g: [_vline(float(x), f"L_tr={int(x)}") for x in sorted(set(df[df[group] == g]["l_tr"]))] for g in groups}
     buttons = [_button(titles.get(g, str(g)), [o == gi for o in owner], f"{title}: {titles.get(g, g)}",
                        {"shapes": shapes[g]}) for gi, g in enumerate(groups)]
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": f"{title}: {titles.get(groups[0], groups[0])}"},
+    band = _label_band(*shapes.values())
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, **_top(f"{title}: {titles.get(groups[0], groups[0])}", HEIGHT, band),
                       xaxis={"title": {"text": "L_ex (tokens of context)"}, **_log2_axis(lengths)},
                       yaxis={"title": {"text": "perplexity"}, "type": "log"},
-                      shapes=shapes[groups[0]], updatemenus=[_menu(buttons)], margin={"t": 110})
+                      shapes=shapes[groups[0]], updatemenus=[_menu(buttons, band=band)])
     return fig
 
 
@@ -125,10 +178,12 @@ def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)",
     fig = go.Figure([heat_r, heat_p])
     buttons = [_button("r(L)", [True, False], f"{title} (green: <= {limit}, red: above)"),
                _button("perplexity", [False, True], "Last-token perplexity")]
-    fig.update_layout(template=TEMPLATE, height=max(300, 60 + 34 * len(labels)),
-                      title={"text": f"{title} (green: <= {limit}, red: above)"},
+    # the plot area keeps its height (about 34 px a row); the title and menu rows come on top
+    band = 12  # no subplot titles, no line labels: a small gap above the heat map will do
+    height = max(300, 60 + 34 * len(labels)) + _top_margin(band) - 110
+    fig.update_layout(template=TEMPLATE, height=height, **_top(f"{title} (green: <= {limit}, red: above)", height, band),
                       yaxis={"autorange": "reversed"}, xaxis={"title": {"text": "L_ex"}, "side": "bottom"},
-                      updatemenus=[_menu(buttons)], margin={"t": 110})
+                      updatemenus=[_menu(buttons, band=band)])
     return fig
 
 
@@ -160,8 +215,8 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
         return out
 
     def head(lab, rf) -> str:
-        return (f"{title}: {lab} (ERF {rf['erf']}, L_tr {rf['l_tr']}, "
-                f"{rf['share_in_ltr']:.0%} of the gradient in the last L_tr tokens)")
+        return (f"{title}: {lab}" + _subtitle(f"ERF {rf['erf']}, L_tr {rf['l_tr']}, "
+                                              f"{rf['share_in_ltr']:.0%} of the gradient in the last L_tr tokens"))
 
     buttons = [_button(lab, [o == i for o in owner], head(lab, curves[lab]), {"shapes": shapes(curves[lab])})
                for i, lab in enumerate(labels)]
@@ -171,8 +226,9 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
                                f"{title}: every model's cumulative curve",
                                {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2")]}))
     first = curves[labels[0]]
-    fig.update_layout(template=TEMPLATE, height=560, title={"text": head(labels[0], first)},
-                      shapes=shapes(first), updatemenus=[_menu(buttons)], margin={"t": 120})
+    band = _label_band(*(shapes(rf) for rf in curves.values()))
+    fig.update_layout(template=TEMPLATE, height=ERF_HEIGHT, **_top(head(labels[0], first), ERF_HEIGHT, band, lines=2),
+                      shapes=shapes(first), updatemenus=[_menu(buttons, band=band)])
     fig.update_xaxes(type="log" if log_x else "linear", row=1, col=1)
     fig.update_xaxes(type="log" if log_x else "linear", title_text="k: tokens back from the predicted token", row=2, col=1)
     fig.update_yaxes(type="log", row=1, col=1, exponentformat="power")
@@ -209,13 +265,15 @@ def gradient_jump_figure(curves: dict[str, dict], f7: pd.DataFrame, *, title: st
     def head(lab):
         row = info.loc[lab]
         where = "" if pd.isna(row.get("jump_abs_pos")) else f": peak at position {int(row['jump_abs_pos'])}"
-        return f"{title}, {lab}{where}"
+        return f"{title}" + _subtitle(f"{lab}{where}")
 
     buttons = [_button(lab, [o == i for o in owner], head(lab), {"shapes": shapes(lab)}) for i, lab in enumerate(labels)]
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": head(labels[0])}, shapes=shapes(labels[0]),
+    band = _label_band(*(shapes(lab) for lab in labels))
+    fig.update_layout(template=TEMPLATE, height=HEIGHT + TITLE_LINE, **_top(head(labels[0]), HEIGHT + TITLE_LINE, band, lines=2),
+                      shapes=shapes(labels[0]),
                       xaxis={"title": {"text": "absolute position of the input token (0 = first)"}},
                       yaxis={"title": {"text": "normalised gradient"}, "type": "log", "exponentformat": "power"},
-                      updatemenus=[_menu(buttons)], margin={"t": 110})
+                      updatemenus=[_menu(buttons, band=band)])
     return fig
 
 
@@ -241,9 +299,10 @@ def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
         owner.append(ci)
     l_tr = int(t3["l_tr"].iloc[0])
     buttons = [_button(c, [o == ci for o in owner], f"{title}: {c} corpus") for ci, c in enumerate(corpora)]
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": f"{title}: {corpora[0]} corpus"},
-                      shapes=[_vline(l_tr, f"L_tr={l_tr}", xref="x")], updatemenus=[_menu(buttons)],
-                      margin={"t": 110})
+    lines = [_vline(l_tr, f"L_tr={l_tr}", xref="x")]
+    band = _label_band(lines)
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, **_top(f"{title}: {corpora[0]} corpus", HEIGHT, band),
+                      shapes=lines, updatemenus=[_menu(buttons, band=band)])
     fig.update_xaxes(title_text="L_ex", row=1, col=1, **_log2_axis(lengths))
     fig.update_yaxes(type="log", title_text="perplexity", row=1, col=1)
     return fig
@@ -268,10 +327,12 @@ def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") ->
             owner.append(li)
     l_tr = int(df["l_tr"].iloc[0])
     buttons = [_button(lab, [o == li for o in owner], f"{title}: {lab}") for li, lab in enumerate(labels)]
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": f"{title}: {labels[0]}"},
+    lines = [_vline(l_tr, f"L_tr={l_tr}")]
+    band = _label_band(lines)
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, **_top(f"{title}: {labels[0]}", HEIGHT, band),
                       xaxis={"title": {"text": "L_ex"}, **_log2_axis(lengths)},
                       yaxis={"title": {"text": "perplexity"}, "type": "log"},
-                      shapes=[_vline(l_tr, f"L_tr={l_tr}")], updatemenus=[_menu(buttons)], margin={"t": 110})
+                      shapes=lines, updatemenus=[_menu(buttons, band=band)])
     return fig
 
 
@@ -306,8 +367,11 @@ def scoreboard_figure(board: list[dict], *, title: str = "Claims scoreboard") ->
             visible=i == 0))
     buttons = [_button(f"{name} ({len(rows)})", [j == i for j in range(len(groups))], f"{title}: {name}")
                for i, (name, rows) in enumerate(groups)]
-    fig.update_layout(template=TEMPLATE, title={"text": f"{title}: all"}, height=120 + 60 * max(1, len(board)),
-                      margin={"t": 90, "l": 10, "r": 10, "b": 10}, updatemenus=[_menu(buttons)])
+    band = 8  # a table: nothing above it but its header
+    height = 120 + 60 * max(1, len(board)) + _top_margin(band) - 90
+    head = _top(f"{title}: all", height, band)
+    fig.update_layout(template=TEMPLATE, title=head["title"], height=height,
+                      margin={**head["margin"], "l": 10, "r": 10, "b": 10}, updatemenus=[_menu(buttons, band=band)])
     return fig
 
 
