@@ -49,6 +49,18 @@ def built(root) -> dict[str, D.Corpus]:
     return {c: D.prepare(small(c), root=root, progress=False) for c in CORPORA}
 
 
+def test_settings_a_source_does_not_read_reuse_its_build(root, built):
+    """An embedded corpus is the same text whatever hub name or files the settings carry:
+    switching them loads the build (the same fingerprint), rebuilding nothing."""
+    manifest = built["prose"].path / "manifest.json"
+    before = manifest.stat().st_mtime_ns
+    for extra in ({"hub_name": "someone/else"}, {"files": ("a.txt",)}, {}):
+        again = D.prepare(small("prose", **extra), root=root, progress=False)
+        assert again.path == built["prose"].path and again.fingerprint == built["prose"].fingerprint
+    assert manifest.stat().st_mtime_ns == before
+    assert D.prepare(small("prose", split_seed=3), root=root, progress=False).fingerprint != built["prose"].fingerprint
+
+
 def test_determinism_two_builds_same_bytes(tmp_path, built):
     again = D.prepare(small("prose"), root=tmp_path, progress=False)
     first = built["prose"]

@@ -307,6 +307,16 @@ def _verify(path: Path, manifest: dict, fix: str) -> None:
             raise UserError(f"{p} is corrupted (sha256 differs from the manifest): {fix}")
 
 
+# Settings a source does not read: the embedded corpora are the same text whatever files
+# or hub name the settings also carry, so those do not make a build stale.
+_UNREAD = {"embedded": ("files", "hub_name"), "files": ("hub_name",), "hub": ("files",)}
+
+
+def _deciding(settings: dict, source: str) -> dict:
+    """The data settings (as a manifest stores them) that decide the data of ``source``."""
+    return {k: v for k, v in settings.items() if k not in _UNREAD.get(source, ())}
+
+
 def _load(cfg: DataConfig, path: Path, fix: str) -> tuple[Corpus | None, str]:
     """Load the built data at ``path``; (None, why) when it must be (re)built.
 
@@ -324,7 +334,7 @@ def _load(cfg: DataConfig, path: Path, fix: str) -> tuple[Corpus | None, str]:
         raise UserError(f"{mpath} was changed or damaged (its checksum does not match): {fix}")
     if manifest.get("format") != FORMAT:
         return None, f"it was built by an older rflens (format {manifest.get('format')}, now {FORMAT})"
-    if manifest.get("cfg") != json.loads(_canonical(cfg.to_dict())):
+    if _deciding(manifest.get("cfg") or {}, cfg.source) != _deciding(json.loads(_canonical(cfg.to_dict())), cfg.source):
         return None, "its settings differ"
     if manifest.get("split_fractions") != dict(zip(SPLITS, _fractions(cfg))):
         return None, "the split fractions changed"
