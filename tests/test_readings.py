@@ -61,9 +61,13 @@ def test_board_counts_each_result_by_number():
 
 
 def test_claim_statements_name_what_their_criterion_tests():
+    """A criterion of r >= 2 is a claim that a model "breaks"; one of r <= 1.10 up to
+    16 L_tr, that it "extrapolates"."""
     for c in claims.CLAIMS:
         if f">= {claims.BREAKS:g}" in c.criterion and "r(" in c.criterion:
             assert "breaks" in c.statement, c.id
+        if f"r(L) <= {claims.TOL:.2f}" in c.criterion:
+            assert "extrapolate" in c.statement, c.id
 
 
 # ----------------------------------------------------------------------------- chapter 3
