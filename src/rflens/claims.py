@@ -34,7 +34,7 @@ import pandas as pd
 from . import experiments as ex
 from . import storage
 from .errors import UserError
-from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, lengths_of, row_ppl
+from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_within_l_tr, lengths_of, row_ppl
 from .scales import DEFAULT_SCALE, mapped_exponents
 from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
@@ -235,7 +235,7 @@ def _c6(res):
     sub = t1[t1["extrapolates"].notna()] if "extrapolates" in t1.columns else t1.iloc[0:0]
     if sub.empty or "erf" not in sub.columns:
         raise Missing("Table 1 has no ERF or extrapolation results")
-    predicted = sub["erf"].astype(int) <= sub["l_tr"].astype(int)
+    predicted = erf_within_l_tr(sub)
     agree = (predicted == sub["extrapolates"].astype(bool))
     share = float(agree.mean())
     wrong = ", ".join(sub.loc[~agree, "label"].astype(str))

@@ -19,7 +19,7 @@ import re
 
 import pandas as pd
 
-from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, lengths_of, row_ppl
+from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_within_l_tr, lengths_of, row_ppl
 
 TOL, HORIZON = EXTRAPOLATION_TOLERANCE, EXTRAPOLATION_HORIZON
 
@@ -227,7 +227,7 @@ def erf_agreement(t1: pd.DataFrame) -> Prose:
     sub = t1[t1["extrapolates"].notna()] if t1 is not None and "erf" in t1.columns else None
     if sub is None or sub.empty:
         return Prose("No Table 1 model has both an ERF and a perplexity at this scale.")
-    inside = sub["erf"].astype(int) <= sub["l_tr"].astype(int)
+    inside = erf_within_l_tr(sub)
     ok = sub["extrapolates"].astype(bool)
     agree = (inside == ok)
     out = [f"The prediction and the outcome agree for {int(agree.sum())} of the {len(sub)} models "
@@ -406,18 +406,6 @@ def log_like(family: pd.DataFrame, scale: str) -> Prose:
         return Prose(f"At the `{scale}` scale none of the log-like schemes extrapolates: {_join(rise)}.")
     return Prose(f"At the `{scale}` scale the log-like schemes split: {_join(flat)} extrapolate, while {_join(rise)} "
                  "do not; a logarithmic decay alone does not make a model extrapolate here.")
-
-
-def erf_beyond(t1: pd.DataFrame | None) -> Prose:
-    """How many Table 1 models extrapolate with an ERF beyond L_tr (chapter 7's opening
-    refers to chapter 4's finding at this scale)."""
-    if t1 is None or t1.empty or "erf" not in t1.columns:
-        return Prose("Chapter 4 has no Table 1 receptive fields at this scale.")
-    sub = t1[t1["extrapolates"].notna()]
-    far_ok = sub[(sub["erf"].astype(int) > sub["l_tr"].astype(int)) & sub["extrapolates"].astype(bool)]
-    return Prose(f"At this scale, {len(far_ok)} of the {len(sub)} Table 1 models extrapolate with an ERF beyond "
-                 f"$L_{{tr}}$ (chapter 4)" + (", so an ERF inside $L_{tr}$ is not what keeps them flat here."
-                                              if len(far_ok) else ", as the paper's reading expects."))
 
 
 # --------------------------------------------------------------------------------------

@@ -74,6 +74,11 @@ def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
     return {L: (p / base if np.isfinite(p) else math.inf) for L, p in ppl.items()}
 
 
+def erf_within_l_tr(df: pd.DataFrame) -> pd.Series:
+    """The prediction of Section 4 for each row of a table: its ERF fits inside its L_tr."""
+    return df["erf"].astype(int) <= df["l_tr"].astype(int)
+
+
 def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
                  horizon: int = EXTRAPOLATION_HORIZON, upper: dict | None = None) -> bool | None:
     """The criterion: r(L) <= tol for every measured L_tr < L <= horizon * L_tr.
