@@ -196,3 +196,32 @@ def test_a_fixed_first_token_replaces_position_zero():
         assert torch.allclose(model(embeds=model.embed(a)), model(a), atol=1e-6)
     with pytest.raises(Exception, match="first_token"):
         ModelConfig(vocab_size=300, first_token=300)
+
+
+@pytest.mark.parametrize("rows", [7, 512])  # several blocks with a ragged last one; one block
+def test_fused_lm_head_loss_equals_logits_then_cross_entropy(rows, monkeypatch):
+    from rflens import model as model_mod
+
+    monkeypatch.setattr(model_mod, "LOSS_ROWS", rows)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(45, 16, generator=gen, requires_grad=True)
+    w = (0.5 * torch.randn(33, 16, generator=gen)).requires_grad_()
+    t = torch.randint(0, 33, (45,), generator=gen)
+    fused = model_mod.linear_cross_entropy(x, w, t)
+    (3.0 * fused).backward()  # a scaled upstream gradient reaches both inputs
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    ref = torch.nn.functional.cross_entropy(x @ w.T, t)
+    (3.0 * ref).backward()
+    assert fused.item() == pytest.approx(ref.item(), rel=1e-6)
+    assert torch.allclose(gx, x.grad, atol=1e-6) and torch.allclose(gw, w.grad, atol=1e-6)
+    with torch.no_grad():
+        assert model_mod.linear_cross_entropy(x, w, t).item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_model_loss_is_the_cross_entropy_of_its_logits():
+    m = TransformerLM(ModelConfig(n_layer=2, n_head=2, d_model=16, vocab_size=40, pos="alibi"))
+    idx = torch.randint(0, 40, (3, 9), generator=torch.Generator().manual_seed(1))
+    logits = m(idx[:, :-1])
+    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, 40), idx[:, 1:].reshape(-1))
+    assert m.loss(idx[:, :-1], idx[:, 1:]).item() == pytest.approx(ref.item(), rel=1e-6)

@@ -30,7 +30,7 @@ def test_every_preset_is_complete_and_consistent(name):
 
 
 def test_spec_numbers():
-    smoke, tiny, small, full = (scales.get(n) for n in scales.SCALES)
+    smoke, tiny, long, small, full = (scales.get(n) for n in scales.SCALES)
     m, t = smoke.model, smoke.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
@@ -43,6 +43,10 @@ def test_spec_numbers():
     assert tiny.sweeps.window == (8, 15, 19, 22, 30)  # the paper's R * w / L_tr, 0.94 .. 3.75
     assert tiny.sweeps.d_bar == (32, 64, 128, 256)
     assert tiny.sweeps.sinusoidal_l_tr == (32, 64)
+    assert long.model == tiny.model and long.sweeps == tiny.sweeps and long.data == tiny.data
+    t = long.train
+    assert (t.steps * t.batch_size * t.l_tr, t.schedule, t.warmup, t.cooldown_frac, t.dtype) == (2**25, "wsd", 30, 0.2, "fp32")
+    assert long.eval.erf_length_mult * t.l_tr == max(long.lengths) == 512
     m, t = small.model, small.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (4, 8, 256, 8192, 128, 32, 3000)
     m, t = full.model, full.train
@@ -154,7 +158,7 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 
 
 def test_unknown_preset_names_the_choices():
-    with pytest.raises(UserError, match="smoke, tiny, small, full"):
+    with pytest.raises(UserError, match="smoke, tiny, long, small, full"):
         scales.get("huge")
 
 

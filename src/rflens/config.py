@@ -35,6 +35,9 @@ SOURCES = ("embedded", "hub", "files")
 PROTOCOLS = ("last_token", "non_overlapping", "sliding")
 ROPE_SCALINGS = ("pi", "ntk", "yarn")  # rotary stretched at evaluation (rflens.positional.rope_frequencies)
 DTYPES = ("fp32", "bf16", "auto")  # auto: bf16 where the hardware computes it natively
+# cosine: warm-up, then cosine decay over the run; wsd: warm-up, a constant rate, then a
+# linear cool-down over the last cooldown_frac of the steps (warmup-stable-decay)
+SCHEDULES = ("cosine", "wsd")
 
 
 @functools.cache
@@ -216,7 +219,10 @@ class TrainConfig(_Settings):
     beta2: float = 0.999
     weight_decay: float = 0.0
     warmup_frac: float = 0.01
+    warmup: int | None = None  # warm-up steps; None: warmup_frac x steps
     min_lr_frac: float = 0.0  # cosine to zero, as GPT-NeoX's default min_lr
+    schedule: str = "cosine"  # or "wsd" (SCHEDULES)
+    cooldown_frac: float = 0.2  # wsd: the share of the steps spent cooling down
     grad_clip: float = 1.0
     seed: int = 0
     eval_interval: int = 0  # steps between validation losses; 0: only at the end
@@ -235,6 +241,12 @@ class TrainConfig(_Settings):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ConfigError(name, v, "must be a non-negative integer")
+        if self.warmup is not None and (isinstance(self.warmup, bool) or not isinstance(self.warmup, int)
+                                        or not 0 <= self.warmup < self.steps):
+            raise ConfigError("warmup", self.warmup, f"must be a whole number of steps in [0, steps = {self.steps})")
+        _choice("schedule", self.schedule, SCHEDULES)
+        if not 0 < self.cooldown_frac <= 1:
+            raise ConfigError("cooldown_frac", self.cooldown_frac, "must be in (0, 1]")
         _positive("lr", self.lr)
         for name in ("beta1", "beta2", "warmup_frac", "min_lr_frac"):
             v = getattr(self, name)

@@ -117,6 +117,14 @@ class TransformerLM(nn.Module):
         :meth:`embed` (to take gradients w.r.t. the inputs). ``kernel``: "auto", "sdpa",
         "flex" or "chunked" (rflens.attention); all give the same logits.
         """
+        x = self._trunk(idx, embeds=embeds, last_only=last_only, kernel=kernel)
+        logits = self.lm_head(self.ln_f(x))  # (B, Lq, v)
+        # half-precision (bf16 autocast) logits are returned as fp32 for the softmax / loss
+        return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+    def _trunk(self, idx: Tensor | None = None, kernel: str = "auto", *, embeds: Tensor | None = None,
+               last_only: bool = False) -> Tensor:
+        """The residual stream after the last block (before the final LayerNorm)."""
         if (idx is None) == (embeds is None):
             raise UserError("give exactly one of idx (token ids) or embeds (input embeddings)")
         if self.cfg.first_token is not None and idx is not None:  # a fixed first token at position 0
@@ -139,15 +147,21 @@ class TransformerLM(nn.Module):
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             x = block(x, plan, self.pos, last_only=last_only and i == last)
-        x = self.ln_f(x)
-        logits = self.lm_head(x)  # (B, Lq, v)
-        # half-precision (bf16 autocast) logits are returned as fp32 for the softmax / loss
-        return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+        return x
 
     def loss(self, idx: Tensor, targets: Tensor, kernel: str = "auto") -> Tensor:
-        """Mean next-token cross-entropy over all B x L positions."""
-        logits = self(idx, kernel=kernel)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        """Mean next-token cross-entropy over all B x L positions.
+
+        On the CPU in fp32 the LM head and the loss run fused, in blocks of rows
+        (:func:`linear_cross_entropy`): the (B L, v) logits are never held at once. Under
+        autocast or on a GPU they are computed whole, as the logits of :meth:`forward`.
+        """
+        x = self.ln_f(self._trunk(idx, kernel))
+        w = self.lm_head.weight
+        if x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
+            return linear_cross_entropy(x.reshape(-1, x.shape[-1]), w, targets.reshape(-1))
+        logits = self.lm_head(x)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
     def num_params(self, non_embedding: bool = True) -> int:
         """Number of parameters; ``non_embedding`` leaves out the token embedding (and the
@@ -166,3 +180,56 @@ class TransformerLM(nn.Module):
         cfg = self.cfg
         n = self.num_params(non_embedding=True) + cfg.vocab_size * cfg.d_model  # the LM head matmul counts
         return 6.0 * n + attention.attention_flops(cfg.n_layer, cfg.d_model, length, cfg.window)
+
+
+LOSS_ROWS = 512  # rows of logits a block of linear_cross_entropy holds at once
+
+
+def linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy of the logits x W^T (N, v) against ``targets`` (N,), fused.
+
+    Equal to ``F.cross_entropy(x @ weight.T, targets)`` up to float rounding, in blocks of
+    :data:`LOSS_ROWS` rows whose logits stay in the cache. With gradients enabled, the
+    forward pass computes them too (softmax minus the one-hot target is the gradient of the
+    logits) and the backward pass only scales them: one pass over the logits instead of the
+    four of a softmax, its backward and the zeros of the loss's gradient.
+    """
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return _LinearCrossEntropy.apply(x, weight, targets)
+    with torch.no_grad():
+        return _linear_cross_entropy(x, weight, targets, grads=False)[0]
+
+
+def _linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor, grads: bool):
+    n = x.shape[0]
+    total = x.new_zeros((), dtype=torch.float64)
+    dx = torch.empty_like(x) if grads else None
+    dw = torch.zeros_like(weight) if grads else None
+    for s in range(0, n, LOSS_ROWS):
+        xb, tb = x[s:s + LOSS_ROWS], targets[s:s + LOSS_ROWS]
+        z = xb @ weight.t()  # (rows, v) logits
+        top = z.amax(1, keepdim=True)
+        target_logit = z.gather(1, tb[:, None])
+        z.sub_(top).exp_()
+        norm = z.sum(1, keepdim=True)
+        total += (norm.log() + top - target_logit).sum(dtype=torch.float64)
+        if grads:
+            z.div_(norm)  # softmax
+            z[torch.arange(len(tb)), tb] -= 1.0  # minus the one-hot target: d(sum of losses)/d(logits)
+            torch.mm(z, weight, out=dx[s:s + LOSS_ROWS])
+            dw.addmm_(z.t(), xb)
+    return (total / n).to(x.dtype), dx, dw
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, targets):
+        loss, dx, dw = _linear_cross_entropy(x, weight, targets, grads=True)
+        ctx.save_for_backward(dx, dw)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx, dw = ctx.saved_tensors
+        scale = grad / dx.shape[0]
+        return dx * scale, dw * scale, None

@@ -10,7 +10,9 @@ Folders are read from the environment at call time, never frozen at import:
 * ``$RFLENS_ROOT``, else the nearest folder above the working directory that holds the
   project's files, else the repository of an editable install (:func:`project_dir`);
 * ``$RFLENS_DATA``, else ``<project>/data`` (:func:`data_dir`);
-* ``$RFLENS_RUNS``, else ``<project>/runs`` (:func:`runs_dir`).
+* ``$RFLENS_RUNS``, else ``<project>/runs`` (:func:`runs_dir`);
+* ``$RFLENS_REFERENCE``, else ``<project>/reference`` (:func:`reference_dir`): the shipped
+  results of long runs (rflens.emergence), part of the repository.
 
 This module imports neither torch nor anything else of rflens.
 """
@@ -61,6 +63,12 @@ def runs_dir() -> Path:
     """Where trained models and their results live: ``$RFLENS_RUNS``, else ``<project>/runs``."""
     env = os.environ.get("RFLENS_RUNS")
     return Path(env).expanduser().resolve() if env else project_dir() / "runs"
+
+
+def reference_dir() -> Path:
+    """The shipped long-run results: ``$RFLENS_REFERENCE``, else ``<project>/reference``."""
+    env = os.environ.get("RFLENS_REFERENCE")
+    return Path(env).expanduser().resolve() if env else project_dir() / "reference"
 
 
 # ----------------------------------------------------------------------------- writing

@@ -43,14 +43,34 @@ WEIGHTS = "model.safetensors"
 # ----------------------------------------------------------------------------- schedule
 
 def warmup_steps(cfg: TrainConfig) -> int:
+    if cfg.warmup is not None:
+        return cfg.warmup
     return max(1, round(cfg.warmup_frac * cfg.steps)) if cfg.warmup_frac > 0 else 0
 
 
+def cooldown_steps(cfg: TrainConfig, steps: int | None = None) -> int:
+    """wsd: the steps of the final linear cool-down of a run of ``steps`` (default
+    ``cfg.steps``), at least one."""
+    return max(1, round(cfg.cooldown_frac * (cfg.steps if steps is None else steps)))
+
+
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate of step ``step`` (0-based): linear warm-up, then cosine to min_lr_frac * lr."""
+    """Learning rate of step ``step`` (0-based): linear warm-up, then cosine to min_lr_frac * lr
+    (``schedule="cosine"``), or a constant rate and a linear cool-down over the last
+    :func:`cooldown_steps` to min_lr_frac * lr (``"wsd"``).
+
+    With a fixed number of ``warmup`` steps, a wsd run of S steps follows the schedule of a
+    longer one up to its cool-down: a snapshot of the longer run cooled down from step
+    S - cooldown_steps is the finished shorter run (rflens.emergence).
+    """
     warmup = warmup_steps(cfg)
     if step < warmup:
         return cfg.lr * (step + 1) / warmup
+    if cfg.schedule == "wsd":
+        cooldown = cooldown_steps(cfg)
+        left = cfg.steps - step  # cfg.steps - step for the last `cooldown` steps: cooldown .. 1
+        decay = min(1.0, left / cooldown)
+        return cfg.lr * (cfg.min_lr_frac + (1.0 - cfg.min_lr_frac) * decay)
     progress = min(1.0, (step - warmup) / max(1, cfg.steps - warmup))
     cosine = 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 -> 0
     return cfg.lr * (cfg.min_lr_frac + (1.0 - cfg.min_lr_frac) * cosine)
@@ -214,7 +234,7 @@ def build(model_cfg: ModelConfig, cfg: TrainConfig, device):
     no_decay = [p for p in model.parameters() if p.dim() < 2]  # norms, biases, learnable scalars
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
+        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=True)
     return model, optimizer
 
 
@@ -261,7 +281,7 @@ def train_step(step_fn, model, optimizer, chunk, lr: float, cfg: TrainConfig, au
         loss = step_fn(chunk[:, :-1], chunk[:, 1:])
     loss.backward()
     if cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=True)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach()

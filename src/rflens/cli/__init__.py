@@ -27,6 +27,7 @@ COMMANDS = {
     "reproduce": "execute the book's chapters with papermill at a scale and build the book",
     "claims": "check the paper's claims on stored results and print the scoreboard",
     "explore": "the bias and receptive-field explorers in a browser, with a live kernel (Voila)",
+    "emergence": "the long run: train what the shipped bundle lacks, measured as it grows (reference/)",
 }
 SCALE_HELP = f"preset: {', '.join(SCALES)} (default: {DEFAULT_SCALE})"
 
@@ -137,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP + "; the receptive fields of its stored models")
     p.add_argument("--port", type=int, default=8866, help="port on 127.0.0.1 (default 8866)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+
+    p = sub.add_parser("emergence", help=COMMANDS["emergence"], description=COMMANDS["emergence"])
+    p.add_argument("--scale", default="long", help="a long-run preset (default: long)")
+    p.add_argument("--only", nargs="+", default=None, metavar="NAME", help="these models of the plan (see --list)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="stop after this many minutes, keeping the state of an unfinished model (the next call resumes)")
+    p.add_argument("--list", action="store_true", help="the plan: every model, shipped or not, and the cost of the rest")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)

@@ -1,0 +1,40 @@
+"""``python -m rflens emergence``: train the long run's models the bundle lacks, in order."""
+
+from __future__ import annotations
+
+import time
+
+from .. import emergence
+from ..errors import UserError
+
+MINUTES_PER_MODEL = 70  # one core, the long preset, measured (train + 7 measured points)
+
+
+def run(args) -> int:
+    plan = emergence.plan(args.scale)
+    if args.only:
+        plan = [emergence.find(name, args.scale) for name in args.only]
+    have = emergence.complete(args.scale)
+    todo = [spec for spec in plan if spec.name not in have]
+    if args.list:
+        for spec in plan:
+            print(f"{'shipped' if spec.name in have else 'to train':9s} {spec.name}")
+        print(f"{len(todo)} to train: about {len(todo) * MINUTES_PER_MODEL / 60:.1f} hours on one core "
+              f"({MINUTES_PER_MODEL} minutes a model; one worker per core)")
+        return 0
+    if args.minutes is not None and args.minutes <= 0:
+        raise UserError(f"--minutes must be positive, not {args.minutes}")
+    deadline = None if args.minutes is None else time.time() + 60 * args.minutes
+    if not todo:
+        print(f"every model asked for is shipped in {emergence.bundle_dir(args.scale)}")
+        return 0
+    for spec in todo:
+        try:
+            out = emergence.run(spec, args.scale, deadline=deadline, progress=not args.quiet)
+        except emergence.OutOfTime as stop:
+            print(f"{spec.name}: out of time at step {stop.args[0]}; its state is kept, run the same command to resume")
+            return 0
+        print(f"{spec.name}: shipped in {out}")
+        if deadline is not None and time.time() > deadline:
+            return 0
+    return 0

@@ -1,0 +1,412 @@
+"""Emergence: one long training run per model, measured as it grows, shipped as a bundle.
+
+The failures Chi et al. (ACL 2023) explain need training: at the tiny preset's 0.6M tokens a
+model whose receptive field outgrows L_tr still extrapolates. Here a model of the ``long``
+preset is trained once to its full budget with a warmup-stable-decay schedule
+(:func:`rflens.train.lr_at`). At each of :data:`POINTS` log-spaced sizes (the budget / 2^6
+.. the budget) the run is *branched*: a copy of its state is cooled down over the last
+``cooldown_frac`` of that size, which is exactly the finished shorter run (same batches, same
+rates, bitwise), and measured; then the main run continues from where it branched. One run
+thus gives every point of an emergence curve at about 1.2 times the cost of its last point.
+
+A point's measurement is what the book reads: per-segment last-token NLLs at L_tr x
+length_mults on the preset's N segments (so r(L) and its paired intervals can be computed
+against any other point or model), the normalised input gradient over segments of
+``erf_length_mult`` x L_tr (the receptive field), and the validation loss.
+
+The results go to ``reference/<scale>/<name>/`` (:func:`rflens.storage.reference_dir`):
+``result.json`` (settings, provenance, training curve, receptive fields, summaries),
+``nll.npz`` (the per-segment NLLs of every point, float32) and ``manifest.json`` (sha256 of
+both, written last). A model being trained keeps its state in the run store's
+``emergence/`` folder, checkpointed at every branch and every ``ckpt_interval`` steps, so a
+sitting that ends (``--minutes``) or a kill loses at most that much work.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import storage
+from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
+from .errors import UserError
+
+POINTS = 7  # measured sizes: the budget / 2^6, ..., / 2, the budget
+RESULT, NLL, MANIFEST = "result.json", "nll.npz", "manifest.json"
+CHECKPOINT_STATE = "state.json"  # the main run's training curve and seconds, beside its checkpoint
+BUNDLE_VERSION = 1
+
+
+# ----------------------------------------------------------------------------- what is trained
+
+@dataclass(frozen=True)
+class Spec:
+    """One model of the long run: a scheme, its settings beside the preset's, a corpus."""
+
+    pos: str
+    overrides: tuple = ()  # ((setting, value), ...)
+    corpus: str = "prose"
+
+    @property
+    def name(self) -> str:
+        parts = [self.pos] + [f"{k}={v}" for k, v in self.overrides]
+        if self.corpus != "prose":
+            parts.append(self.corpus)
+        return "_".join(parts)
+
+    def settings(self) -> dict:
+        return dict(self.overrides)
+
+
+def plan(scale: str = "long") -> list[Spec]:
+    """The models of the long run, in the order they are trained: the failing side of
+    Table 1 and NoPE first (the thesis), then the rest of Table 1, Figure 7's Sinusoidal
+    and Rotary, and Table 3 on every corpus."""
+    from . import scales
+
+    sw = scales.get(scale).sweeps
+    first = [Spec("alibi", (("slope_shift", max(sw.slope_shift)),)), Spec("window", (("window", max(sw.window)),)),
+             Spec("alibi", (("same_slope", max(sw.same_slope)),)), Spec("nope")]
+    table1 = ([Spec("alibi", (("slope_shift", v),)) for v in sw.slope_shift]
+              + [Spec("alibi", (("same_slope", v),)) for v in sw.same_slope]
+              + [Spec("window", (("window", v),)) for v in sw.window])
+    l_tr = scales.get(scale).train.l_tr
+    figure7 = [Spec("sinusoidal", (("l_tr", v),) if v != l_tr else ()) for v in sw.sinusoidal_l_tr] + [Spec("rotary")]
+    table3 = [Spec(p, (), c) for c in sw.corpora for p in sw.table3_pos]
+    out: list[Spec] = []
+    for spec in first + table1 + figure7 + table3:
+        if spec not in out:
+            out.append(spec)
+    return out
+
+
+def find(name: str, scale: str = "long") -> Spec:
+    for spec in plan(scale):
+        if spec.name == name:
+            return spec
+    raise UserError(f"no model named {name!r} in the {scale} run: choose from {', '.join(s.name for s in plan(scale))}")
+
+
+def point_steps(cfg: TrainConfig) -> list[int]:
+    """The run's measured sizes in steps: steps / 2^(POINTS-1), ..., steps (whole steps)."""
+    pts = sorted({max(1, cfg.steps >> k) for k in range(POINTS)})
+    warmup = cfg.warmup or 0
+    return [p for p in pts if p - _cooldown(cfg, p) >= warmup]
+
+
+def _cooldown(cfg: TrainConfig, steps: int) -> int:
+    from .train import cooldown_steps
+
+    return cooldown_steps(cfg, steps)
+
+
+# ----------------------------------------------------------------------------- measuring
+
+def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
+    """Per-segment last-token NLLs at L_tr x length_mults (float64, (lengths, N)) and the
+    normalised input gradient over segments of erf_length_mult x L_tr."""
+    from .evaluate import last_token_nll
+    from .receptive import input_gradients, normalize
+
+    lengths = [l_tr * m for m in ev.length_mults]
+    was_training = model.training
+    model.eval()
+    segments = corpus.eval_segments(ev.n_segments, max(lengths) + 1, ev.seed)
+    nll = last_token_nll(model, segments, lengths, batch_size=ev.batch_size, progress=False)
+    erf_len = ev.erf_length_mult * l_tr
+    grads = input_gradients(model, corpus.eval_segments(ev.erf_samples, erf_len + 1, ev.seed),
+                            batch_size=ev.batch_size, progress=False)
+    model.train(was_training)
+    return {"lengths": lengths, "nll": nll, "normalized": normalize(grads)}
+
+
+def summary(point: dict, l_tr: int, threshold: float) -> dict:
+    """ppl per length, r(L) = ppl(L) / ppl(L_tr) with its paired 95% interval, and the ERF."""
+    from .receptive import summarize
+    from .results import paired_ratio
+
+    nll = np.asarray(point["nll"], dtype=np.float64)
+    ppl = np.exp(nll.mean(axis=1))
+    r, lo, hi = paired_ratio(nll)
+    erf = summarize(point["normalized"], threshold, l_tr)
+    return {"ppl": ppl.round(4).tolist(), "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
+            "r_high": hi.round(4).tolist(),
+            "erf": erf["erf"], "erf_length": erf["length"], "erf_capped": erf["erf"] >= erf["length"],
+            "share_in_ltr": round(erf["share_in_ltr"], 4)}
+
+
+# ----------------------------------------------------------------------------- training
+
+class OutOfTime(Exception):
+    """The sitting's time ran out; the state is checkpointed and the run resumes later."""
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() > deadline
+
+
+def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, corpus, work: Path,
+                 on_point, *, deadline: float | None = None, progress: bool = True, points: list[int] | None = None):
+    """Train the main run to ``train_cfg.steps``; at each point branch, cool down, call
+    ``on_point(steps, model, val_loss)`` and continue. Resumes from ``work``'s checkpoint.
+
+    Returns the per-step training losses of the main run (the branches' own steps are not
+    in it). Raises :class:`OutOfTime` after checkpointing when ``deadline`` (a
+    ``time.time()``) passes.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from .train import Batches, build, lr_at, read_checkpoint_pointer, train_step, validate, validation_windows
+
+    cfg = train_cfg
+    points = point_steps(cfg) if points is None else points
+    work.mkdir(parents=True, exist_ok=True)
+    cpu = torch.device("cpu")
+    batches = Batches(corpus.tokens("train"), cfg.l_tr, cfg.batch_size, cfg.seed)
+    val = validation_windows(corpus.tokens("validation"), cfg.l_tr, cfg.eval_batches * cfg.batch_size, cfg.seed)
+    model, optimizer = build(model_cfg, cfg, cpu)
+    off = torch.autocast("cpu", enabled=False)
+    state = {"step": 0, "train_loss": [], "done": [], "seconds": 0.0}
+    info = read_checkpoint_pointer(work)
+    if info is not None:
+        saved = torch.load(work / info["file"], map_location="cpu", weights_only=False)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        batches.set_state(saved["batches"])
+        state = saved["state"]
+
+    def checkpoint():
+        from .train import _save_checkpoint
+
+        _save_checkpoint(work, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                "batches": batches.state(), "state": state}, state["step"])
+        storage.write_json(work / CHECKPOINT_STATE, {"step": state["step"], "train_loss": state["train_loss"],
+                                                     "seconds": state["seconds"] + time.perf_counter() - t_session})
+
+    def run_steps(first: int, last: int, schedule: TrainConfig, losses: list | None, bar) -> None:
+        pending = []
+        for step in range(first, last):
+            chunk = torch.from_numpy(batches.next())
+            pending.append(train_step(model.loss, model, optimizer, chunk, lr_at(step, schedule), cfg, off))
+            if len(pending) == 50 or step == last - 1:
+                values = [float(v) for v in pending]
+                bad = [v for v in values if not math.isfinite(v)]
+                if bad:
+                    raise UserError(f"training diverged at step {step}: the loss is {bad[0]}")
+                if losses is not None:
+                    losses.extend(values)
+                bar.update(len(values))
+                bar.set_postfix(loss=f"{values[-1]:.3f}", refresh=False)
+                pending = []
+
+    bar = tqdm(total=cfg.steps, initial=state["step"], disable=not progress, unit="step", dynamic_ncols=True,
+               desc=f"{model_cfg.pos} main run", file=sys.stderr)
+    t_session = time.perf_counter()
+    try:
+        for target in points:
+            if target in state["done"]:
+                continue
+            start = target - _cooldown(cfg, target)  # where this point's cool-down leaves the main run
+            stop = start if target != cfg.steps else cfg.steps
+            while True:
+                if _past(deadline):  # the state on disk is that of this step: nothing is lost
+                    raise OutOfTime(state["step"])
+                if state["step"] >= stop:
+                    break
+                nxt = min(stop, (state["step"] // cfg.ckpt_interval + 1) * cfg.ckpt_interval) if cfg.ckpt_interval else stop
+                run_steps(state["step"], nxt, cfg, state["train_loss"], bar)
+                state["step"] = nxt
+                if nxt < stop or target != cfg.steps:
+                    checkpoint()
+            if target == cfg.steps:
+                on_point(target, model, validate(model, val, cfg.batch_size, off, cpu))
+            else:
+                keep = (copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict()), batches.state())
+                branch = tqdm(total=target - start, disable=not progress, unit="step", dynamic_ncols=True,
+                              desc=f"cool-down to {target} steps", file=sys.stderr, leave=False)
+                run_steps(start, target, cfg.replace(steps=target), None, branch)
+                branch.close()
+                on_point(target, model, validate(model, val, cfg.batch_size, off, cpu))
+                model.load_state_dict(keep[0])
+                optimizer.load_state_dict(keep[1])
+                batches.set_state(keep[2])
+            state["done"].append(target)
+            state["seconds"] += time.perf_counter() - t_session
+            t_session = time.perf_counter()
+            if target != cfg.steps:
+                checkpoint()
+    finally:
+        bar.close()
+    return state["train_loss"], state["seconds"]
+
+
+# ----------------------------------------------------------------------------- the bundle
+
+def bundle_dir(scale: str = "long") -> Path:
+    return storage.reference_dir() / scale
+
+
+def shipped(scale: str = "long") -> dict[str, Path]:
+    """The models of the bundle whose manifest is written (complete ones), by name."""
+    root = bundle_dir(scale)
+    if not root.is_dir():
+        return {}
+    return {d.name: d for d in sorted(root.iterdir()) if (d / MANIFEST).is_file()}
+
+
+def complete(scale: str = "long") -> set[str]:
+    """The shipped models trained to their full budget (not stopped part-way)."""
+    return {name for name, path in shipped(scale).items()
+            if storage.read_json(path / RESULT).get("complete", True)}
+
+
+def verify(path: Path) -> None:
+    """UserError unless every file the manifest lists has its sha256."""
+    manifest = storage.read_json(path / MANIFEST)
+    for name, digest in manifest["sha256"].items():
+        f = path / name
+        if not f.is_file() or storage.sha256_file(f) != digest:
+            raise UserError(f"the shipped result {path} is damaged ({name} does not match its sha256): "
+                            "restore it from the repository (git checkout -- reference)")
+
+
+def load(name: str, scale: str = "long") -> dict:
+    """A shipped model's result.json with each point's NLLs (as float64 arrays) attached."""
+    path = shipped(scale).get(name)
+    if path is None:
+        raise UserError(f"no shipped long-run result for {name!r}: train it with "
+                        f"`python -m rflens emergence --scale {scale} --only {name}`")
+    verify(path)
+    result = storage.read_json(path / RESULT)
+    with np.load(path / NLL) as arrays:
+        for point in result["points"]:
+            point["nll"] = arrays[f"steps_{point['steps']}"].astype(np.float64)
+    return result
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=storage.project_dir(), capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _write(path: Path, result: dict, arrays: dict, weights=None) -> None:
+    """result.json, nll.npz (and model.safetensors), then the manifest (last: it marks the
+    result complete)."""
+    import io
+
+    path.mkdir(parents=True, exist_ok=True)
+    storage.write_json(path / RESULT, result, newline=True)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    storage.write_bytes(path / NLL, buf.getvalue())
+    files = [RESULT, NLL]
+    if weights is not None:
+        from safetensors.torch import save_model
+
+        with storage.atomic_path(path / "model.safetensors") as tmp:
+            save_model(weights, str(tmp))
+        files.append("model.safetensors")
+    storage.write_json(path / MANIFEST, {"version": BUNDLE_VERSION,
+                                         "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
+
+
+DRIFT_MODELS = ("alibi_slope_shift=4", "nope")  # shipped with weights: re-evaluated by the tests
+
+
+def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progress: bool = True,
+        keep_weights: bool | None = None) -> Path:
+    """Train ``spec`` at ``scale`` with its emergence points and add it to the bundle.
+
+    Returns the bundle folder of the model. Raises :class:`OutOfTime` (the state kept)
+    when ``deadline`` passes first.
+    """
+    import torch
+
+    from . import data, runs
+
+    _, model_cfg, data_cfg, train_cfg = runs.resolve(scale, spec.pos, spec.corpus, spec.settings())
+    if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
+        raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
+    from .scales import get
+
+    ev = get(scale).eval
+    corpus = data.prepare(data_cfg, progress=progress)
+    work = storage.runs_dir() / "emergence" / scale / spec.name
+    points: list[dict] = []
+    partial = work / "points.json"
+    if partial.is_file():
+        points = storage.read_json(partial)
+    arrays = {}
+    if (work / "points.npz").is_file():
+        with np.load(work / "points.npz") as z:
+            arrays = {k: z[k] for k in z.files}
+
+    def on_point(steps: int, model, val_loss: float) -> None:
+        import io
+
+        t0 = time.perf_counter()
+        m = measure(model, corpus, ev, train_cfg.l_tr)
+        arrays[f"steps_{steps}"] = m["nll"].astype(np.float32)
+        point = {"steps": steps, "tokens": steps * train_cfg.batch_size * train_cfg.l_tr, "val_loss": round(val_loss, 5),
+                 "normalized": [float(f"{v:.4g}") for v in m["normalized"]], "measure_seconds": 0.0}
+        point.update(summary({"nll": m["nll"], "normalized": m["normalized"]}, train_cfg.l_tr, ev.erf_threshold))
+        point["measure_seconds"] = round(time.perf_counter() - t0, 1)
+        points[:] = [p for p in points if p["steps"] != steps] + [point]  # a resumed branch replaces its point
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        storage.write_bytes(work / "points.npz", buf.getvalue())
+        storage.write_json(partial, points)
+        if progress:
+            print(f"{spec.name}: {point['tokens'] / 1e6:.2f}M tokens, ppl(L_tr) {point['ppl'][0]:.1f}, "
+                  f"r(16 L_tr) {point['r'][-1]:.3f} [{point['r_low'][-1]:.3f}, {point['r_high'][-1]:.3f}], "
+                  f"ERF {point['erf']}", file=sys.stderr, flush=True)
+        if steps == train_cfg.steps:
+            final["model"] = model
+
+    final: dict = {}
+    stopped = None
+    try:
+        losses, seconds = train_points(model_cfg, data_cfg, train_cfg, corpus, work, on_point, deadline=deadline,
+                                       progress=progress)
+    except OutOfTime as stop:
+        if not points:
+            raise
+        # the points measured so far are finished runs: ship them, marked incomplete
+        saved = storage.read_json(work / CHECKPOINT_STATE) if (work / CHECKPOINT_STATE).is_file() else {}
+        losses, seconds, stopped = saved.get("train_loss", []), saved.get("seconds", 0.0), int(stop.args[0])
+    stride = max(1, len(losses) // 1024)  # the training curve, averaged over blocks of steps
+    curve = [[i + stride, round(float(np.mean(losses[i:i + stride])), 4)] for i in range(0, len(losses), stride)]
+    result = {
+        "name": spec.name, "scale": scale, "pos": spec.pos, "corpus": spec.corpus, "settings": spec.settings(),
+        "complete": stopped is None, "stopped_at_step": stopped,
+        "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(), "eval": ev.to_dict(),
+        "data_fingerprint": corpus.fingerprint, "code_version": runs.code_version(), "commit": _git_commit(),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
+        "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "schedule": {"points": point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
+                     "warmup": train_cfg.warmup},
+        "train_curve": curve,
+        "points": sorted(points, key=lambda p: p["steps"]),
+    }
+    keep = (spec.name in DRIFT_MODELS) if keep_weights is None else keep_weights
+    out = bundle_dir(scale) / spec.name
+    _write(out, result, arrays, final.get("model") if keep else None)
+    if stopped is not None:
+        raise OutOfTime(stopped)
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    return out

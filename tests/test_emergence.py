@@ -1,0 +1,88 @@
+"""The long run's branches, bundle and command (rflens.emergence), at the smoke preset."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rflens import emergence, runs, storage
+from rflens.errors import UserError
+
+WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
+
+
+@pytest.fixture
+def stores(tmp_path, monkeypatch):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    return tmp_path
+
+
+def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():
+    from rflens.train import lr_at
+
+    cfg = runs.resolve("smoke", "alibi", "prose", dict(WSD))[3]
+    short = cfg.replace(steps=16)
+    assert [lr_at(s, short) for s in range(13)] == [lr_at(s, cfg) for s in range(13)]  # cool-down of 16: steps 13-15
+    assert lr_at(12, short) == cfg.lr and lr_at(15, short) == pytest.approx(cfg.lr / 3)
+    assert emergence.point_steps(cfg) == [4, 8, 16, 32]  # a point's cool-down starts after the warm-up
+
+
+def test_a_branch_is_the_finished_shorter_run(stores):
+    """The point at 16 steps, cooled down from the 32-step run, is the 16-step wsd run
+    trained on its own: the same NLLs to the bit."""
+    spec = emergence.Spec("alibi", WSD)
+    out = emergence.run(spec, "smoke", progress=False)
+    shipped = emergence.load(spec.name, "smoke")
+    assert [p["steps"] for p in shipped["points"]] == [4, 8, 16, 32]
+    alone = runs.get_run("smoke", "alibi", "prose", {**dict(WSD), "steps": 16}, progress=False)
+    from rflens.scales import get
+
+    m = emergence.measure(alone.load_model(), alone.corpus(), get("smoke").eval, 16)
+    point = next(p for p in shipped["points"] if p["steps"] == 16)
+    assert np.array_equal(m["nll"].astype(np.float32), point["nll"].astype(np.float32))
+    assert json.loads((out / "manifest.json").read_text())["sha256"].keys() == {"result.json", "nll.npz"}
+    assert not (storage.runs_dir() / "emergence" / "smoke" / spec.name).exists()  # the work folder is gone
+
+
+def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, monkeypatch):
+    spec = emergence.Spec("alibi", WSD)
+    emergence.run(spec, "smoke", progress=False)
+    first = emergence.load(spec.name, "smoke")
+    assert first["complete"] and first["stopped_at_step"] is None
+    (storage.reference_dir() / "smoke" / spec.name / "manifest.json").unlink()
+    checks = iter(range(100))
+    monkeypatch.setattr(emergence, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
+    with pytest.raises(emergence.OutOfTime):
+        emergence.run(spec, "smoke", progress=False, deadline=1.0)
+    partial = emergence.load(spec.name, "smoke")  # the points measured so far, marked incomplete
+    assert not partial["complete"] and 0 < len(partial["points"]) < 4
+    assert partial["stopped_at_step"] < 32 and spec.name not in emergence.complete("smoke")
+    monkeypatch.undo()
+    monkeypatch.setenv("RFLENS_RUNS", str(stores / "runs"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(stores / "reference"))
+    emergence.run(spec, "smoke", progress=False)  # resumes from the kept state
+    again = emergence.load(spec.name, "smoke")
+    assert again["complete"] and spec.name in emergence.complete("smoke")
+    for a, b in zip(first["points"], again["points"], strict=True):
+        assert np.array_equal(a["nll"], b["nll"]) and a["erf"] == b["erf"]
+
+
+def test_a_damaged_bundle_is_one_line_naming_the_fix(stores):
+    spec = emergence.Spec("alibi", WSD)
+    out = emergence.run(spec, "smoke", progress=False)
+    (out / "nll.npz").write_bytes(b"damaged")
+    with pytest.raises(UserError, match="git checkout -- reference"):
+        emergence.load(spec.name, "smoke")
+    with pytest.raises(UserError, match="no shipped long-run result"):
+        emergence.load("nope", "smoke")
+
+
+def test_the_plan_starts_with_the_thesis_models():
+    names = [s.name for s in emergence.plan("long")]
+    assert names[:4] == ["alibi_slope_shift=4", "window_window=30", "alibi_same_slope=4", "nope"]
+    assert len(names) == len(set(names))
+    with pytest.raises(UserError, match="choose from"):
+        emergence.find("alibi_slope_shift=99")
