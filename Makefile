@@ -32,8 +32,10 @@ data: setup
 book: setup
 	$(PY) -m rflens reproduce --scale $(SCALE)
 
+# every core: the tests of one file stay in one process (they share module fixtures)
+TEST_WORKERS ?= auto
 test: setup browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not notebook and not browser"

@@ -86,3 +86,81 @@ def test_the_plan_starts_with_the_thesis_models():
     assert len(names) == len(set(names))
     with pytest.raises(UserError, match="choose from"):
         emergence.find("alibi_slope_shift=99")
+
+
+SHIPPED = emergence.shipped("long")  # the bundle in the repository
+
+
+def _shipped(names) -> list:
+    return sorted(names) or [pytest.param(None, marks=pytest.mark.skip(reason="no long-run model is shipped"))]
+
+
+@pytest.mark.parametrize("name", _shipped(SHIPPED))
+def test_every_shipped_result_matches_its_checksums_and_its_settings(name):
+    result = emergence.load(name, "long")  # verifies every sha256 first
+    spec = emergence.find(name, "long")
+    _, model_cfg, data_cfg, train_cfg = runs.resolve("long", spec.pos, spec.corpus, spec.settings())
+    assert result["model"] == model_cfg.to_dict() and result["train"] == train_cfg.to_dict()
+    steps = [p["steps"] for p in result["points"]]
+    assert steps == sorted(steps) and set(steps) <= set(emergence.point_steps(train_cfg))
+    assert result["complete"] == (steps == emergence.point_steps(train_cfg))
+    for p in result["points"]:
+        assert p["nll"].shape == (len(result["eval"]["length_mults"]), result["eval"]["n_segments"])
+        assert p["tokens"] == p["steps"] * train_cfg.batch_size * train_cfg.l_tr
+        assert np.isfinite(p["nll"]).all() and sum(p["normalized"]) == pytest.approx(1, abs=1e-3)
+    for path in SHIPPED[name].iterdir():
+        assert path.stat().st_size < 2 * 2**20, f"{path} is over 2 MB"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _shipped(n for n in emergence.DRIFT_MODELS
+                                          if n in SHIPPED and (SHIPPED[n] / "model.safetensors").is_file()))
+def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(name):
+    """The drift test: a shipped model re-measured by today's evaluation code gives the NLLs
+    of its last point to 1e-5. When it fails, the evaluation changed meaning and the bundle's
+    numbers (not the models) are stale."""
+    from safetensors.torch import load_model
+
+    from rflens import data
+    from rflens.config import DataConfig, EvalConfig, ModelConfig
+    from rflens.model import TransformerLM
+
+    result = emergence.load(name, "long")
+    model = TransformerLM(ModelConfig.from_dict(result["model"]))
+    load_model(model, str(SHIPPED[name] / "model.safetensors"))
+    corpus = data.prepare(DataConfig.from_dict(result["data"]), progress=False)
+    assert corpus.fingerprint == result["data_fingerprint"], "the corpus changed: the shipped results are stale"
+    last = result["points"][-1]
+    now = emergence.measure(model, corpus, EvalConfig.from_dict(result["eval"]), result["train"]["l_tr"])
+    diff = np.abs(now["nll"] - last["nll"]).max(axis=1)
+    stale = [L for L, d in zip(now["lengths"], diff) if d > 1e-5]
+    assert not stale, f"{name}: the NLLs at L = {stale} moved by up to {diff.max():.2e}: the bundle is stale"
+
+
+def test_check_retrains_a_shipped_model_and_finds_it_bitwise_equal(stores):
+    spec = emergence.Spec("alibi", WSD)
+    emergence.run(spec, "smoke", progress=False)
+    plan = [spec]
+    import rflens.emergence as em
+
+    original = em.plan
+    em.plan = lambda scale="long": plan if scale == "smoke" else original(scale)
+    try:
+        rows = emergence.check([spec.name], "smoke", progress=False)
+    finally:
+        em.plan = original
+    assert rows == [{"name": spec.name, "points": 4, "max_abs_diff": 0.0, "bitwise": True, "expected": "bitwise",
+                     "ok": True}]
+    assert set(emergence.shipped("smoke")) == {spec.name}  # the check wrote nothing into the bundle
+
+
+def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys):
+    from rflens.cli import main
+
+    assert main(["emergence", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "to train  alibi_slope_shift=4" and "hours on one core" in out
+    assert main(["emergence", "--minutes", "-1"]) == 2
+    assert main(["emergence", "--only", "nonsense"]) == 2
+    assert main(["emergence", "--check", "1"]) == 2
+    assert "error:" in capsys.readouterr().err

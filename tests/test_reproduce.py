@@ -35,11 +35,12 @@ def _rflens(*args, env=None):
     (["--scale", "smoke", "--executor", "slurm", "--time-limit", "0"], "--time-limit"),
     (["--scale", "smoke", "--executor", "local", "--workers", "0"], "at least 1 with --executor local"),
 ])
-def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, capsys):
-    # in this process (the command line's own entry point; a subprocess per case would only add start-up time)
-    from rflens import cli
+def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, capsys, tmp_path, monkeypatch):
+    # in this process (the command line's own entry point; a subprocess per case would only add start-up time),
+    # with the build folder of its own, so that no other test's book can touch what is checked
+    from rflens import cli, reproduce
 
-    before = set((ROOT / "_build").glob("*/notebooks/*.ipynb")) if (ROOT / "_build").exists() else set()
+    monkeypatch.setattr(reproduce, "BUILD", tmp_path / "_build")
     saved = dict(os.environ)
     try:
         code = cli.main(["reproduce", *args])
@@ -51,8 +52,7 @@ def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, 
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], err
     assert "Traceback" not in err
-    after = set((ROOT / "_build").glob("*/notebooks/*.ipynb")) if (ROOT / "_build").exists() else set()
-    assert after == before
+    assert not list((tmp_path / "_build").glob("*/notebooks/*.ipynb"))
 
 
 def test_there_is_one_chapter_per_section_in_the_table_of_contents():

@@ -251,8 +251,8 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
 
 # ----------------------------------------------------------------------------- the bundle
 
-def bundle_dir(scale: str = "long") -> Path:
-    return storage.reference_dir() / scale
+def bundle_dir(scale: str = "long", root: Path | None = None) -> Path:
+    return (storage.reference_dir() if root is None else Path(root)) / scale
 
 
 def shipped(scale: str = "long") -> dict[str, Path]:
@@ -327,8 +327,9 @@ DRIFT_MODELS = ("alibi_slope_shift=4", "nope")  # shipped with weights: re-evalu
 
 
 def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progress: bool = True,
-        keep_weights: bool | None = None) -> Path:
-    """Train ``spec`` at ``scale`` with its emergence points and add it to the bundle.
+        keep_weights: bool | None = None, root: Path | None = None) -> Path:
+    """Train ``spec`` at ``scale`` with its emergence points and add it to the bundle (in
+    ``root``, default :func:`rflens.storage.reference_dir`).
 
     Returns the bundle folder of the model. Raises :class:`OutOfTime` (the state kept)
     when ``deadline`` passes first.
@@ -345,6 +346,8 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
     ev = get(scale).eval
     corpus = data.prepare(data_cfg, progress=progress)
     work = storage.runs_dir() / "emergence" / scale / spec.name
+    if root is not None:
+        work = work.with_name(f"{spec.name}.check")
     points: list[dict] = []
     partial = work / "points.json"
     if partial.is_file():
@@ -361,6 +364,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         m = measure(model, corpus, ev, train_cfg.l_tr)
         arrays[f"steps_{steps}"] = m["nll"].astype(np.float32)
         point = {"steps": steps, "tokens": steps * train_cfg.batch_size * train_cfg.l_tr, "val_loss": round(val_loss, 5),
+                 "lengths": m["lengths"],
                  "normalized": [float(f"{v:.4g}") for v in m["normalized"]], "measure_seconds": 0.0}
         point.update(summary({"nll": m["nll"], "normalized": m["normalized"]}, train_cfg.l_tr, ev.erf_threshold))
         point["measure_seconds"] = round(time.perf_counter() - t0, 1)
@@ -402,7 +406,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "points": sorted(points, key=lambda p: p["steps"]),
     }
     keep = (spec.name in DRIFT_MODELS) if keep_weights is None else keep_weights
-    out = bundle_dir(scale) / spec.name
+    out = bundle_dir(scale, root) / spec.name
     _write(out, result, arrays, final.get("model") if keep else None)
     if stopped is not None:
         raise OutOfTime(stopped)
@@ -410,3 +414,72 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
 
     shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+# ----------------------------------------------------------------------------- reading the bundle
+
+def label(result: dict) -> str:
+    """'ALiBi Δ=4', 'window w=30', 'nope', ...: the model's scheme and swept setting."""
+    from .scales import FAMILIES
+
+    names = {"alibi": "ALiBi", "window": "window"}
+    parts = [names.get(result["pos"], result["pos"])]
+    for key, value in result["settings"].items():
+        symbol = FAMILIES[key].symbol if key in FAMILIES else key
+        parts.append(f"{symbol}={value}")
+    if result.get("corpus", "prose") != "prose":
+        parts.append(f"({result['corpus']})")
+    return " ".join(parts)
+
+
+def table(scale: str = "long", names: list[str] | None = None):
+    """One row per shipped model and measured size: tokens, ppl@L, r@L with its paired
+    interval (r_lo@L, r_hi@L), ERF (and whether it reached the segment's end), the share of
+    the gradient inside L_tr, the validation loss; in the column names of
+    :mod:`rflens.results`."""
+    import pandas as pd
+
+    rows = []
+    for name in names or list(shipped(scale)):
+        res = load(name, scale)
+        l_tr = res["train"]["l_tr"]
+        for p in res["points"]:
+            row = {"name": name, "label": label(res), "pos": res["pos"], "l_tr": l_tr, "steps": p["steps"],
+                   "tokens": p["tokens"], "complete": res["complete"], "val_loss": p["val_loss"], "erf": p["erf"],
+                   "erf_length": p["erf_length"], "erf_capped": p["erf_capped"], "share_in_ltr": p["share_in_ltr"]}
+            for i, L in enumerate(p.get("lengths") or [l_tr * m for m in res["eval"]["length_mults"]]):
+                row.update({f"ppl@{L}": p["ppl"][i], f"r@{L}": p["r"][i], f"r_lo@{L}": p["r_low"][i],
+                            f"r_hi@{L}": p["r_high"][i]})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def check(names: list[str], scale: str = "long", *, progress: bool = True) -> list[dict]:
+    """Retrain shipped models from scratch and compare every measured NLL with the bundle.
+
+    Bitwise equality is expected with the torch version and thread count the bundle
+    records; otherwise the largest difference is reported against a tolerance of 1e-3
+    nats (float rounding grows over tens of thousands of steps). Returns one row a model.
+    """
+    import tempfile
+
+    import torch
+
+    rows = []
+    for name in names:
+        shipped_result = load(name, scale)
+        with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
+            run(find(name, scale), scale, progress=progress, keep_weights=False, root=Path(tmp))
+            with np.load(bundle_dir(scale, Path(tmp)) / name / NLL) as z:
+                again = {k: z[k] for k in z.files}
+        same_setup = shipped_result["torch"] == torch.__version__ and shipped_result["threads"] == torch.get_num_threads()
+        diffs = [float(np.abs(again[f"steps_{p['steps']}"].astype(np.float64) - p["nll"]).max())
+                 for p in shipped_result["points"]]
+        worst = max(diffs)
+        ok = worst == 0.0 if same_setup else worst <= CHECK_TOLERANCE
+        rows.append({"name": name, "points": len(diffs), "max_abs_diff": worst, "bitwise": worst == 0.0,
+                     "expected": "bitwise" if same_setup else f"<= {CHECK_TOLERANCE:g}", "ok": ok})
+    return rows
+
+
+CHECK_TOLERANCE = 1e-3  # nats, across torch versions or thread counts

@@ -447,3 +447,45 @@ def protocols(pr: pd.DataFrame, *, brief: bool = False) -> Prose:
     if brief:
         return Prose("- " + head[:-1] + ".")
     return Prose("\n".join([head, ""] + out))
+
+
+# --------------------------------------------------------------------------------------
+# the long run (chapter 10)
+# --------------------------------------------------------------------------------------
+def _tokens(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
+
+
+def emergence(em: pd.DataFrame) -> Prose:
+    """Per long-run model: r(16 L_tr) at its first and last measured size, whether and from
+    which size it breaks (the lower end of the paired interval >= 2) or extrapolates (the
+    upper end <= 1.10), and its ERF against L_tr; an unfinished run says how far it got."""
+    if em.empty:
+        return Prose("No long-run model is shipped yet (`python -m rflens emergence --list`).")
+    out = []
+    for name in dict.fromkeys(em["name"]):
+        d = em[em["name"] == name].sort_values("tokens")
+        first, last = d.iloc[0], d.iloc[-1]
+        l_tr = int(last["l_tr"])
+        top = _top(em, last)
+        broke = d[d[f"r_lo@{top}"] >= BREAKS]
+        flat = d[d[f"r_hi@{top}"] <= TOL]
+        where = _mult(top, l_tr)
+        s = (f"{_label(last)}: r({where}) = {_r(first, top)} at {_tokens(first['tokens'])} tokens, "
+             f"{_r(last, top)} at {_tokens(last['tokens'])}; ")
+        if len(broke):
+            s += f"it breaks from {_tokens(broke.iloc[0]['tokens'])} tokens on"
+        elif len(flat) == len(d):
+            s += "it extrapolates at every size"
+        elif _num(last[f"r_hi@{top}"]) <= TOL:
+            s += f"it extrapolates from {_tokens(flat.iloc[0]['tokens'])} tokens on"
+        else:
+            s += f"it has not broken by {_tokens(last['tokens'])} tokens"
+        erf = int(last["erf"])
+        side = "inside" if erf <= l_tr else "beyond"
+        capped = " (the whole segment: a lower bound)" if bool(last["erf_capped"]) else ""
+        s += f"; its ERF is {erf} tokens{capped}, {side} $L_{{tr}}$ = {l_tr}"
+        if not bool(last["complete"]):
+            s += f" (the run stopped part-way; its last measured size is {_tokens(last['tokens'])})"
+        out.append(s + ".")
+    return _bullets(out)

@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=None,
                    help="stop after this many minutes, keeping the state of an unfinished model (the next call resumes)")
     p.add_argument("--list", action="store_true", help="the plan: every model, shipped or not, and the cost of the rest")
+    p.add_argument("--check", type=int, default=None, metavar="K",
+                   help="retrain the first K shipped models from scratch and compare them with the bundle")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])

@@ -16,6 +16,17 @@ def run(args) -> int:
         plan = [emergence.find(name, args.scale) for name in args.only]
     have = emergence.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
+    if args.check is not None:
+        if args.check <= 0:
+            raise UserError(f"--check needs a positive number of models, not {args.check}")
+        names = [spec.name for spec in plan if spec.name in have][:args.check]
+        if not names:
+            raise UserError(f"no complete model is shipped in {emergence.bundle_dir(args.scale)} to check")
+        rows = emergence.check(names, args.scale, progress=not args.quiet)
+        for r in rows:
+            print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['points']} points, largest NLL difference "
+                  f"{r['max_abs_diff']:.2e} (expected {r['expected']})")
+        return 0 if all(r["ok"] for r in rows) else 1
     if args.list:
         for spec in plan:
             print(f"{'shipped' if spec.name in have else 'to train':9s} {spec.name}")

@@ -388,3 +388,38 @@ def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per mod
     fig.update_layout(template=TEMPLATE, height=380, barmode="stack")
     return fig
 
+
+
+def emergence_figure(em: pd.DataFrame, *, title: str = "The long run: r(16 L_tr) as training grows") -> go.Figure:
+    """Chapter 10: each long-run model's r(16 L_tr) with its paired 95% interval against its
+    training tokens (a menu switches to the ERF), from :func:`rflens.emergence.table`."""
+    top = max(int(c.split("@")[1]) for c in em.columns if c.startswith("r@"))
+    fig = go.Figure()
+    names = list(dict.fromkeys(em["name"]))
+    for i, name in enumerate(names):
+        d = em[em["name"] == name].sort_values("tokens")
+        color = _color(i)
+        fig.add_trace(go.Scatter(
+            x=d["tokens"], y=d[f"r@{top}"], mode="lines+markers", name=d["label"].iloc[0], line={"color": color},
+            error_y={"type": "data", "symmetric": False, "array": d[f"r_hi@{top}"] - d[f"r@{top}"],
+                     "arrayminus": d[f"r@{top}"] - d[f"r_lo@{top}"]},
+            hovertemplate="%{x:.3s} tokens: r = %{y:.3f}<extra>" + d["label"].iloc[0] + "</extra>"))
+    for i, name in enumerate(names):
+        d = em[em["name"] == name].sort_values("tokens")
+        fig.add_trace(go.Scatter(
+            x=d["tokens"], y=d["erf"], mode="lines+markers", name=d["label"].iloc[0], visible=False,
+            line={"color": _color(i)}, hovertemplate="%{x:.3s} tokens: ERF %{y}<extra>" + d["label"].iloc[0] + "</extra>"))
+    n = len(names)
+    l_tr = int(em["l_tr"].iloc[0])
+    r_lines = [_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolates"),
+               _hline(2.0, "2: breaks", color="firebrick")]
+    erf_lines = [_hline(l_tr, "L_tr"), _hline(int(em["erf_length"].iloc[0]), "segment length", color="firebrick")]
+    erf_title = "The long run: ERF (99% of the gradient) as training grows"
+    buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, title, {"yaxis.title.text": f"r({top}) = ppl({top}) / ppl({l_tr})", "shapes": r_lines}),
+               _button("ERF", [False] * n + [True] * n, erf_title, {"yaxis.title.text": "ERF (tokens)", "shapes": erf_lines})]
+    head = _top(title, HEIGHT)
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
+                      xaxis={"type": "log", "title": "training tokens"},
+                      yaxis={"title": f"r({top}) = ppl({top}) / ppl({l_tr})"}, shapes=r_lines,
+                      updatemenus=[_menu(buttons)], legend={"orientation": "h", "y": -0.2})
+    return fig
