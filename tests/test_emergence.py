@@ -164,3 +164,44 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys):
     assert main(["emergence", "--only", "nonsense"]) == 2
     assert main(["emergence", "--check", "1"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def _synthetic(r16: list[tuple[float, float, float]], complete: bool = True, erf: int = 100):
+    import pandas as pd
+
+    rows = []
+    for i, (r, lo, hi) in enumerate(r16):
+        rows.append({"name": "m", "label": "ALiBi Δ=4", "pos": "alibi", "l_tr": 32, "tokens": 2**19 * 2**i,
+                     "complete": complete, "erf": erf, "erf_length": 512, "erf_capped": erf >= 512,
+                     "r@32": 1.0, "r_lo@32": 1.0, "r_hi@32": 1.0, "r@512": r, "r_lo@512": lo, "r_hi@512": hi})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("points, words", [
+    ([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1), (2.4, 2.1, 2.7)], "it breaks from 2.1M tokens on"),
+    ([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1)], "it has not broken by 1.0M tokens"),
+    ([(1.0, 0.98, 1.02), (1.01, 0.99, 1.03)], "it extrapolates at every size"),
+])
+def test_the_emergence_reading_decides_on_the_intervals(points, words):
+    from rflens import readings
+
+    text = readings.emergence(_synthetic(points))
+    assert words in text and "r(16 $L_{tr}$)" in text
+
+
+def test_the_emergence_reading_flags_a_capped_erf_and_an_unfinished_run():
+    from rflens import readings
+
+    text = readings.emergence(_synthetic([(1.1, 1.0, 1.2)], complete=False, erf=512))
+    assert "a lower bound" in text and "stopped part-way" in text and "beyond $L_{tr}$" in text
+    assert "No long-run model" in readings.emergence(_synthetic([])[:0])
+
+
+def test_the_emergence_figure_has_both_views_and_a_range_that_shows_the_break_line():
+    from rflens.figures import results as fr
+
+    fig = fr.emergence_figure(_synthetic([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1)]))
+    assert len(fig.data) == 2 and [t.visible for t in fig.data] == [None, False]
+    assert fig.layout.yaxis.range[1] > 2.0 and fig.layout.xaxis.type == "log"
+    labels = [b.label for b in fig.layout.updatemenus[0].buttons]
+    assert labels == ["r(16 L_tr)", "ERF"]

@@ -483,3 +483,65 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
 
 
 CHECK_TOLERANCE = 1e-3  # nats, across torch versions or thread counts
+
+
+# ----------------------------------------------------------------------------- the schedule check
+
+SCHEDULE_CHECK = "schedule_check.json"
+
+
+def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool = True) -> dict:
+    """Is a cooled-down point what a run of the book's usual recipe gives at the same size?
+
+    Trains (or reuses, through the run store) the model ``name`` for ``steps`` steps with
+    the cosine schedule and the preset's warm-up fraction, measures it like a point, and
+    compares r(L) with the shipped point of that size: both intervals, and the paired 95%
+    interval of their ratio over the same segments. Writes the result beside the bundle.
+    """
+    from . import runs
+    from .results import bootstrap_indices
+    from .scales import get
+
+    shipped_result = load(name, scale)
+    point = next((p for p in shipped_result["points"] if p["steps"] == steps), None)
+    if point is None:
+        raise UserError(f"{name} has no shipped point at {steps} steps: choose one of "
+                        f"{', '.join(str(p['steps']) for p in shipped_result['points'])}")
+    spec = find(name, scale)
+    cosine = {**spec.settings(), "steps": steps, "schedule": "cosine", "warmup": None}
+    run_ = runs.get_run(scale, spec.pos, spec.corpus, cosine, progress=progress)
+    ev = get(scale).eval
+    m = measure(run_.load_model(), run_.corpus(), ev, run_.train_cfg.l_tr)
+    wsd, cos = point["nll"], m["nll"]
+    # paired over segments: log r_wsd(L) - log r_cos(L) = mean_i [(w_iL - w_i0) - (c_iL - c_i0)]
+    diff = (wsd - wsd[0]) - (cos - cos[0])
+    idx = bootstrap_indices(diff.shape[1], ev.seed)
+    boot = np.exp(diff[:, idx].mean(-1))
+    lo, hi = np.quantile(boot, [0.025, 0.975], axis=1)
+    result = {
+        "name": name, "steps": steps, "tokens": point["tokens"], "lengths": m["lengths"],
+        "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold),
+        "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold),
+        "ratio": np.exp(diff.mean(1)).round(4).tolist(), "ratio_low": lo.round(4).tolist(),
+        "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
+    }
+    storage.write_json(bundle_dir(scale) / SCHEDULE_CHECK, result, newline=True)
+    return result
+
+
+def schedule_table(scale: str = "long"):
+    """The shipped schedule check as a table (one row a length), or None if it was not run."""
+    import pandas as pd
+
+    path = bundle_dir(scale) / SCHEDULE_CHECK
+    if not path.is_file():
+        return None
+    c = storage.read_json(path)
+    rows = []
+    for i, L in enumerate(c["lengths"]):
+        rows.append({"name": c["name"], "tokens": c["tokens"], "L": L,
+                     "r wsd": c["wsd"]["r"][i], "r wsd low": c["wsd"]["r_low"][i], "r wsd high": c["wsd"]["r_high"][i],
+                     "r cosine": c["cosine"]["r"][i], "r cosine low": c["cosine"]["r_low"][i],
+                     "r cosine high": c["cosine"]["r_high"][i],
+                     "wsd / cosine": c["ratio"][i], "low": c["ratio_low"][i], "high": c["ratio_high"][i]})
+    return pd.DataFrame(rows)

@@ -489,3 +489,20 @@ def emergence(em: pd.DataFrame) -> Prose:
             s += f" (the run stopped part-way; its last measured size is {_tokens(last['tokens'])})"
         out.append(s + ".")
     return _bullets(out)
+
+
+def schedule_check(sc: pd.DataFrame | None) -> Prose:
+    """Whether a cooled-down point of the long run agrees with a cosine run of its size, at
+    the longest length: the paired interval of the ratio of their r(L)."""
+    if sc is None or sc.empty:
+        return Prose("The schedule check has not been run (`rflens.emergence.schedule_check`).")
+    row = sc.iloc[-1]
+    agree = row["low"] <= 1 <= row["high"]
+    return Prose(
+        f"At {_tokens(row['tokens'])} tokens, r({int(row['L'])}) of the cooled-down point is "
+        f"{row['r wsd']:.3f} [{row['r wsd low']:.3f}, {row['r wsd high']:.3f}] and that of a cosine run of the same "
+        f"size {row['r cosine']:.3f} [{row['r cosine low']:.3f}, {row['r cosine high']:.3f}]; their ratio over the same "
+        f"segments is {row['wsd / cosine']:.3f} [{row['low']:.3f}, {row['high']:.3f}], "
+        + ("an interval that holds 1: the two schedules agree at this size." if agree else
+           "an interval that excludes 1: the schedules differ at this size, and the curves are read as the "
+           "warmup-stable-decay runs they are."))

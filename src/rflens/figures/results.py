@@ -411,15 +411,22 @@ def emergence_figure(em: pd.DataFrame, *, title: str = "The long run: r(16 L_tr)
             line={"color": _color(i)}, hovertemplate="%{x:.3s} tokens: ERF %{y}<extra>" + d["label"].iloc[0] + "</extra>"))
     n = len(names)
     l_tr = int(em["l_tr"].iloc[0])
-    r_lines = [_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolates"),
-               _hline(2.0, "2: breaks", color="firebrick")]
-    erf_lines = [_hline(l_tr, "L_tr"), _hline(int(em["erf_length"].iloc[0]), "segment length", color="firebrick")]
+    breaks = _hline(2.0, "2: breaks", color="firebrick")
+    breaks["label"]["textposition"] = "end"
+    r_lines = [_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolates"), breaks]
+    cap = _hline(int(em["erf_length"].iloc[0]), "segment length", color="firebrick")
+    cap["label"]["textposition"] = "end"
+    erf_lines = [_hline(l_tr, "L_tr"), cap]
     erf_title = "The long run: ERF (99% of the gradient) as training grows"
-    buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, title, {"yaxis.title.text": f"r({top}) = ppl({top}) / ppl({l_tr})", "shapes": r_lines}),
-               _button("ERF", [False] * n + [True] * n, erf_title, {"yaxis.title.text": "ERF (tokens)", "shapes": erf_lines})]
+    r_range = [min(0.95, float(em[f"r_lo@{top}"].min()) - 0.05), max(2.3, float(em[f"r_hi@{top}"].max()) + 0.1)]
+    buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, title,
+                       {"yaxis.title.text": f"r({top}) = ppl({top}) / ppl({l_tr})", "shapes": r_lines,
+                        "yaxis.range": r_range, "yaxis.autorange": False}),
+               _button("ERF", [False] * n + [True] * n, erf_title,
+                       {"yaxis.title.text": "ERF (tokens)", "shapes": erf_lines, "yaxis.autorange": True})]
     head = _top(title, HEIGHT)
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
-                      yaxis={"title": f"r({top}) = ppl({top}) / ppl({l_tr})"}, shapes=r_lines,
+                      yaxis={"title": f"r({top}) = ppl({top}) / ppl({l_tr})", "range": r_range}, shapes=r_lines,
                       updatemenus=[_menu(buttons)], legend={"orientation": "h", "y": -0.2})
     return fig
