@@ -205,3 +205,17 @@ def test_the_emergence_figure_has_both_views_and_a_range_that_shows_the_break_li
     assert fig.layout.yaxis.range[1] > 2.0 and fig.layout.xaxis.type == "log"
     labels = [b.label for b in fig.layout.updatemenus[0].buttons]
     assert labels == ["r(16 L_tr)", "ERF"]
+
+
+def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
+    from rflens import scales
+
+    flattest = emergence.Spec("alibi", (("slope_shift", max(scales.get("long").sweeps.slope_shift)),))
+    assert not any("batch_size=" in s.name for s in emergence.plan("long"))
+    monkeypatch.setattr(emergence, "complete", lambda scale="long": {flattest.name})
+    point = {"ppl": [50.0, 60.0, 80.0, 90.0, 100.0], "r_high": [1.0, 1.3, 1.7, 1.9, 2.1], "erf": 300}
+    monkeypatch.setattr(emergence, "load", lambda name, scale="long": {
+        "points": [point], "train": {"l_tr": 32}, "eval": {"length_mults": [1, 2, 4, 8, 16]}})
+    names = [s.name for s in emergence.plan("long")]
+    assert "alibi_slope_shift=4_batch_size=2_l_tr=512" in names  # 32 x 2^4 = 512 covers the ERF of 300
+    assert names.index("alibi_slope_shift=4_batch_size=2_l_tr=512") < names.index("sinusoidal")

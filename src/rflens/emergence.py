@@ -78,14 +78,36 @@ def plan(scale: str = "long") -> list[Spec]:
     table1 = ([Spec("alibi", (("slope_shift", v),)) for v in sw.slope_shift]
               + [Spec("alibi", (("same_slope", v),)) for v in sw.same_slope]
               + [Spec("window", (("window", v),)) for v in sw.window])
-    l_tr = scales.get(scale).train.l_tr
+    sc = scales.get(scale)
+    l_tr = sc.train.l_tr
+    table2 = []  # the failures of the shipped Table 1, retrained with an L_tr that covers their ERF
+    for entry in sw.table2:
+        failing = _failing(Spec(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),)), scale)
+        if failing is not None:
+            over = entry.training(l_tr, sc.train.batch_size, failing)
+            table2.append(Spec(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),
+                                           *sorted(over.items()))))
     figure7 = [Spec("sinusoidal", (("l_tr", v),) if v != l_tr else ()) for v in sw.sinusoidal_l_tr] + [Spec("rotary")]
     table3 = [Spec(p, (), c) for c in sw.corpora for p in sw.table3_pos]
     out: list[Spec] = []
-    for spec in first + table1 + figure7 + table3:
+    for spec in first + table1 + table2 + figure7 + table3:
         if spec not in out:
             out.append(spec)
     return out
+
+
+def _failing(spec: Spec, scale: str) -> int | None:
+    """The ERF of a shipped, complete model that does not extrapolate at its last point;
+    None otherwise (not shipped, unfinished, or it extrapolates)."""
+    from .results import extrapolates
+
+    if spec.name not in complete(scale):
+        return None
+    result = load(spec.name, scale)
+    last, l_tr = result["points"][-1], result["train"]["l_tr"]
+    lengths = [l_tr * m for m in result["eval"]["length_mults"]]
+    ok = extrapolates(dict(zip(lengths, last["ppl"])), l_tr, upper=dict(zip(lengths, last["r_high"])))
+    return None if ok else int(last["erf"])
 
 
 def find(name: str, scale: str = "long") -> Spec:
