@@ -278,3 +278,180 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_the_next_try_is_not_blo
     assert not list(store.rglob("*.tmp"))  # the partial file is gone
     monkeypatch.setattr(torch, "save", real_save)
     assert main(["train", "--scale", "smoke", "--quiet", "--set", "steps=12", "--set", "ckpt_interval=5"]) == 0
+
+
+# ----------------------------------------------------------------------------- issue 24: bounds and wrong fixes
+
+def test_a_learning_rate_past_float32_is_one_line_and_stores_nothing(store, capsys):
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", "lr=1e308")
+    assert line.startswith("error: invalid lr=") and "float32" in line
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_a_weight_decay_that_flips_the_weights_names_weight_decay_not_the_learning_rate(store, capsys):
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", "weight_decay=1e308")
+    assert "weight_decay" in line and "lower learning rate" not in line
+    assert not store.exists() or not any(store.iterdir())
+
+
+@pytest.mark.parametrize("pair, name", [("slope_shift=-200", "slope_shift"), ("slope_shift=1e308", "slope_shift"),
+                                        ("slope_shift=-1e308", "slope_shift"), ("same_slope=1e308", "same_slope"),
+                                        ("same_slope=-500", "same_slope")])
+def test_alibi_slopes_that_overflow_or_vanish_are_refused_before_anything_is_computed(pair, name, store, capsys):
+    line = one_line_error(capsys, "bias", "--pos", "alibi", "--heads", "2", "--length", "4", "--set", pair)
+    assert f"invalid {name}=" in line and "64" in line
+    assert not capsys.readouterr().out
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", pair)
+    assert name in line and "learning rate" not in line
+    assert not store.exists() or not any(store.iterdir())
+
+
+@pytest.mark.parametrize("pos, pairs, words", [
+    ("kerple_log", ["kerple_init=fixed", "kerple_r1=1e308"], "float32"),  # torch cannot even hold it
+    ("smoothed", ["smooth_a=1e308"], "float32"),
+    ("smoothed", ["smooth_a=3e38"], "inf at head 0, distance 3"),  # finite, but its bias overflows
+])
+def test_a_bias_that_is_not_finite_names_the_setting(pos, pairs, words, store, capsys):
+    name = pairs[-1].split("=")[0]
+    sets = [x for pair in pairs for x in ("--set", pair)]
+    line = one_line_error(capsys, "bias", "--pos", pos, "--heads", "2", "--length", "4", *sets)
+    assert name in line and words in line
+    assert not capsys.readouterr().out
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--pos", pos, "--quiet", *sets)
+    assert name in line
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_absurd_steps_are_refused_with_the_bound_named(store, capsys):
+    from rflens.config import MAX_STEPS
+
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", "steps=99999999999999999999")
+    assert "steps" in line and f"{MAX_STEPS:,}" in line
+    assert not store.exists() or not any(store.iterdir())
+    TrainConfig(steps=MAX_STEPS)  # the bound itself is allowed
+
+
+def test_reproduce_refuses_more_workers_than_cores(monkeypatch, capsys):
+    from rflens import parallel
+
+    monkeypatch.setattr(parallel, "default_workers", lambda: 4)
+    line = one_line_error(capsys, "reproduce", "--scale", "smoke", "--chapters", "03", "--workers", "1000", "--plan")
+    assert "--workers 1000" in line and "4 core" in line
+
+
+@pytest.mark.parametrize("pair, words", [("d_model=65536", "d_model"), ("n_layer=100000", "n_layer"),
+                                         ("vocab_size=100000000", "vocab_size")])
+def test_a_memory_refusal_names_the_setting_that_caused_it(pair, words, store, monkeypatch, capsys):
+    from rflens import resources
+
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2 * 10**9)
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", pair)
+    fix = line.rsplit(":", 1)[1]
+    assert words in fix and "eval_batches" not in fix, line
+
+
+def test_a_receptive_field_over_too_many_segments_names_n(store, monkeypatch, capsys):
+    from rflens import resources
+
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2 * 10**9)
+    line = one_line_error(capsys, "erf", "--scale", "smoke", "--quiet", "--n", "100000000")
+    assert "--n" in line and "--length" not in line
+
+
+def test_a_long_value_is_cut_in_the_message(store, capsys):
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", "corpus=" + "x" * 5000)
+    assert len(line) < 400 and "5,002 characters" in line
+
+
+def test_runs_refuses_a_store_path_that_is_a_file(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    for path in (blocker, blocker / "sub"):
+        monkeypatch.setenv("RFLENS_RUNS", str(path))
+        for argv in (["runs"], ["runs", "--json"], ["runs", "--clean"]):
+            line = one_line_error(capsys, *argv)
+            assert "blocker" in line and "RFLENS_RUNS" in line
+
+
+def test_runs_export_refuses_an_empty_folder_name_and_a_file(store, tmp_path, capsys):
+    assert "--export" in one_line_error(capsys, "runs", "--export", "")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    for target in (blocker, blocker / "sub"):
+        line = one_line_error(capsys, "runs", "--export", str(target))
+        assert "--export" in line and "RFLENS" not in line
+
+
+def test_a_killed_training_is_listed_as_interrupted_and_a_live_one_as_in_progress(store, monkeypatch, capsys):
+    from rflens import storage
+    from rflens import train as training
+
+    def killed(*args, out_dir, **kwargs):  # a kill -9 after the checkpoint of step 30: no failure mark
+        storage.write_json(out_dir / "checkpoint.json", {"step": 30})
+        (out_dir / "checkpoint-30.pt").write_bytes(b"state")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "train", killed)
+    with pytest.raises(KeyboardInterrupt):
+        runs.get_run("smoke", "alibi", "prose", steps=400, progress=False)
+    (row,) = runs.list_runs()
+    assert row["status"] == "interrupted (30/400)" and "--set steps=400" in row["resume"]
+    assert main(["runs"]) == 0 and "interrupted (30/400)" in capsys.readouterr().out
+    with storage.locked(store / f".{row['key']}.lock"):  # a training that holds the lock is alive
+        (row,) = runs.list_runs()
+        assert row["status"] == "in progress (30/400)"
+    assert main(["runs", "--clean"]) == 0  # it has a checkpoint to resume: kept
+    assert [r["key"] for r in runs.list_runs()] == [row["key"]]
+
+
+def test_the_evaluation_estimate_counts_every_allocation_that_grows_with_n(store):
+    """Without a ulimit, the estimate is all that stands between --n 100000000 and the kernel's
+    out-of-memory killer: it must hold for the segment draw, the NLLs, the bootstrap
+    replicates and the cached per-segment NLLs."""
+    import tracemalloc
+
+    from rflens import evaluate, resources
+    from rflens.results import N_BOOTSTRAP
+
+    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    n = 20_000
+    estimate = resources.evaluation_bytes(n, 16, 1, 8, run.model_cfg)
+    assert estimate > 3 * 8 * N_BOOTSTRAP * n  # the bootstrap's resample indices and what they gather
+    run.load_model(), run.corpus()  # loaded before measuring: not part of the estimate
+    tracemalloc.start()
+    try:
+        evaluate.perplexity(run, lengths=[16], n=n, progress=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= estimate, (peak, estimate)
+
+
+def test_an_evaluation_whose_bootstrap_would_not_fit_is_refused(store, monkeypatch, capsys):
+    from rflens import resources
+
+    assert resources.evaluation_bytes(10**8, 16, 1, 8, ModelConfig()) > 2.4e12  # before anything runs
+    monkeypatch.setattr(resources, "available_bytes", lambda: 24 * 10**9)  # the machine of the report
+    line = one_line_error(capsys, "evaluate", "--scale", "smoke", "--lengths", "16", "--n", "100000000", "--quiet")
+    assert "segments" in line and "--n" in line
+
+
+def test_a_length_given_twice_is_one_row_and_an_edited_result_warns_once(store, capsys):
+    argv = ["evaluate", "--scale", "smoke", "--set", "steps=3", "--lengths", "16,16", "--n", "4", "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lengths"] == [16]
+    (path,) = (store / runs.list_runs()[0]["key"] / "results").glob("perplexity*.json")
+    entry = json.loads(path.read_text())
+    entry["result"]["ppl"][0] = 1.0
+    path.write_text(json.dumps(entry))
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("fails its checksum") == 1 and captured.out == out
+
+
+def test_the_claims_help_says_that_it_trains_what_the_store_lacks():
+    from rflens.cli import COMMANDS
+
+    assert "stored results" not in COMMANDS["claims"] and "training" in COMMANDS["claims"]

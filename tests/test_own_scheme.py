@@ -140,3 +140,69 @@ def test_fire_gives_the_same_logits_and_gradients_on_every_kernel(registry, monk
     for a, b in zip(fused, grads()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
     assert any(g.abs().sum() > 0 for g in fused)
+
+
+# ----------------------------------------------------------------------------- issue 24
+
+
+def test_a_scheme_file_that_exits_is_one_line_naming_the_file(registry, tmp_path, capsys):
+    from rflens import cli
+
+    quits = tmp_path / "quits.py"
+    quits.write_text("import sys\nsys.exit(0)\n")
+    assert cli.main(["--schemes", str(quits), "bias", "--pos", "alibi"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and str(quits) in err[0] and "sys.exit(0)" in err[0]
+    assert not captured.out
+    with pytest.raises(UserError, match="sys.exit"):
+        rflens.load_schemes(quits)
+
+
+@pytest.mark.parametrize("value", ["float('nan')", "float('inf')"])
+def test_a_scheme_of_ones_own_whose_bias_is_not_finite_is_one_line_naming_its_file(value, registry, tmp_path,
+                                                                                   monkeypatch, capsys):
+    from rflens import cli
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    path = tmp_path / "broken_bias.py"
+    path.write_text("import rflens\n\n\n@rflens.register_scheme('broken_bias')\n"
+                    f"def broken_bias(distance, n_head):\n    return (0.0 * distance + {value}).expand(n_head, -1)\n")
+    for argv in (["bias", "--pos", "broken_bias", "--heads", "2", "--length", "4"],
+                 ["train", "--scale", "smoke", "--pos", "broken_bias", "--quiet"]):
+        assert cli.main(["--schemes", str(path), *argv]) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        assert len(err) == 1 and str(path) in err[0] and ("nan" in err[0] or "inf" in err[0]), err
+        assert not captured.out
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_run_of_a_scheme_whose_file_is_not_loaded_is_unknown_never_damaged(registry, tmp_path, monkeypatch, capsys):
+    from rflens import cli, runs
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    rflens.load_schemes(OWN)
+    own = runs.get_run("smoke", "quarter_slope", "prose", steps=3, progress=False)
+    good = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    # a later process that was not given --schemes
+    monkeypatch.delenv(schemes.ENV)
+    monkeypatch.setattr(schemes, "_SEEN_ENV", "")
+    for table in (schemes.TABLE, positional.REGISTRY):
+        table.pop("quarter_slope"), table.pop("learned_slope")
+    schemes._LOADED.clear()
+    listed = {r["key"]: r for r in runs.list_runs()}
+    assert listed[good.key]["status"] == "complete"
+    assert listed[own.key]["status"] == "unknown scheme" and f"--schemes {OWN}" in listed[own.key]["error"]
+    capsys.readouterr()
+    assert cli.main(["runs", "--clean"]) == 0
+    out = capsys.readouterr().out
+    assert "removed" not in out and f"--schemes {OWN}" in out
+    assert own.path.is_dir() and (own.path / "manifest.json").is_file()
+    assert cli.main(["runs", "--export", str(tmp_path / "csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--schemes {OWN}" in err[0] and "remove" not in err[0]
+    rflens.load_schemes(OWN)  # given its file again, it is what it was
+    assert {r["key"]: r["status"] for r in runs.list_runs()}[own.key] == "complete"

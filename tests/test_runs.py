@@ -177,3 +177,22 @@ def test_auto_precision_is_resolved_before_the_key():
     _, m2, d2, t2 = runs.resolve("smoke", "alibi", "prose", {"dtype": runs.native_dtype()})
     assert runs.run_key(m, d, t, "fp") == runs.run_key(m2, d2, t2, "fp")
     assert "dtype" not in runs.describe(*runs.resolve("tiny", "alibi", "prose", {})[1:], "tiny")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_damaged_weights_are_never_listed_complete(damage, store, capsys):
+    from rflens.cli import main
+
+    run = runs.get_run("smoke", "alibi", "prose", steps=5 if damage == "truncate" else 6, progress=False)
+    assert {r["key"]: r["status"] for r in runs.list_runs()}[run.key] == "complete"
+    weights = run.path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    else:
+        data[-5] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    row = {r["key"]: r for r in runs.list_runs()}[run.key]
+    assert row["status"] == "damaged" and "model.safetensors" in row["error"]
+    assert main(["runs", "--clean"]) == 0
+    assert f"removed {run.key} (damaged)" in capsys.readouterr().out and not run.path.exists()

@@ -35,6 +35,9 @@ SOURCES = ("embedded", "hub", "files")
 PROTOCOLS = ("last_token", "non_overlapping", "sliding")
 ROPE_SCALINGS = ("pi", "ntk", "yarn")  # rotary stretched at evaluation (rflens.positional.rope_frequencies)
 DTYPES = ("fp32", "bf16", "auto")  # auto: bf16 where the hardware computes it natively
+ALIBI_MAX_EXPONENT = 64  # |h| of an ALiBi slope 1/2^h: 2^64 x a million tokens is still a finite float32
+FLOAT32_MAX = 3.4028234663852886e38  # torch's optimizers hold the learning rate in float32
+MAX_STEPS = 10**9  # training steps: a billion smoke steps is already weeks of one core
 # cosine: warm-up, then cosine decay over the run; wsd: warm-up, a constant rate, then a
 # linear cool-down over the last cooldown_frac of the steps (warmup-stable-decay)
 SCHEDULES = ("cosine", "wsd")
@@ -177,6 +180,29 @@ class ModelConfig(_Settings):
         _positive("rotary_base", self.rotary_base)
         if self.num_buckets < 2:
             raise ConfigError("num_buckets", self.num_buckets, "must be at least 2")
+        for name in ("smooth_a", "smooth_b", "kerple_r1", "kerple_r2", "rotary_base"):
+            if abs(getattr(self, name)) > FLOAT32_MAX:
+                raise ConfigError(name, getattr(self, name), f"must be at most {FLOAT32_MAX:.3g} in size, the largest "
+                                  "float32 (the scheme computes in float32)")
+        self._check_alibi_exponents()
+
+    def _check_alibi_exponents(self) -> None:
+        """ALiBi's slopes 1/2^h must be finite, non-zero float32 numbers whose bias stays
+        finite: every head's exponent h (after ``slope_shift``, or ``same_slope``) within
+        +-ALIBI_MAX_EXPONENT. Beyond it a slope overflows (nan biases) or rounds to 0 (NoPE)."""
+        bound = ALIBI_MAX_EXPONENT
+        if self.same_slope is not None:
+            if not -bound <= self.same_slope <= bound:
+                raise ConfigError("same_slope", self.same_slope,
+                                  f"the exponent h of the slope 1/2^h must be in [-{bound}, {bound}] "
+                                  "(beyond it the slope overflows or rounds to 0 in float32)")
+            return
+        # the exponents before the shift lie in (0, 8] for both slope sets
+        low, high = -bound, bound - 8
+        if not low <= self.slope_shift <= high:
+            raise ConfigError("slope_shift", self.slope_shift,
+                              f"must be in [{low}, {high}], so that every head's exponent h + slope_shift stays "
+                              f"in [-{bound}, {bound}] (beyond it the slope 1/2^h overflows or rounds to 0 in float32)")
 
     @property
     def head_dim(self) -> int:
@@ -237,6 +263,9 @@ class TrainConfig(_Settings):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ConfigError(name, v, "must be a positive integer")
+        if self.steps > MAX_STEPS:
+            raise ConfigError("steps", self.steps, f"must be at most {MAX_STEPS:,} (MAX_STEPS: more than any "
+                              "machine trains; a billion steps of the smoke preset already take weeks)")
         for name in ("eval_interval", "ckpt_interval", "seed"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -248,6 +277,9 @@ class TrainConfig(_Settings):
         if not 0 < self.cooldown_frac <= 1:
             raise ConfigError("cooldown_frac", self.cooldown_frac, "must be in (0, 1]")
         _positive("lr", self.lr)
+        if self.lr > FLOAT32_MAX:
+            raise ConfigError("lr", self.lr, f"must be at most {FLOAT32_MAX:.3g}, the largest float32 (the optimizer "
+                              "holds it as one; a useful lr is below 1)")
         for name in ("beta1", "beta2", "warmup_frac", "min_lr_frac"):
             v = getattr(self, name)
             if not 0 <= v < 1:
@@ -255,6 +287,13 @@ class TrainConfig(_Settings):
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise ConfigError("grad_clip" if self.grad_clip < 0 else "weight_decay",
                               min(self.grad_clip, self.weight_decay), "must be >= 0")
+        if self.weight_decay * self.lr >= 1:
+            raise ConfigError("weight_decay", self.weight_decay,
+                              f"weight_decay x lr must be below 1 (AdamW multiplies every weight by 1 - lr x "
+                              f"weight_decay each step; lr={self.lr:g}): lower --set weight_decay")
+        if self.grad_clip > FLOAT32_MAX:
+            raise ConfigError("grad_clip", self.grad_clip, f"must be at most {FLOAT32_MAX:.3g}, the largest float32 "
+                              "(0 turns clipping off)")
         _choice("dtype", self.dtype, DTYPES)
 
 

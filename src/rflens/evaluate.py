@@ -71,6 +71,7 @@ def _check_lengths(lengths, max_length: int | None = None) -> list[int]:
         raise UserError(f"lengths must be integers, got {lengths!r}") from None
     if not lengths:
         raise UserError("lengths is empty: give at least one evaluation length, e.g. --lengths 64,128")
+    lengths = list(dict.fromkeys(lengths))  # a length given twice is measured (and printed) once
     bad = [x for x in lengths if x <= 1]
     if bad:
         raise UserError(f"evaluation length {bad[0]} is too short: every length must be at least 2 tokens")
@@ -232,7 +233,8 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     params = {"protocol": protocol, "lengths": lengths, "n": n, "seed": ev.seed, "stride": stride,
               "version": EVAL_VERSION, **ev.rope_params()}
     if n is not None:
-        resources.check(resources.evaluation_bytes(n, max(lengths), len(lengths), ev.batch_size, run.model_cfg),
+        resources.check(resources.evaluation_bytes(n, max(lengths), len(lengths), ev.batch_size, run.model_cfg,
+                                                   N_BOOTSTRAP),
                         f"evaluating {n:,} segments of up to {max(lengths):,} tokens",
                         "ask for fewer segments (--n) or shorter lengths (--lengths)")
 

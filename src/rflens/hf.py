@@ -423,6 +423,9 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
     lengths = _check_lengths(default_lengths(ref) if lengths is None else lengths)
     ref.check_length(max(lengths))
     n = _check_n(ev.n_segments if n is None else n)
+    resources.check(resources.last_token_bytes(n, max(lengths), len(lengths), N_BOOTSTRAP),
+                    f"evaluating {n:,} segments of up to {max(lengths):,} tokens",
+                    "ask for fewer segments (--n) or shorter lengths (--lengths)")
     src = _Text(text, corpus, data_cfg, progress)
     device, dtype = device_and_dtype(device)
     params = {"model": ref.identity, "text": src.fingerprint, "lengths": lengths, "n": n, "seed": ev.seed,

@@ -292,21 +292,29 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
 
     from . import data
     from . import experiments as ex
+    from .data import rebuild_command
     from .runs import is_complete, resolve, run_key, runs_dir
     from .speed import time_steps
 
     wanted = ex.chapter_experiments(chapters)
     no_data = None
+    to_build: set[str] = set()  # the commands that build the data not built yet (reproduce builds it first)
     cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in ex.training_cost(scale)}
     rows = []
     for it in ex.model_plan(scale):
         if it["experiment"] not in wanted:
             continue
         _, m, d, t = resolve(scale, it["pos"], it["corpus"], it["overrides"])
-        try:  # the key needs the data's fingerprint: built here if missing, as reproduce would
-            key = run_key(m, d, t, data.prepare(d, progress=False).fingerprint)
-        except UserError as err:  # e.g. the hub out of reach: nothing can be stored for it yet
-            key, no_data = None, str(err)
+        try:  # the key needs the data's fingerprint: data not built yet holds no stored model
+            corpus = data.built(d)
+        except UserError as err:  # damaged data: reproduce stops on it too
+            corpus, no_data = None, str(err)
+        if corpus is None:
+            key = None
+            if no_data is None:
+                to_build.add(rebuild_command(d))
+        else:
+            key = run_key(m, d, t, corpus.fingerprint)
         c = cost[(it["pos"], it["corpus"], tuple(sorted(it["overrides"].items())))]
         shape = (m.pos, m.n_layer, m.n_head, m.d_model, m.vocab_size, m.window, t.l_tr, t.batch_size)
         rows.append({**it, "key": key, "stored": key is not None and is_complete(runs_dir() / key), "tokens": c["tokens"],
@@ -331,7 +339,7 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     times = [r["seconds"] for r in rows if r["seconds"] is not None]
     wall = max(sum(times) / max(1, workers), max(times)) if times else 0.0
     return {"rows": rows, "missing_s": sum(times), "wall_s": wall, "timed": timed,
-            "speeds": list(speeds.values()), "no_data": no_data}
+            "speeds": list(speeds.values()), "no_data": no_data, "to_build": sorted(to_build)}
 
 
 def _duration(seconds: float) -> str:
@@ -349,6 +357,9 @@ def format_plan(scale: str, plan: dict, workers: int) -> str:
         settings = " ".join(f"{k}={v}" for k, v in sorted(r["overrides"].items()))
         state = "stored" if r["stored"] else ("to train" + (f", ~{r['seconds'] / 60:.1f} min" if r["seconds"] else ""))
         lines.append(f"  {r['experiment']:9s} {r['pos']:16s} {r['corpus']:6s} {settings:32s} {state}")
+    if plan.get("to_build"):
+        lines.append(f"data to build first (reproduce builds it; the plan builds nothing): "
+                     f"{'; '.join(plan['to_build'])}")
     if plan.get("no_data"):
         lines.append(f"some data is not prepared, so its models cannot be stored yet: {plan['no_data']}")
     if not missing:

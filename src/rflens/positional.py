@@ -555,6 +555,37 @@ def bias_matrix(cfg: ModelConfig, length: int) -> Tensor:
         return out.masked_fill(dist < 0, float("-inf"))
 
 
+# the settings that shape each built-in scheme's bias at initialisation, named when it is not finite
+BIAS_SETTINGS = {"alibi": "slope_shift or same_slope", "sandwich": "d_bar", "sandwich_learned": "d_bar",
+                 "smoothed": "smooth_a or smooth_b", "kerple_log": "kerple_r1 or kerple_r2",
+                 "kerple_power": "kerple_r1 or kerple_r2", "t5": "num_buckets or max_distance"}
+
+
+def check_bias(cfg: ModelConfig, length: int, scheme: Scheme | None = None) -> None:
+    """UserError, naming the setting (or the scheme file) to change, when the bias of
+    ``cfg.pos`` at initialisation over distances 0..length-1 holds a nan or +inf, or -inf at
+    distance 0 (a query that may not see itself): attention over it is nan, and a model
+    trained on it diverges or learns nothing. -inf elsewhere is a mask, and allowed."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad():  # a learnable scheme's draws move no seed
+        scheme = scheme if scheme is not None else build(cfg)
+        if scheme.kind != "relative":
+            return
+        table = scheme.distance_bias(max(1, length)).detach().float()
+    bad = torch.isnan(table) | (table == float("inf"))
+    bad[:, 0] |= table[:, 0] == float("-inf")
+    if not bad.any():
+        return
+    head, k = (int(i) for i in bad.nonzero()[0])
+    value = table[head, k].item()
+    info = schemes.TABLE.get(cfg.pos)
+    if info is not None and info.source is not None:
+        fix = f"fix the bias function of {cfg.pos!r} in {info.source}"
+    else:
+        fix = f"change --set {BIAS_SETTINGS.get(cfg.pos, 'the scheme settings')}"
+    raise UserError(f"the {cfg.pos} bias is {value} at head {head}, distance {k} (of {length:,}) with these "
+                    f"settings: attention over it is not defined; {fix}")
+
+
 def last_query_bias(cfg: ModelConfig, length: int) -> Tensor:
     """(H, L): the bias the last query gives to distances 0..L-1 (-inf beyond the window).
 
@@ -568,5 +599,6 @@ def last_query_bias(cfg: ModelConfig, length: int) -> Tensor:
         raise UserError(f"{cfg.pos} has no relative bias ({what}); try e.g. --pos alibi, or add --set window=W")
     if length <= 0:
         raise UserError(f"--length must be a positive number of distances, got {length}")
+    check_bias(cfg, length, scheme)
     with torch.no_grad():
         return window_table(scheme.distance_bias(length), cfg.window).clone()

@@ -152,8 +152,9 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     check_rope(run.model_cfg, ev)
     params = {"length": length, "n": n, "seed": ev.seed, "version": ERF_VERSION, **ev.rope_params()}
     # every sample is a forward and backward pass over the whole segment
-    resources.check(resources.training_step_bytes(run.model_cfg, 1, length) + 8 * n * (length + 1),
-                    f"the receptive field over {length:,} tokens", "use a shorter --length")
+    step, segments = resources.training_step_bytes(run.model_cfg, 1, length), 8 * n * (length + 1)
+    resources.check(step + segments, f"the receptive field over {length:,} tokens of {n:,} segments",
+                    "use a smaller --n" if segments > step else "use a shorter --length")
 
     def compute() -> dict:
         t0 = time.perf_counter()

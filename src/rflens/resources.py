@@ -67,6 +67,27 @@ def training_step_bytes(model_cfg, batch_size: int, l_tr: int) -> float:
     return FLOAT * (4 * params + activations + scores)
 
 
+def training_parts(model_cfg, train_cfg, batch_per_rank: int) -> dict[str, float]:
+    """The terms of :func:`training_bytes`, keyed by the settings that make each one large
+    (so a refusal names the setting that caused it)."""
+    d, R, H, V = model_cfg.d_model, model_cfg.n_layer, model_cfg.n_head, model_cfg.vocab_size
+    B, L = batch_per_rank, train_cfg.l_tr
+    return {
+        "d_model or n_layer": FLOAT * 4 * 12 * R * d * d,  # weights, gradients and Adam's moments
+        "vocab_size or d_model": FLOAT * 4 * 2 * V * d,  # the embeddings and the LM head, likewise
+        "n_layer, d_model, l_tr or batch_size": FLOAT * B * L * R * 16 * d,  # activations kept for backward
+        "vocab_size, l_tr or batch_size": FLOAT * B * L * V * 2,  # the logits and their gradient
+        "l_tr or batch_size": FLOAT * 3 * B * H * L * L,  # one layer's attention scores
+        "eval_batches": 8 * train_cfg.eval_batches * train_cfg.batch_size * (L + 1),  # validation windows
+    }
+
+
+def training_fix(model_cfg, train_cfg, batch_per_rank: int) -> str:
+    """"lower --set ..." naming the settings of the largest term of the estimate."""
+    parts = training_parts(model_cfg, train_cfg, batch_per_rank)
+    return f"lower --set {max(parts, key=parts.get)}"
+
+
 def training_bytes(model_cfg, train_cfg, batch_per_rank: int) -> float:
     """A training run on one process: one step of ``batch_per_rank`` sequences and the fixed
     validation windows (token ids, int64) it holds throughout."""
@@ -74,9 +95,22 @@ def training_bytes(model_cfg, train_cfg, batch_per_rank: int) -> float:
     return training_step_bytes(model_cfg, batch_per_rank, train_cfg.l_tr) + val_windows
 
 
-def evaluation_bytes(n: int, length: int, n_lengths: int, batch_size: int, model_cfg) -> float:
-    """The last-token protocol: N segments of ``length`` + 1 token ids, an NLL per segment
-    and length, and one batch's forward pass at the longest length."""
+def last_token_bytes(n: int, length: int, n_lengths: int, n_boot: int = 1000) -> float:
+    """What the last-token protocol allocates in proportion to N, for any model: the segment
+    draw (its index, the gathered tokens and the int64 segments, each N x (length + 1)), an
+    NLL per segment and length, one length's bootstrap (``n_boot`` x N resample indices, and
+    the NLLs and counts they gather), and the per-segment NLLs written into the cached result
+    (Python floats, their JSON text and the copy read back)."""
+    segments = (8 + 4 + 8) * n * (length + 1)
+    nll = 8 * n * n_lengths
+    bootstrap = 3 * 8 * n_boot * n
+    cached = 100 * n * n_lengths  # ~32 bytes a Python float in a list, ~20 of JSON text, and a parsed copy
+    return segments + nll + bootstrap + cached
+
+
+def evaluation_bytes(n: int, length: int, n_lengths: int, batch_size: int, model_cfg, n_boot: int = 1000) -> float:
+    """The last-token protocol on a model of rflens: :func:`last_token_bytes` and one
+    batch's forward pass at the longest length."""
     d, V = model_cfg.d_model, model_cfg.vocab_size
     forward = batch_size * length * (8 * d) + batch_size * V
-    return 8 * n * (length + 1) + 8 * n * n_lengths + FLOAT * forward
+    return last_token_bytes(n, length, n_lengths, n_boot) + FLOAT * forward

@@ -47,6 +47,11 @@ from .storage import read_json, runs_dir, sha256_file, write_json
 CODE_MODULES = ("model.py", "positional.py", "attention.py", "train.py")
 KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collisions among a few thousand runs
 FAILED = "failed.json"  # in a run folder whose training raised: the error
+VERIFIED = ".weights-verified.json"  # the weights file's stat when its sha256 last matched (quick listing)
+
+
+class UnknownScheme(UserError):
+    """A stored run of a scheme of one's own whose file is not loaded: not damaged, unknown."""
 
 
 # ----------------------------------------------------------------------------- keys
@@ -198,6 +203,7 @@ class Run:
         try:
             cfg = read_json(self.path / "config.json")
             self.config = cfg
+            _check_scheme_known(self.path, cfg)
             self.scale: str = cfg["scale"]
             self.model_cfg = ModelConfig.from_dict(cfg["model"])
             self.data_cfg = DataConfig.from_dict(cfg["data"])
@@ -298,11 +304,28 @@ class Run:
         return cached_file(self.path / "results" / f"{safe}-{digest}.json", name, params, compute)[0]
 
 
+def _check_scheme_known(path: Path, cfg) -> None:
+    """UnknownScheme when the run's positional scheme is none rflens knows now: a scheme of
+    one's own whose file is not loaded (the message names the file, where the run recorded it)."""
+    try:
+        pos = cfg["model"]["pos"]
+    except (KeyError, TypeError):
+        return  # the settings check reports it
+    schemes.ensure_loaded()
+    if not isinstance(pos, str) or pos in schemes.TABLE:
+        return
+    source = cfg.get("scheme_file") if isinstance(cfg, dict) else None
+    needs = f"--schemes {source}" if source else "--schemes FILE (the file that registers it)"
+    raise UnknownScheme(f"stored run {path} was trained with the scheme {pos!r} of one's own, which is not loaded: "
+                        f"give {needs} before the command, or name the file in {schemes.ENV}")
+
+
 def cached_file(path: Path, name: str, params: dict, compute: Callable[[], dict]) -> tuple[dict, bool]:
     """``compute()``'s result, stored as JSON at ``path`` with its ``params`` and a checksum;
     (result, whether it was read from the file). A stored entry of other params, or one that
     fails its checksum, is computed again; two identical requests compute once (a lock)."""
     wanted = json.loads(json.dumps(params, default=str))
+    warned = []  # the entry is read twice (before and under the lock): one warning
 
     def stored():
         if path.is_file():
@@ -311,7 +334,10 @@ def cached_file(path: Path, name: str, params: dict, compute: Callable[[], dict]
                 if entry.get("params") == wanted:
                     if entry.get("sha256") == _digest(entry["result"]):
                         return entry["result"]
-                    print(f"warning: {path} fails its checksum (edited or damaged): recomputing it", file=sys.stderr)
+                    if not warned:
+                        print(f"warning: {path} fails its checksum (edited or damaged): recomputing it",
+                              file=sys.stderr)
+                        warned.append(path)
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 pass  # an unreadable cache entry is recomputed
         return None
@@ -391,13 +417,16 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
     if not retrain:
         training.read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work
+    from .positional import check_bias
+
+    check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
     if not _cuda_available():  # on a GPU the step lives in device memory, which this does not see
         from . import resources
 
         per_rank = max(1, train_cfg.batch_size // distributed.world_size())
         resources.check(resources.training_bytes(model_cfg, train_cfg, per_rank),
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
-                        "validation batches", "lower --set l_tr, batch_size or eval_batches")
+                        "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited
             return stored()
@@ -409,7 +438,8 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                 write_json(path / "config.json", {
                     "key": key, "scale": scale, "model": model_cfg.to_dict(), "data": data_cfg.to_dict(),
                     "train": train_cfg.to_dict(), "data_fingerprint": corpus_obj.fingerprint,
-                    "code_version": code_version(), "command": command, "created": time.time()})
+                    "code_version": code_version(), "command": command, "created": time.time(),
+                    **({"scheme_file": own} if (own := schemes.TABLE[pos].source) else {})})
         distributed.barrier()  # the other ranks wait until rank 0 has laid out the folder
         (path / FAILED).unlink(missing_ok=True)
         try:
@@ -443,7 +473,8 @@ def _row(run: Run) -> dict:
            "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
            "steps": run.train_cfg.steps, "size_bytes": storage.dir_size(path)}
     if is_complete(path):
-        run.verify(weights=False)  # the settings and metrics (the weights are checked when loaded)
+        run.verify(weights=False)  # the settings and metrics
+        _verify_weights(run)  # and the weights: "complete" vouches for them too
         m = run.metrics
         row.update(status="complete", final_loss=m.get("val_loss"), train_loss=m.get("final_train_loss"),
                    tokens_per_s=m.get("tokens_per_s"), train_seconds=m.get("train_seconds"))
@@ -452,8 +483,52 @@ def _row(run: Run) -> dict:
     else:
         ck = path / "checkpoint.json"
         step = read_json(ck)["step"] if ck.is_file() else 0
-        row.update(status=f"in progress ({step}/{run.train_cfg.steps})", final_loss=None)
+        if _being_trained(path):
+            row.update(status=f"in progress ({step}/{run.train_cfg.steps})", final_loss=None)
+        else:  # its training died (a kill, a crash, a reboot): the lock it held is free
+            row.update(status=f"interrupted ({step}/{run.train_cfg.steps})", final_loss=None,
+                       resume=f"{run.command}")
     return row
+
+
+def _weights_stat(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _verify_weights(run: Run) -> None:
+    """UserError (as Run.verify) unless the weights match their sha256 in the manifest. The
+    check is remembered beside them with the file's size, times and inode, so a listing
+    hashes each model's weights once, and again only after the file changed."""
+    weights, stamp = run.path / training.WEIGHTS, run.path / VERIFIED
+    digest = run.manifest()[training.WEIGHTS]
+    try:
+        seen = read_json(stamp)
+        if seen == {"sha256": digest, "stat": _weights_stat(weights)}:
+            return
+    except (OSError, ValueError):
+        pass
+    run.verify()  # raises on damage
+    with contextlib.suppress(OSError):  # a store we may not write: hashed again next time
+        write_json(stamp, {"sha256": digest, "stat": _weights_stat(weights)})
+
+
+def _being_trained(path: Path) -> bool:
+    """Whether a live process trains the run at ``path`` now: it holds the run's lock for
+    as long as it trains, and the operating system frees the lock when it dies. A lock we
+    cannot take part in (a read-only store) counts as held: nothing is claimed dead."""
+    from filelock import FileLock, Timeout
+
+    lock = path.parent / f".{path.name}.lock"
+    if not lock.exists():
+        return False
+    try:
+        with FileLock(str(lock), timeout=0):
+            return False
+    except Timeout:
+        return True
+    except OSError:
+        return True
 
 
 def clean(root: Path | None = None) -> list[dict]:
@@ -467,7 +542,7 @@ def clean(root: Path | None = None) -> list[dict]:
     removed = []
     for row in list_runs(root):
         path = root / row["key"]
-        stale = row["status"].startswith("in progress") and not any(path.glob("checkpoint*"))
+        stale = row["status"].startswith(("in progress", "interrupted")) and not any(path.glob("checkpoint*"))
         if row["status"] in ("failed", "damaged") or stale:
             try:
                 with FileLock(str(root / f".{row['key']}.lock"), timeout=0):
@@ -479,15 +554,30 @@ def clean(root: Path | None = None) -> list[dict]:
     return removed
 
 
+def check_store_path(root: Path) -> None:
+    """UserError when a file stands at the run store's path or above it (nothing could be
+    stored there), as training says it; a folder that does not exist yet is an empty store."""
+    for p in (root, *root.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UserError(f"Not a directory: {p}: a file stands where the run store's folder ({root}) is "
+                                "needed: move it, or point RFLENS_RUNS elsewhere")
+            return
+
+
 def list_runs(root: Path | None = None) -> list[dict]:
     """One row per stored run: scheme, settings, scale, corpus, steps, losses, size."""
     root = Path(root) if root is not None else runs_dir()
     rows = []
+    check_store_path(root)
     if not root.is_dir():
         return rows
     for path in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.json").is_file()):
         try:
             rows.append(_row(Run(path)))
+        except UnknownScheme as err:  # healthy as far as we can tell: listed, never cleaned
+            rows.append({"key": path.name, "status": "unknown scheme", "error": str(err),
+                         "size_bytes": storage.dir_size(path)})
         except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError) as err:
             # one damaged run is marked, and the others are still listed
             rows.append({"key": path.name, "status": "damaged", "error": str(err) or type(err).__name__,

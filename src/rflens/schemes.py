@@ -120,6 +120,10 @@ def load_files(paths=None) -> list[str]:
         except Exception as err:  # the user's own code: say where, in one line
             del _LOADED[str(path)], sys.modules[name]
             raise UserError(f"scheme file {raw} failed to import: {type(err).__name__}: {err}") from None
+        except SystemExit as err:  # sys.exit() or exit() in the file: not a silent exit of the command
+            del _LOADED[str(path)], sys.modules[name]
+            raise UserError(f"scheme file {raw} called sys.exit({'' if err.code is None else repr(err.code)}) while "
+                            "being imported: a scheme file should only define and register schemes") from None
         listed = [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
         if str(path) not in {str(Path(p).expanduser().resolve()) for p in listed}:
             os.environ[ENV] = os.pathsep.join(listed + [str(path)])

@@ -25,7 +25,8 @@ COMMANDS = {
     "evaluate": "perplexity at several evaluation lengths (last-token protocol by default)",
     "erf": "receptive-field analysis: normalised gradients, cumulative curve and ERF",
     "reproduce": "execute the book's chapters with papermill at a scale and build the book",
-    "claims": "check the paper's claims on stored results and print the scoreboard",
+    "claims": "check the paper's claims and print the scoreboard (training and measuring first what the run "
+              "store lacks)",
     "explore": "the bias and receptive-field explorers in a browser, with a live kernel (Voila)",
     "emergence": "the long run: train what the shipped bundle lacks, measured as it grows (reference/)",
 }

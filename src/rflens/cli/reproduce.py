@@ -36,6 +36,11 @@ def run(args) -> int:
     if workers is not None and (workers < 0 or (cluster and workers == 0)):
         raise UserError(f"--workers must be {'at least 1 with --executor ' + cluster.kind if cluster else '0 or more'}, "
                         f"not {workers}")
+    if workers is not None and (cluster is None or cluster.kind == "local"):
+        cores = parallel.default_workers()  # one-thread processes on this machine: more than its cores only queue
+        if workers > cores:
+            raise UserError(f"--workers {workers} is more than the {cores} core(s) this process may use (the bound: "
+                            f"one one-thread worker a core): give --workers {cores} or fewer")
     if getattr(args, "plan", False):
         workers = workers or parallel.default_workers()
         print(parallel.format_plan(scale, parallel.book_plan(scale, chosen, workers=workers), workers))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from ..runs import clean, list_runs
+from ..errors import UserError
+from ..runs import check_store_path, clean, list_runs
 from ..storage import runs_dir
 from .common import emit
 
@@ -17,14 +19,31 @@ def _size(n: float) -> str:
     return str(n)
 
 
+def _check_export(export: str) -> None:
+    """UserError unless ``--export`` names a folder that exists or can be made."""
+    if not export.strip():
+        raise UserError("--export needs a folder to write the CSV files into, e.g. --export tables")
+    target = Path(export).expanduser()
+    for p in (target, *target.absolute().parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UserError(f"--export {export}: {p} is a file, not a folder: give --export a folder "
+                                "(new or existing) for the CSV files")
+            return
+
+
 def run(args) -> int:
+    check_store_path(runs_dir())  # a file at RFLENS_RUNS: one line, as training says it
+    export = getattr(args, "export", None)
+    if export is not None:
+        _check_export(export)  # before --clean removes anything
     if getattr(args, "clean", False):
         for r in clean():
             emit(f"removed {r['key']} ({r['status']})")
-    if getattr(args, "export", None):
+    if export is not None:
         from ..tables import export_store
 
-        for path in export_store(args.export):
+        for path in export_store(export):
             emit(f"wrote {path}")
         return 0
     rows = list_runs()
@@ -46,5 +65,8 @@ def run(args) -> int:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
     total = sum(r["size_bytes"] for r in rows)
     lines.append(f"{len(rows)} runs, {_size(total)} in {runs_dir()}")
+    lines += [f"{r['key']}: {r['error']}" for r in rows if r["status"] == "unknown scheme"]
+    if any(r["status"].startswith("interrupted") for r in rows):
+        lines.append("interrupted: its training died; the same train command resumes it from its last checkpoint")
     emit("\n".join(lines))
     return 0

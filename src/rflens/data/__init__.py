@@ -29,13 +29,13 @@ The package has three parts: :mod:`.sources` (where documents come from),
 a model reads). It imports nothing of rflens but ``config``, ``errors`` and ``storage``.
 """
 
-from .build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, SPLIT_FRACTIONS, prepare,
+from .build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, SPLIT_FRACTIONS, built, prepare,
                     rebuild_command, split_documents, train_tokenizer)
 from .corpus import EOT, SPLITS, Corpus
 from .sources import HUB_DEFAULT_BYTES, HUB_FIX, MATH_PATTERN, PILE_SUBSETS, PINS, SOURCE_PACKAGES, check_hub
 
 __all__ = [
-    "prepare", "Corpus", "SPLITS", "EOT", "PINS", "SOURCE_PACKAGES", "split_documents", "train_tokenizer",
+    "prepare", "built", "Corpus", "SPLITS", "EOT", "PINS", "SOURCE_PACKAGES", "split_documents", "train_tokenizer",
     "check_hub", "rebuild_command", "FORMAT", "SPLIT_FRACTIONS", "DEFAULT_FRACTIONS", "GPT2_VOCAB",
     "FULL_VERIFY_BYTES", "PILE_SUBSETS", "HUB_DEFAULT_BYTES", "HUB_FIX", "MATH_PATTERN",
 ]

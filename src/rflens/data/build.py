@@ -437,6 +437,16 @@ def _load_or_repair(cfg: DataConfig, path: Path, fix: str, repair: bool) -> tupl
         return None, f"it is damaged ({str(err).split(':')[0]})"
 
 
+def built(cfg: DataConfig, *, root=None) -> Corpus | None:
+    """The data of ``cfg`` if it is built and current, else None; builds nothing (a plan
+    asks this). A damaged build raises UserError naming the command that rebuilds it."""
+    if not isinstance(cfg, DataConfig):
+        raise TypeError("built() takes a rflens.config.DataConfig")
+    root = Path(root).resolve() if root is not None else storage.data_dir()
+    path = built_path(cfg, root)
+    return _load(cfg, path, f"rebuild it with `{rebuild_command(cfg)}`")[0]
+
+
 def prepare(cfg: DataConfig, *, root=None, progress: bool = True, repair: bool = False, force: bool = False,
             rebuild_hint: str | None = None) -> Corpus:
     """Build the data of ``cfg`` if it is missing or stale, else load it (well under a second).
