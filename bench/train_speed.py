@@ -104,11 +104,18 @@ def profile(size: str, pos: str, steps: int = 20) -> None:
     for name, fn in fns.items():
         for _ in range(3):
             fn()
-        with prof(activities=[ProfilerActivity.CPU]) as p:
+        with prof(activities=[ProfilerActivity.CPU], record_shapes=True) as p:
             for _ in range(steps):
                 fn()
-        print(f"\n## {size}, {name}: self CPU time of {steps} steps")
-        print(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=48))
+        events = sorted(p.key_averages(group_by_input_shape=True), key=lambda e: -e.self_cpu_time_total)
+        total = sum(e.self_cpu_time_total for e in events)
+        print(f"\n{size}, {name}: {total / steps / 1e3:.1f} ms a step (self CPU time, {steps} steps)")
+        print("| op | input shapes | ms a step | share |")
+        print("|---|---|---|---|")
+        for e in events[:12]:
+            shapes = ", ".join(str(tuple(s)) for s in e.input_shapes if s)[:60]
+            print(f"| `{e.key}` | {shapes} | {e.self_cpu_time_total / steps / 1e3:.1f} | "
+                  f"{100 * e.self_cpu_time_total / total:.0f}% |")
 
 
 def main() -> None:

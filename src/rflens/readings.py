@@ -453,7 +453,7 @@ def protocols(pr: pd.DataFrame, *, brief: bool = False) -> Prose:
 # the long run (chapter 10)
 # --------------------------------------------------------------------------------------
 def _tokens(n: float) -> str:
-    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
+    return f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n / 1e3:.0f}k"
 
 
 def emergence(em: pd.DataFrame) -> Prose:
@@ -502,7 +502,7 @@ def schedule_check(sc: pd.DataFrame | None) -> Prose:
         f"At {_tokens(row['tokens'])} tokens, r({int(row['L'])}) of the cooled-down point is "
         f"{row['r wsd']:.3f} [{row['r wsd low']:.3f}, {row['r wsd high']:.3f}] and that of a cosine run of the same "
         f"size {row['r cosine']:.3f} [{row['r cosine low']:.3f}, {row['r cosine high']:.3f}]; their ratio over the same "
-        f"segments is {row['wsd / cosine']:.3f} [{row['low']:.3f}, {row['high']:.3f}], "
+        f"segments is {row['wsd / cosine']:.4f} [{row['low']:.4f}, {row['high']:.4f}], "
         + ("an interval that holds 1: the two schedules agree at this size." if agree else
            "an interval that excludes 1: the schedules differ at this size, and the curves are read as the "
            "warmup-stable-decay runs they are."))

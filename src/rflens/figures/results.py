@@ -428,5 +428,5 @@ def emergence_figure(em: pd.DataFrame, *, title: str = "The long run: r(16 L_tr)
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
                       yaxis={"title": f"r({top}) = ppl({top}) / ppl({l_tr})", "range": r_range}, shapes=r_lines,
-                      updatemenus=[_menu(buttons)], legend={"orientation": "h", "y": -0.2})
+                      updatemenus=[_menu(buttons)], showlegend=True, legend={"orientation": "h", "y": -0.2})
     return fig
