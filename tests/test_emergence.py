@@ -219,3 +219,12 @@ def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkey
     names = [s.name for s in emergence.plan("long")]
     assert "alibi_slope_shift=4_batch_size=2_l_tr=512" in names  # 32 x 2^4 = 512 covers the ERF of 300
     assert names.index("alibi_slope_shift=4_batch_size=2_l_tr=512") < names.index("sinusoidal")
+
+
+def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
+    spec = emergence.Spec("alibi", WSD)
+    emergence.run(spec, "smoke", progress=False)
+    assert emergence.table("smoke", names=[]).empty and len(emergence.table("smoke")) == 4
+    prov = emergence.provenance("smoke")
+    assert list(prov["finished"]) == [True] and prov["points"].iloc[0] == 4 and prov["threads"].iloc[0] >= 1
+    assert emergence.table1_names("long") == []  # nothing shipped in this store

@@ -462,7 +462,7 @@ def table(scale: str = "long", names: list[str] | None = None):
     import pandas as pd
 
     rows = []
-    for name in names or list(shipped(scale)):
+    for name in list(shipped(scale)) if names is None else names:
         res = load(name, scale)
         l_tr = res["train"]["l_tr"]
         for p in res["points"]:
@@ -567,3 +567,28 @@ def schedule_table(scale: str = "long"):
                      "r cosine high": c["cosine"]["r_high"][i],
                      "wsd / cosine": c["ratio"][i], "low": c["ratio_low"][i], "high": c["ratio_high"][i]})
     return pd.DataFrame(rows)
+
+
+def provenance(scale: str = "long"):
+    """Where each shipped model's numbers come from: one row a model (finished or not, its
+    last measured size, code version, commit, torch, threads, one-core minutes)."""
+    import pandas as pd
+
+    rows = []
+    for name, path in shipped(scale).items():
+        res = storage.read_json(path / RESULT)
+        rows.append({"model": label(res), "finished": res["complete"], "tokens": res["points"][-1]["tokens"],
+                     "points": len(res["points"]), "code version": res["code_version"],
+                     "commit": (res["commit"] or "")[:10], "torch": res["torch"], "threads": res["threads"],
+                     "minutes": round(res["train_seconds"] / 60), "finished at (UTC)": res["finished"]})
+    return pd.DataFrame(rows)
+
+
+def table1_names(scale: str = "long") -> list[str]:
+    """The shipped models that belong to Table 1's three sweeps, in the sweeps' order."""
+    from .scales import FAMILIES, get
+
+    sw = get(scale).sweeps
+    names = [Spec(f.pos, ((f.setting, v),)).name for f in FAMILIES.values() for v in getattr(sw, f.setting)]
+    have = shipped(scale)
+    return [n for n in names if n in have]
