@@ -43,6 +43,9 @@ POINTS = 7  # measured sizes: the budget / 2^6, ..., / 2, the budget
 RESULT, NLL, MANIFEST = "result.json", "nll.npz", "manifest.json"
 CHECKPOINT_STATE = "state.json"  # the main run's training curve and seconds, beside its checkpoint
 BUNDLE_VERSION = 1
+# one core, the long preset: training and the 7 measured points of the first shipped model
+# (80 minutes beside a second worker on the other core)
+MINUTES_PER_MODEL = 80
 
 
 # ----------------------------------------------------------------------------- what is trained

@@ -7,8 +7,6 @@ import time
 from .. import emergence
 from ..errors import UserError
 
-MINUTES_PER_MODEL = 70  # one core, the long preset, measured (train + 7 measured points)
-
 
 def run(args) -> int:
     plan = emergence.plan(args.scale)
@@ -30,8 +28,8 @@ def run(args) -> int:
     if args.list:
         for spec in plan:
             print(f"{'shipped' if spec.name in have else 'to train':9s} {spec.name}")
-        print(f"{len(todo)} to train: about {len(todo) * MINUTES_PER_MODEL / 60:.1f} hours on one core "
-              f"({MINUTES_PER_MODEL} minutes a model; one worker per core)")
+        print(f"{len(todo)} to train: about {len(todo) * emergence.MINUTES_PER_MODEL / 60:.1f} hours on one core "
+              f"({emergence.MINUTES_PER_MODEL} minutes a model; one worker per core)")
         return 0
     if args.minutes is not None and args.minutes <= 0:
         raise UserError(f"--minutes must be positive, not {args.minutes}")
