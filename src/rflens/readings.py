@@ -476,9 +476,9 @@ def emergence(em: pd.DataFrame) -> Prose:
         if len(broke):
             s += f"it breaks from {_tokens(broke.iloc[0]['tokens'])} tokens on"
         elif len(flat) == len(d):
-            s += "it extrapolates at every size"
+            s += f"it stays within {TOL:.2f} at every size"
         elif _num(last[f"r_hi@{top}"]) <= TOL:
-            s += f"it extrapolates from {_tokens(flat.iloc[0]['tokens'])} tokens on"
+            s += f"it stays within {TOL:.2f} from {_tokens(flat.iloc[0]['tokens'])} tokens on"
         else:
             s += f"it has not broken by {_tokens(last['tokens'])} tokens"
         erf = int(last["erf"])
