@@ -455,3 +455,12 @@ def test_the_claims_help_says_that_it_trains_what_the_store_lacks():
     from rflens.cli import COMMANDS
 
     assert "stored results" not in COMMANDS["claims"] and "training" in COMMANDS["claims"]
+
+
+@pytest.mark.parametrize("argv", [["evaluate", "--n", "x"], ["data", "--split-seed", ""], ["bias"], ["nosuch"],
+                                  ["runs", "--bogus"]])
+def test_a_refusal_of_the_argument_parser_is_one_line_too(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("error:") and "--help" in err[0], err

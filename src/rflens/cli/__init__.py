@@ -53,8 +53,16 @@ def _add_hf_selectors(p: argparse.ArgumentParser, lengths: str | None = None) ->
     p.add_argument("--revision", default=None, help="with --hf and a hub name: the branch, tag or commit")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own refusals (a wrong flag, a value of the wrong type) in one line, as every
+    other error: its usage block runs to eight lines; --help prints it."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m rflens",
         description="rflens: length extrapolation through receptive fields (Chi et al., ACL 2023).",
     )
