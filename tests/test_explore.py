@@ -59,7 +59,7 @@ def test_a_slider_redraws_the_figure_through_the_live_kernel(tmp_path):
             # nothing leaves the machine (the page asks a CDN for icon fonts: refused, it draws without them)
             page.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).hostname in (
                 "127.0.0.1", "localhost") else route.abort())
-            page.goto(url, wait_until="load")
+            page.goto(url, wait_until="load", timeout=120_000)  # Voila runs the notebook before it answers
             page.wait_for_selector(".js-plotly-plot", timeout=90_000)
             # the figure's curves, title and its own steps (sliders, menus): none, so a change is the kernel's
             state = ("JSON.stringify([el.data.map(t => t.y), el.layout.title && el.layout.title.text,"
