@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import stat
 
@@ -448,7 +449,8 @@ def test_a_length_given_twice_is_one_row_and_an_edited_result_warns_once(store, 
     path.write_text(json.dumps(entry))
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert captured.err.count("fails its checksum") == 1 and captured.out == out
+    timing = re.compile(r"[\d.]+ s to compute")  # a recomputation takes its own time
+    assert captured.err.count("fails its checksum") == 1 and timing.sub("", captured.out) == timing.sub("", out)
 
 
 def test_the_claims_help_says_that_it_trains_what_the_store_lacks():
