@@ -281,7 +281,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_the_next_try_is_not_blo
     assert main(["train", "--scale", "smoke", "--quiet", "--set", "steps=12", "--set", "ckpt_interval=5"]) == 0
 
 
-# ----------------------------------------------------------------------------- issue 24: bounds and wrong fixes
+# ----------------------------------------------------------------------------- bounds, and messages that name the fix
 
 def test_a_learning_rate_past_float32_is_one_line_and_stores_nothing(store, capsys):
     line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", "lr=1e308")

@@ -142,7 +142,7 @@ def test_fire_gives_the_same_logits_and_gradients_on_every_kernel(registry, monk
     assert any(g.abs().sum() > 0 for g in fused)
 
 
-# ----------------------------------------------------------------------------- issue 24
+# ----------------------------------------------------------------------------- scheme files that exit or return non-finite biases
 
 
 def test_a_scheme_file_that_exits_is_one_line_naming_the_file(registry, tmp_path, capsys):

@@ -25,7 +25,6 @@ sitting that ends (``--minutes``) or a kill loses at most that much work.
 from __future__ import annotations
 
 import copy
-import math
 import platform
 import subprocess
 import sys
@@ -123,14 +122,10 @@ def find(name: str, scale: str = "long") -> Spec:
 def point_steps(cfg: TrainConfig) -> list[int]:
     """The run's measured sizes in steps: steps / 2^(POINTS-1), ..., steps (whole steps)."""
     pts = sorted({max(1, cfg.steps >> k) for k in range(POINTS)})
-    warmup = cfg.warmup or 0
-    return [p for p in pts if p - _cooldown(cfg, p) >= warmup]
-
-
-def _cooldown(cfg: TrainConfig, steps: int) -> int:
     from .train import cooldown_steps
 
-    return cooldown_steps(cfg, steps)
+    warmup = cfg.warmup or 0
+    return [p for p in pts if p - cooldown_steps(cfg, p) >= warmup]
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -190,7 +185,8 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
     import torch
     from tqdm.auto import tqdm
 
-    from .train import Batches, build, lr_at, read_checkpoint_pointer, train_step, validate, validation_windows
+    from .train import (Batches, _check_finite, build, cooldown_steps, lr_at, read_checkpoint_pointer, train_step,
+                        validate, validation_windows)
 
     cfg = train_cfg
     points = point_steps(cfg) if points is None else points
@@ -224,9 +220,7 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
             pending.append(train_step(model.loss, model, optimizer, chunk, lr_at(step, schedule), cfg, off))
             if len(pending) == 50 or step == last - 1:
                 values = [float(v) for v in pending]
-                bad = [v for v in values if not math.isfinite(v)]
-                if bad:
-                    raise UserError(f"training diverged at step {step}: the loss is {bad[0]}")
+                _check_finite(values, step - len(values) + 2)
                 if losses is not None:
                     losses.extend(values)
                 bar.update(len(values))
@@ -240,7 +234,7 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
         for target in points:
             if target in state["done"]:
                 continue
-            start = target - _cooldown(cfg, target)  # where this point's cool-down leaves the main run
+            start = target - cooldown_steps(cfg, target)  # where this point's cool-down leaves the main run
             stop = start if target != cfg.steps else cfg.steps
             while True:
                 if _past(deadline):  # the state on disk is that of this step: nothing is lost
@@ -524,7 +518,7 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     interval of their ratio over the same segments. Writes the result beside the bundle.
     """
     from . import runs
-    from .results import bootstrap_indices
+    from .results import paired_ratio
     from .scales import get
 
     shipped_result = load(name, scale)
@@ -538,16 +532,13 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     ev = get(scale).eval
     m = measure(run_.load_model(), run_.corpus(), ev, run_.train_cfg.l_tr)
     wsd, cos = point["nll"], m["nll"]
-    # paired over segments: log r_wsd(L) - log r_cos(L) = mean_i [(w_iL - w_i0) - (c_iL - c_i0)]
-    diff = (wsd - wsd[0]) - (cos - cos[0])
-    idx = bootstrap_indices(diff.shape[1], ev.seed)
-    boot = np.exp(diff[:, idx].mean(-1))
-    lo, hi = np.quantile(boot, [0.025, 0.975], axis=1)
+    # paired over segments: r_wsd(L) / r_cos(L) = exp mean_i [(w_iL - c_iL) - (w_i0 - c_i0)], the r(L) of w - c
+    ratio, lo, hi = paired_ratio(wsd - cos, seed=ev.seed)
     result = {
         "name": name, "steps": steps, "tokens": point["tokens"], "lengths": m["lengths"],
         "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold),
         "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold),
-        "ratio": np.exp(diff.mean(1)).round(4).tolist(), "ratio_low": lo.round(4).tolist(),
+        "ratio": ratio.round(4).tolist(), "ratio_low": lo.round(4).tolist(),
         "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
     }
     storage.write_json(bundle_dir(scale) / SCHEDULE_CHECK, result, newline=True)
