@@ -534,6 +534,28 @@ def frame(board: list[dict]) -> pd.DataFrame:
     return df.rename(columns={"statement": "claim"}).set_index("id")
 
 
+def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[str, list[dict]]:
+    """{scale: board} of every preset whose models are shipped (rflens.shipped), checked on
+    what its bundle holds; nothing is trained, a claim whose models are not shipped yet is
+    "not run"."""
+    from .scales import SCALES, get
+
+    return {name: check(gather(name, corpus, compute=False, progress=False)) for name in SCALES
+            if name != exclude and get(name).shipped}
+
+
+def by_scale(boards: dict[str, list[dict]]) -> pd.DataFrame:
+    """One row a claim, the result at each scale, then what was measured at each."""
+    scales = list(boards)
+    first = boards[scales[0]]
+    df = pd.DataFrame({"claim": [c["statement"] for c in first]}, index=pd.Index([c["id"] for c in first], name="id"))
+    for name in scales:
+        df[name] = [c["result"] for c in boards[name]]
+    for name in scales:
+        df[f"measured ({name})"] = [c["measured"] for c in boards[name]]
+    return df
+
+
 def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: list[dict] | None = None,
                       width: int = 110) -> str:
     """The board as a plain-text table for the terminal."""

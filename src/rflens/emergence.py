@@ -14,12 +14,11 @@ length_mults on the preset's N segments (so r(L) and its paired intervals can be
 against any other point or model), the normalised input gradient over segments of
 ``erf_length_mult`` x L_tr (the receptive field), and the validation loss.
 
-The results go to ``reference/<scale>/<name>/`` (:func:`rflens.storage.reference_dir`):
-``result.json`` (settings, provenance, training curve, receptive fields, summaries),
-``nll.npz`` (the per-segment NLLs of every point, float32) and ``manifest.json`` (sha256 of
-both, written last). A model being trained keeps its state in the run store's
-``emergence/`` folder, checkpointed at every branch and every ``ckpt_interval`` steps, so a
-sitting that ends (``--minutes``) or a kill loses at most that much work.
+The results go to the shipped bundle, ``reference/<scale>/<name>/`` (:mod:`rflens.bundle`
+describes its files and serves them to the run store). A model being trained keeps its state
+in the run store's ``emergence/`` folder, checkpointed at every branch and every
+``ckpt_interval`` steps, so a sitting that ends (``--minutes``) or a kill loses at most that
+much work.
 """
 
 from __future__ import annotations
@@ -34,17 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import storage
+from . import bundle, storage
 from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
 
 POINTS = 7  # measured sizes: the budget / 2^6, ..., / 2, the budget
-RESULT, NLL, MANIFEST = "result.json", "nll.npz", "manifest.json"
 CHECKPOINT_STATE = "state.json"  # the main run's training curve and seconds, beside its checkpoint
-BUNDLE_VERSION = 1
-# one core, the long preset: training and the 7 measured points of the first shipped model
-# (80 minutes beside a second worker on the other core)
-MINUTES_PER_MODEL = 80
 
 
 # ----------------------------------------------------------------------------- what is trained
@@ -103,9 +97,9 @@ def _failing(spec: Spec, scale: str) -> int | None:
     None otherwise (not shipped, unfinished, or it extrapolates)."""
     from .results import extrapolates
 
-    if spec.name not in complete(scale):
+    if spec.name not in bundle.complete(scale):
         return None
-    result = load(spec.name, scale)
+    result = bundle.load(spec.name, scale)
     last, l_tr = result["points"][-1], result["train"]["l_tr"]
     lengths = [l_tr * m for m in result["eval"]["length_mults"]]
     ok = extrapolates(dict(zip(lengths, last["ppl"])), l_tr, upper=dict(zip(lengths, last["r_high"])))
@@ -117,6 +111,17 @@ def find(name: str, scale: str = "long") -> Spec:
         if spec.name == name:
             return spec
     raise UserError(f"no model named {name!r} in the {scale} run: choose from {', '.join(s.name for s in plan(scale))}")
+
+
+def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
+    """The command that trains the model of these settings with its emergence points (the
+    whole plan's command when it is not in the plan)."""
+    from .runs import resolve
+
+    for spec in plan(scale):
+        if resolve(scale, spec.pos, spec.corpus, spec.settings())[1:] == (model_cfg, data_cfg, train_cfg):
+            return f"python -m rflens emergence --scale {scale} --only {spec.name}"
+    return f"python -m rflens emergence --scale {scale} (it is not in the plan: --list shows the plan)"
 
 
 def point_steps(cfg: TrainConfig) -> list[int]:
@@ -270,48 +275,6 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
 
 # ----------------------------------------------------------------------------- the bundle
 
-def bundle_dir(scale: str = "long", root: Path | None = None) -> Path:
-    return (storage.reference_dir() if root is None else Path(root)) / scale
-
-
-def shipped(scale: str = "long") -> dict[str, Path]:
-    """The models of the bundle whose manifest is written (complete ones), by name."""
-    root = bundle_dir(scale)
-    if not root.is_dir():
-        return {}
-    return {d.name: d for d in sorted(root.iterdir()) if (d / MANIFEST).is_file()}
-
-
-def complete(scale: str = "long") -> set[str]:
-    """The shipped models trained to their full budget (not stopped part-way)."""
-    return {name for name, path in shipped(scale).items()
-            if storage.read_json(path / RESULT).get("complete", True)}
-
-
-def verify(path: Path) -> None:
-    """UserError unless every file the manifest lists has its sha256."""
-    manifest = storage.read_json(path / MANIFEST)
-    for name, digest in manifest["sha256"].items():
-        f = path / name
-        if not f.is_file() or storage.sha256_file(f) != digest:
-            raise UserError(f"the shipped result {path} is damaged ({name} does not match its sha256): "
-                            "restore it from the repository (git checkout -- reference)")
-
-
-def load(name: str, scale: str = "long") -> dict:
-    """A shipped model's result.json with each point's NLLs (as float64 arrays) attached."""
-    path = shipped(scale).get(name)
-    if path is None:
-        raise UserError(f"no shipped long-run result for {name!r}: train it with "
-                        f"`python -m rflens emergence --scale {scale} --only {name}`")
-    verify(path)
-    result = storage.read_json(path / RESULT)
-    with np.load(path / NLL) as arrays:
-        for point in result["points"]:
-            point["nll"] = arrays[f"steps_{point['steps']}"].astype(np.float64)
-    return result
-
-
 def _git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=storage.project_dir(), capture_output=True, text=True,
@@ -327,18 +290,18 @@ def _write(path: Path, result: dict, arrays: dict, weights=None) -> None:
     import io
 
     path.mkdir(parents=True, exist_ok=True)
-    storage.write_json(path / RESULT, result, newline=True)
+    storage.write_json(path / bundle.RESULT, result, newline=True)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
-    storage.write_bytes(path / NLL, buf.getvalue())
-    files = [RESULT, NLL]
+    storage.write_bytes(path / bundle.NLL, buf.getvalue())
+    files = [bundle.RESULT, bundle.NLL]
     if weights is not None:
         from safetensors.torch import save_model
 
-        with storage.atomic_path(path / "model.safetensors") as tmp:
+        with storage.atomic_path(path / bundle.WEIGHTS) as tmp:
             save_model(weights, str(tmp))
-        files.append("model.safetensors")
-    storage.write_json(path / MANIFEST, {"version": BUNDLE_VERSION,
+        files.append(bundle.WEIGHTS)
+    storage.write_json(path / bundle.MANIFEST, {"version": bundle.VERSION,
                                          "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
 
 
@@ -418,6 +381,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(), "eval": ev.to_dict(),
         "data_fingerprint": corpus.fingerprint, "code_version": runs.code_version(), "commit": _git_commit(),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
+        "cpu": cpu_capability(),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "schedule": {"points": point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
@@ -425,7 +389,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "points": sorted(points, key=lambda p: p["steps"]),
     }
     keep = (spec.name in DRIFT_MODELS) if keep_weights is None else keep_weights
-    out = bundle_dir(scale, root) / spec.name
+    out = bundle.bundle_dir(scale, root) / spec.name
     _write(out, result, arrays, final.get("model") if keep else None)
     if stopped is not None:
         raise OutOfTime(stopped)
@@ -459,8 +423,8 @@ def table(scale: str = "long", names: list[str] | None = None):
     import pandas as pd
 
     rows = []
-    for name in list(shipped(scale)) if names is None else names:
-        res = load(name, scale)
+    for name in list(bundle.entries(scale)) if names is None else names:
+        res = bundle.load(name, scale)
         l_tr = res["train"]["l_tr"]
         for p in res["points"]:
             row = {"name": name, "label": label(res), "pos": res["pos"], "l_tr": l_tr, "steps": p["steps"],
@@ -486,12 +450,12 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
 
     rows = []
     for name in names:
-        shipped_result = load(name, scale)
+        shipped_result = bundle.load(name, scale)
         with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
             run(find(name, scale), scale, progress=progress, keep_weights=False, root=Path(tmp))
-            with np.load(bundle_dir(scale, Path(tmp)) / name / NLL) as z:
+            with np.load(bundle.bundle_dir(scale, Path(tmp)) / name / bundle.NLL) as z:
                 again = {k: z[k] for k in z.files}
-        same_setup = shipped_result["torch"] == torch.__version__ and shipped_result["threads"] == torch.get_num_threads()
+        same_setup = same_machine(shipped_result) and shipped_result["threads"] == torch.get_num_threads()
         diffs = [float(np.abs(again[f"steps_{p['steps']}"].astype(np.float64) - p["nll"]).max())
                  for p in shipped_result["points"]]
         worst = max(diffs)
@@ -501,7 +465,46 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
     return rows
 
 
-CHECK_TOLERANCE = 1e-3  # nats, across torch versions or thread counts
+CHECK_TOLERANCE = 1e-3  # nats, across torch versions, vector units or thread counts
+DRIFT_TOLERANCE = 1e-5  # nats: a shipped model re-measured with the torch and vector unit it was measured with
+DRIFT_TOLERANCE_ELSEWHERE = 1e-4  # nats: elsewhere (AVX2 against AVX-512 kernels moved NLLs by up to 2.2e-5)
+
+
+def minutes_per_model(scale: str = "long") -> tuple[float, str]:
+    """(one-core minutes a model, on what): the median training time (branches and
+    measurements included) of the shipped finished models trained on a machine with this
+    vector unit, else of all of them; None when none is shipped."""
+    times = {}
+    for name in bundle.complete(scale):
+        res = storage.read_json(bundle.bundle_dir(scale) / name / bundle.RESULT)
+        times.setdefault(res.get("cpu", "an unrecorded vector unit"), []).append(res["train_seconds"] / 60)
+    here = cpu_capability()
+    pool = times.get(here) or [t for ts in times.values() for t in ts]
+    if not pool:
+        return None, "no finished model shipped yet"
+    where = f"{here} CPUs like this one" if here in times else "other machines"
+    return float(np.median(pool)), f"the median of {len(pool)} shipped model(s) trained on {where}"
+
+
+def cpu_capability() -> str:
+    """The vector unit torch's CPU kernels were chosen for (``AVX2``, ``AVX512``, ...): two
+    machines that differ in it round differently, so their numbers agree only to ~1e-5."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def same_machine(result: dict) -> bool:
+    """Whether this machine computes as the one that shipped ``result`` did: the same torch
+    and the same vector unit (a result that did not record its unit is taken as another)."""
+    import torch
+
+    return result.get("torch") == torch.__version__ and result.get("cpu") == cpu_capability()
+
+
+def drift_tolerance(result: dict) -> float:
+    """How far a shipped model's re-measured NLLs may move before the bundle counts as stale."""
+    return DRIFT_TOLERANCE if same_machine(result) else DRIFT_TOLERANCE_ELSEWHERE
 
 
 # ----------------------------------------------------------------------------- the schedule check
@@ -521,7 +524,7 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     from .results import paired_ratio
     from .scales import get
 
-    shipped_result = load(name, scale)
+    shipped_result = bundle.load(name, scale)
     point = next((p for p in shipped_result["points"] if p["steps"] == steps), None)
     if point is None:
         raise UserError(f"{name} has no shipped point at {steps} steps: choose one of "
@@ -541,7 +544,7 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
         "ratio": ratio.round(4).tolist(), "ratio_low": lo.round(4).tolist(),
         "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
     }
-    storage.write_json(bundle_dir(scale) / SCHEDULE_CHECK, result, newline=True)
+    storage.write_json(bundle.bundle_dir(scale) / SCHEDULE_CHECK, result, newline=True)
     return result
 
 
@@ -549,7 +552,7 @@ def schedule_table(scale: str = "long"):
     """The shipped schedule check as a table (one row a length), or None if it was not run."""
     import pandas as pd
 
-    path = bundle_dir(scale) / SCHEDULE_CHECK
+    path = bundle.bundle_dir(scale) / SCHEDULE_CHECK
     if not path.is_file():
         return None
     c = storage.read_json(path)
@@ -569,11 +572,12 @@ def provenance(scale: str = "long"):
     import pandas as pd
 
     rows = []
-    for name, path in shipped(scale).items():
-        res = storage.read_json(path / RESULT)
+    for name, path in bundle.entries(scale).items():
+        res = storage.read_json(path / bundle.RESULT)
         rows.append({"model": label(res), "finished": res["complete"], "tokens": res["points"][-1]["tokens"],
                      "points": len(res["points"]), "code version": res["code_version"],
-                     "commit": (res["commit"] or "")[:10], "torch": res["torch"], "threads": res["threads"],
+                     "commit": (res["commit"] or "")[:10], "torch": res["torch"], "cpu": res.get("cpu", "not recorded"),
+                     "threads": res["threads"],
                      "minutes": round(res["train_seconds"] / 60), "finished at (UTC)": res["finished"]})
     return pd.DataFrame(rows)
 
@@ -584,5 +588,5 @@ def table1_names(scale: str = "long") -> list[str]:
 
     sw = get(scale).sweeps
     names = [Spec(f.pos, ((f.setting, v),)).name for f in FAMILIES.values() for v in getattr(sw, f.setting)]
-    have = shipped(scale)
+    have = bundle.entries(scale)
     return [n for n in names if n in have]

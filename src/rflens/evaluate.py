@@ -242,18 +242,13 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
         t0 = time.perf_counter()
         model = run.load_model()
         corpus = run.corpus()
-        result = {"protocol": protocol, "lengths": lengths, "ppl": [], "ci_low": [], "ci_high": [],
-                  "nll": [], "tokens": [], "units": [], "n": n, "l_tr": l_tr, "seed": ev.seed}
         if protocol == "last_token":
             segments = corpus.eval_segments(n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
             nll = np.concatenate([last_token_nll(model, segments, group, batch_size=ev.batch_size, progress=progress)
                                   for group in _rope_groups(model, ev, lengths, l_tr)])
-            for row in nll:
-                ppl, lo, hi = bootstrap_ppl(row, seed=ev.seed)
-                _append(result, ppl, lo, hi, row.mean(), row.size, row.size)
-            # per-segment NLLs: the same tokens for every model, so comparisons can be paired
-            result["nll_per_segment"] = np.round(nll, 6).tolist()
+            result = last_token_result(nll, lengths, l_tr, ev.seed)
         else:
+            result = _empty_result(protocol, lengths, n, l_tr, ev.seed)
             # the region the last-token segments end in, so that the protocols score the same text
             tokens = corpus.tokens("test")[corpus.eval_region_start():]
             # (a generator: each length is evaluated while the model is stretched for it)
@@ -266,7 +261,7 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
                 ppl, lo, hi = bootstrap_ppl(nll_sum, count, seed=ev.seed)
                 _append(result, ppl, lo, hi, nll_sum.sum() / count.sum(), int(count.sum()), nll_sum.size)
             result["stride"] = stride
-        result["ci"] = f"{CI_LEVEL:.0%} percentile bootstrap over {_UNIT[protocol]}, {N_BOOTSTRAP} resamples"
+            result["ci"] = _ci_text(protocol)
         result["seconds"] = round(time.perf_counter() - t0, 3)
         return result
 
@@ -293,6 +288,29 @@ def _rope_groups(model, ev: EvalConfig, lengths: list[int], l_tr: int, split: bo
 
 
 _UNIT = {"last_token": "segments", "non_overlapping": "chunks", "sliding": "windows"}
+
+
+def last_token_result(nll: np.ndarray, lengths: list[int], l_tr: int, seed: int) -> dict:
+    """The last-token protocol's result from per-segment NLLs ``nll`` (lengths, N): ppl per
+    length with its bootstrap interval over segments, and the per-segment NLLs (the same
+    tokens for every model, so that comparisons can be paired)."""
+    nll = np.asarray(nll, dtype=np.float64)
+    result = _empty_result("last_token", list(lengths), nll.shape[1], l_tr, seed)
+    for row in nll:
+        ppl, lo, hi = bootstrap_ppl(row, seed=seed)
+        _append(result, ppl, lo, hi, row.mean(), row.size, row.size)
+    result["nll_per_segment"] = np.round(nll, 6).tolist()
+    result["ci"] = _ci_text("last_token")
+    return result
+
+
+def _empty_result(protocol: str, lengths: list[int], n, l_tr: int, seed: int) -> dict:
+    return {"protocol": protocol, "lengths": lengths, "ppl": [], "ci_low": [], "ci_high": [],
+            "nll": [], "tokens": [], "units": [], "n": n, "l_tr": l_tr, "seed": seed}
+
+
+def _ci_text(protocol: str) -> str:
+    return f"{CI_LEVEL:.0%} percentile bootstrap over {_UNIT[protocol]}, {N_BOOTSTRAP} resamples"
 
 
 def _append(result: dict, ppl, lo, hi, nll_mean, tokens, units) -> None:

@@ -120,14 +120,26 @@ def _run(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
     import sys
 
     from .progress import model_label
-    from .runs import get_run
+    from .runs import NotStored, get_run
 
+    sc = get_scale(scale)
+    train = train and not sc.shipped  # a shipped preset's models come from its bundle
     key = (scale, spec.pos, spec.corpus, spec.overrides, train)
     if key not in _RUNS:
-        run = get_run(scale, spec.pos, spec.corpus, spec.settings, train=train, progress=progress)
+        try:
+            run = get_run(scale, spec.pos, spec.corpus, spec.settings, train=train, progress=progress)
+        except NotStored:
+            if not sc.shipped:
+                raise
+            from .emergence import command_for
+            from .runs import resolve
+
+            command = command_for(sc.name, *resolve(sc.name, spec.pos, spec.corpus, spec.settings)[1:])
+            raise NotStored(f"the {sc.name} bundle has no finished {model_label(spec.pos, spec.corpus, spec.settings)}: "
+                            f"train it with `{command}`") from None
         if progress:
-            tqdm.write(f"{spec.label} ({model_label(spec.pos, spec.corpus, spec.settings)}): "
-                       f"{'from the run store' if run.reused else 'trained now'}", file=sys.stderr)
+            source = "shipped" if getattr(run, "shipped", False) else "from the run store" if run.reused else "trained now"
+            tqdm.write(f"{spec.label} ({model_label(spec.pos, spec.corpus, spec.settings)}): {source}", file=sys.stderr)
         _RUNS[key] = run
     return _RUNS[key]
 

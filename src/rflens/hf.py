@@ -379,11 +379,10 @@ def _defaults(scale: str | None, eval_cfg: EvalConfig | None, data_cfg: DataConf
 
 def _cached(kind: str, params: dict, compute) -> dict:
     """``compute()``'s result, stored under runs_dir()/hf; ``cached`` says whether it was read."""
-    from .runs import cached_file
 
     params = json.loads(json.dumps(params, default=str))
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
-    result, hit = cached_file(storage.runs_dir() / "hf" / f"{kind}-{digest[:20]}.json", kind, params, compute)
+    result, hit = storage.cached_file(storage.runs_dir() / "hf" / f"{kind}-{digest[:20]}.json", kind, params, compute)
     return {**result, "cached": hit}
 
 

@@ -132,6 +132,32 @@ def board(rows: list[dict], scale: str) -> Prose:
     return Prose(f"At the `{scale}` scale, of {len(rows)} claims: {'; '.join(parts)}.")
 
 
+def by_scale(boards: dict[str, list[dict]]) -> Prose:
+    """Chapter 9's count at each scale, and the claims whose result differs between them."""
+    out = []
+    for name, rows in boards.items():
+        n = {k: sum(c["result"] == k for c in rows) for k in ("pass", "fail", "not run")}
+        out.append(f"`{name}`: {n['pass']} pass, {n['fail']} fail, {n['not run']} not run")
+    names = list(boards)
+    differ = [str(c["id"]) for i, c in enumerate(boards[names[0]])
+              if len({boards[s][i]["result"] for s in names if boards[s][i]["result"] != "not run"}) > 1]
+    text = f"Of the {len(boards[names[0]])} claims, " + "; ".join(out) + "."
+    if differ:
+        text += f" Decided at more than one scale with different results: claim{'s' if len(differ) > 1 else ''} {_join(differ)}."
+    return Prose(text)
+
+
+def long_run(experiment: str, rows: list[dict], lacking: list[str]) -> Prose:
+    """The long run's verdicts on an experiment read from its bundle, or what the bundle
+    still lacks for it (:func:`rflens.shipped.experiment`)."""
+    if lacking:
+        more = f" and {len(lacking) - 1} more" if len(lacking) > 1 else ""
+        return Prose(f"The long run's {experiment} is not complete yet: the bundle lacks {tex(lacking[0])}{more}. "
+                     f"Its verdicts appear here once it holds them; chapter 10 lists the shipped models and how far "
+                     f"each has trained.")
+    return verdicts(rows, "long")
+
+
 # --------------------------------------------------------------------------------------
 # chapter 3: Table 1
 # --------------------------------------------------------------------------------------

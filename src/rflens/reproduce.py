@@ -116,6 +116,9 @@ def plan(args) -> dict:
     if not available:
         raise UserError(f"no chapters found in {BOOK}")
     chosen = _select(args.chapters, available)
+    skipped = {}
+    if scales.get(scale).shipped:
+        chosen, skipped = shipped_chapters(scale, chosen, named=bool(args.chapters))
     extra = _parse_parameters(getattr(args, "parameters", []))
     corpus = getattr(args, "corpus", None)
     if corpus is not None and corpus not in CORPORA:
@@ -140,7 +143,30 @@ def plan(args) -> dict:
         params.update({k: v for k, v in extra.items() if k in names})
         check_parameters(**{k: v for k, v in params.items() if k != "scale"})  # the chapter's own check
         out[key] = (available[key], params)
-    return {"scale": scale, "chapters": out}
+    return {"scale": scale, "chapters": out, "skipped": skipped}
+
+
+def shipped_chapters(scale: str, chosen: list[str], *, named: bool) -> tuple[list[str], dict[str, list[str]]]:
+    """At a preset whose models are shipped (nothing is trained): the chosen chapters whose
+    models the bundle holds, and {chapter: the models it lacks} for the others. Chapter 9
+    reads what is shipped and leaves the rest "not run". A chapter asked for by name that
+    cannot be built is a UserError naming the command that trains its models."""
+    from . import shipped
+    from .experiments import CHAPTER_EXPERIMENTS
+
+    ready, skipped = [], {}
+    for key in chosen:
+        gaps = [] if key == "09" else shipped.missing(scale, CHAPTER_EXPERIMENTS.get(key, ()))
+        if gaps:
+            skipped[key] = gaps
+        else:
+            ready.append(key)
+    if named and skipped:
+        key, gaps = next(iter(skipped.items()))
+        raise UserError(f"chapter {key} at the {scale} preset needs {len(gaps)} model(s) its shipped bundle lacks "
+                        f"({gaps[0]}{', ...' if len(gaps) > 1 else ''}): train them with `python -m rflens emergence "
+                        f"--scale {scale}`, or leave out --chapters to build the chapters it holds")
+    return ready, skipped
 
 
 def kernel_env() -> dict:

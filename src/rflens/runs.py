@@ -50,6 +50,10 @@ FAILED = "failed.json"  # in a run folder whose training raised: the error
 VERIFIED = ".weights-verified.json"  # the weights file's stat when its sha256 last matched (quick listing)
 
 
+class NotStored(UserError):
+    """The store (and the shipped bundle) lacks the model, and training was not asked for."""
+
+
 class UnknownScheme(UserError):
     """A stored run of a scheme of one's own whose file is not loaded: not damaged, unknown."""
 
@@ -299,9 +303,7 @@ class Run:
         ``params`` must be JSON-serialisable and hold everything the result depends on
         besides the model (lengths, N, protocol, seed...).
         """
-        digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
-        return cached_file(self.path / "results" / f"{safe}-{digest}.json", name, params, compute)[0]
+        return storage.cached_file(storage.cache_entry(self.path / "results", name, params), name, params, compute)[0]
 
 
 def _check_scheme_known(path: Path, cfg) -> None:
@@ -318,54 +320,6 @@ def _check_scheme_known(path: Path, cfg) -> None:
     needs = f"--schemes {source}" if source else "--schemes FILE (the file that registers it)"
     raise UnknownScheme(f"stored run {path} was trained with the scheme {pos!r} of one's own, which is not loaded: "
                         f"give {needs} before the command, or name the file in {schemes.ENV}")
-
-
-def cached_file(path: Path, name: str, params: dict, compute: Callable[[], dict]) -> tuple[dict, bool]:
-    """``compute()``'s result, stored as JSON at ``path`` with its ``params`` and a checksum;
-    (result, whether it was read from the file). A stored entry of other params, or one that
-    fails its checksum, is computed again; two identical requests compute once (a lock)."""
-    wanted = json.loads(json.dumps(params, default=str))
-    warned = []  # the entry is read twice (before and under the lock): one warning
-
-    def stored():
-        if path.is_file():
-            try:
-                entry = read_json(path)
-                if entry.get("params") == wanted:
-                    if entry.get("sha256") == _digest(entry["result"]):
-                        return entry["result"]
-                    if not warned:
-                        print(f"warning: {path} fails its checksum (edited or damaged): recomputing it",
-                              file=sys.stderr)
-                        warned.append(path)
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                pass  # an unreadable cache entry is recomputed
-        return None
-
-    hit = stored()
-    if hit is not None:
-        return hit, True
-    with contextlib.ExitStack() as stack:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(storage.locked(path.with_name(f".{path.name}.lock")))
-        except OSError:
-            pass  # a store we cannot write: compute, and hand the result back uncached
-        hit = stored()
-        if hit is not None:
-            return hit, True
-        result = json.loads(json.dumps(compute(), default=str))  # the same types as a later cache hit
-        try:
-            write_json(path, {"name": name, "params": wanted, "result": result, "sha256": _digest(result),
-                              "created": time.time()})
-        except OSError as err:
-            print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})", file=sys.stderr)
-    return result, False
-
-
-def _digest(result) -> str:
-    """sha256 of a cached result's canonical JSON: an edited or damaged entry is recomputed."""
-    return hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()
 
 
 def is_complete(path: Path) -> bool:
@@ -412,8 +366,15 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
 
     if is_complete(path) and not retrain:
         return stored()
+    if not retrain:
+        from . import bundle
+
+        hit = bundle.find(scale, model_cfg, data_cfg, train_cfg, corpus_obj.fingerprint)
+        if hit is not None:  # the shipped bundle, read-only
+            hit._corpus = corpus_obj
+            return hit
     if not train:
-        raise UserError(f"no stored model for {scale} {pos} on {corpus}"
+        raise NotStored(f"no stored model for {scale} {pos} on {corpus}"
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
     if not retrain:
         training.read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work

@@ -165,6 +165,7 @@ class Scale:
     eval: EvalConfig
     sweeps: Sweeps
     about: str = ""
+    shipped: bool = False  # its models are read from the shipped bundle (rflens.shipped): the book never trains them
 
     @property
     def lengths(self) -> list[int]:
@@ -282,6 +283,7 @@ def _long() -> Scale:
         # the receptive field on segments of 16 L_tr (512 tokens), the longest evaluation
         eval=tiny.eval.replace(erf_length_mult=16),
         sweeps=tiny.sweeps,
+        shipped=True,
     )
 
 

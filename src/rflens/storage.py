@@ -1,4 +1,4 @@
-"""Files on disk: the project's folders, atomic writes, checksums and a file lock.
+"""Files on disk: the project's folders, atomic writes, checksums, a file lock and cached results.
 
 Every file rflens writes (token streams, tokenizers, weights, checkpoints, JSON results)
 goes through :func:`atomic_write` or one of its wrappers: it is written to a temporary
@@ -23,6 +23,8 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -166,3 +168,63 @@ def locked(path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path)):
         yield
+
+
+# ----------------------------------------------------------------------------- cached results
+
+CACHE_KEY_LENGTH = 16  # hex digits of sha256 naming a cached result
+
+
+def cache_entry(folder: Path, name: str, params: dict) -> Path:
+    """Where the result ``name`` computed with ``params`` is cached in ``folder``."""
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:CACHE_KEY_LENGTH]
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    return Path(folder) / f"{safe}-{digest}.json"
+
+
+def cached_file(path: Path, name: str, params: dict, compute: Callable[[], dict]) -> tuple[dict, bool]:
+    """``compute()``'s result, stored as JSON at ``path`` with its ``params`` and a checksum;
+    (result, whether it was read from the file). A stored entry of other params, or one that
+    fails its checksum, is computed again; two identical requests compute once (a lock)."""
+    wanted = json.loads(json.dumps(params, default=str))
+    warned = []  # the entry is read twice (before and under the lock): one warning
+
+    def stored():
+        if path.is_file():
+            try:
+                entry = read_json(path)
+                if entry.get("params") == wanted:
+                    if entry.get("sha256") == _digest(entry["result"]):
+                        return entry["result"]
+                    if not warned:
+                        print(f"warning: {path} fails its checksum (edited or damaged): recomputing it",
+                              file=sys.stderr)
+                        warned.append(path)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                pass  # an unreadable cache entry is recomputed
+        return None
+
+    hit = stored()
+    if hit is not None:
+        return hit, True
+    with contextlib.ExitStack() as stack:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(locked(path.with_name(f".{path.name}.lock")))
+        except OSError:
+            pass  # a store we cannot write: compute, and hand the result back uncached
+        hit = stored()
+        if hit is not None:
+            return hit, True
+        result = json.loads(json.dumps(compute(), default=str))  # the same types as a later cache hit
+        try:
+            write_json(path, {"name": name, "params": wanted, "result": result, "sha256": _digest(result),
+                              "created": time.time()})
+        except OSError as err:
+            print(f"warning: the result could not be cached ({err.strerror}: {err.filename or path})", file=sys.stderr)
+    return result, False
+
+
+def _digest(result) -> str:
+    """sha256 of a cached result's canonical JSON: an edited or damaged entry is recomputed."""
+    return hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .. import emergence
+from .. import bundle, emergence
 from ..errors import UserError
 
 
@@ -12,14 +12,14 @@ def run(args) -> int:
     plan = emergence.plan(args.scale)
     if args.only:
         plan = [emergence.find(name, args.scale) for name in args.only]
-    have = emergence.complete(args.scale)
+    have = bundle.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
     if args.check is not None:
         if args.check <= 0:
             raise UserError(f"--check needs a positive number of models, not {args.check}")
         names = [spec.name for spec in plan if spec.name in have][:args.check]
         if not names:
-            raise UserError(f"no complete model is shipped in {emergence.bundle_dir(args.scale)} to check")
+            raise UserError(f"no complete model is shipped in {bundle.bundle_dir(args.scale)} to check")
         rows = emergence.check(names, args.scale, progress=not args.quiet)
         for r in rows:
             print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['points']} points, largest NLL difference "
@@ -28,14 +28,16 @@ def run(args) -> int:
     if args.list:
         for spec in plan:
             print(f"{'shipped' if spec.name in have else 'to train':9s} {spec.name}")
-        print(f"{len(todo)} to train: about {len(todo) * emergence.MINUTES_PER_MODEL / 60:.1f} hours on one core "
-              f"({emergence.MINUTES_PER_MODEL} minutes a model; one worker per core)")
+        minutes, basis = emergence.minutes_per_model(args.scale)
+        cost = (f"about {len(todo) * minutes / 60:.1f} hours on one core ({minutes:.0f} minutes a model, {basis}; "
+                f"one worker per core)" if minutes else basis)
+        print(f"{len(todo)} to train: {cost}")
         return 0
     if args.minutes is not None and args.minutes <= 0:
         raise UserError(f"--minutes must be positive, not {args.minutes}")
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
     if not todo:
-        print(f"every model asked for is shipped in {emergence.bundle_dir(args.scale)}")
+        print(f"every model asked for is shipped in {bundle.bundle_dir(args.scale)}")
         return 0
     for spec in todo:
         try:

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from .. import parallel, reproduce
+from .. import parallel, reproduce, scales
 from ..errors import UserError
 from ..progress import Log
 
@@ -41,6 +41,19 @@ def run(args) -> int:
         if workers > cores:
             raise UserError(f"--workers {workers} is more than the {cores} core(s) this process may use (the bound: "
                             f"one one-thread worker a core): give --workers {cores} or fewer")
+    if request["skipped"]:
+        gaps = request["skipped"]
+        print(f"the {scale} preset's models are read from its shipped bundle; chapters {', '.join(gaps)} need models "
+              f"it lacks ({sum(map(len, gaps.values()))} in all) and are left unexecuted: "
+              f"`python -m rflens emergence --scale {scale}` trains them")
+    if scales.get(scale).shipped:
+        if workers:
+            raise UserError(f"--workers: the {scale} preset trains nothing here (its models are shipped); "
+                            f"`python -m rflens emergence --scale {scale}` trains what its bundle lacks")
+        if getattr(args, "plan", False):
+            print(f"chapters {', '.join(chosen)} are built from the shipped bundle: nothing to train")
+            return 0
+        workers = 0
     if getattr(args, "plan", False):
         workers = workers or parallel.default_workers()
         print(parallel.format_plan(scale, parallel.book_plan(scale, chosen, workers=workers), workers))

@@ -1,0 +1,237 @@
+"""The shipped bundle of a long run, and its models as a read-only layer of the run store.
+
+A long run (:mod:`rflens.emergence`) ships each model in ``reference/<scale>/<name>/``
+(:func:`rflens.storage.reference_dir`): ``result.json`` (settings, provenance, training
+curve, every measured point), ``nll.npz`` (the per-segment NLLs of every point, float32),
+``model.safetensors`` for the few models kept for the drift test, and ``manifest.json``
+(the sha256 of the others, written last: a model without it is not shipped).
+
+The run store serves a finished shipped model when it lacks one of the same settings
+(:func:`find`, from :func:`rflens.runs.get_run`), so the chapters of that preset are built
+without training. A shipped model holds what its finished run was measured on: per-segment
+last-token NLLs at L_tr x length_mults and the normalised input gradient over
+erf_length_mult x L_tr. :class:`ShippedRun` hands them out in the result format of
+:func:`rflens.evaluate.perplexity` and :func:`rflens.receptive.receptive_field`; any other
+measurement needs the weights, which only the drift models carry.
+
+A shipped model is served whatever the code version is now (its provenance says which code
+trained it): the drift test, which re-measures the models shipped with weights, says when
+the shipped numbers have gone stale, not the code hash.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import storage
+from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
+from .errors import UserError
+
+RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
+VERSION = 1  # of the bundle's layout
+
+
+def bundle_dir(scale: str = "long", root: Path | None = None) -> Path:
+    return (storage.reference_dir() if root is None else Path(root)) / scale
+
+
+def entries(scale: str = "long") -> dict[str, Path]:
+    """The models of the bundle whose manifest is written (complete ones), by name."""
+    root = bundle_dir(scale)
+    if not root.is_dir():
+        return {}
+    return {d.name: d for d in sorted(root.iterdir()) if (d / MANIFEST).is_file()}
+
+
+def complete(scale: str = "long") -> set[str]:
+    """The shipped models trained to their full budget (not stopped part-way)."""
+    return {name for name, path in entries(scale).items()
+            if storage.read_json(path / RESULT).get("complete", True)}
+
+
+def verify(path: Path) -> None:
+    """UserError unless every file the manifest lists has its sha256."""
+    manifest = storage.read_json(path / MANIFEST)
+    for name, digest in manifest["sha256"].items():
+        f = path / name
+        if not f.is_file() or storage.sha256_file(f) != digest:
+            raise UserError(f"the shipped result {path} is damaged ({name} does not match its sha256): "
+                            "restore it from the repository (git checkout -- reference)")
+
+
+def load(name: str, scale: str = "long") -> dict:
+    """A shipped model's result.json with each point's NLLs (as float64 arrays) attached."""
+    path = entries(scale).get(name)
+    if path is None:
+        raise UserError(f"no shipped long-run result for {name!r}: train it with "
+                        f"`python -m rflens emergence --scale {scale} --only {name}`")
+    verify(path)
+    result = storage.read_json(path / RESULT)
+    with np.load(path / NLL) as arrays:
+        for point in result["points"]:
+            point["nll"] = arrays[f"steps_{point['steps']}"].astype(np.float64)
+    return result
+
+
+
+# ----------------------------------------------------------------------------- the run-store layer
+
+class ShippedRun:
+    """A finished model of the shipped bundle, read like a :class:`rflens.runs.Run`."""
+
+    shipped = True
+    reused = True
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        verify(self.path)
+        self.result = storage.read_json(self.path / RESULT)
+        r = self.result
+        self.name: str = r["name"]
+        self.key = f"{r['scale']}/{self.name}"
+        self.scale: str = r["scale"]
+        self.model_cfg = ModelConfig.from_dict(r["model"])
+        self.data_cfg = DataConfig.from_dict(r["data"])
+        self.train_cfg = TrainConfig.from_dict(r["train"])
+        self.eval_cfg = EvalConfig.from_dict(r["eval"])
+        self.data_fingerprint: str = r["data_fingerprint"]
+        self._corpus = None
+        self._final: dict | None = None
+
+    def __repr__(self) -> str:
+        return f"ShippedRun({self.key}, code {self.result['code_version']}, trained {self.result['finished']} UTC)"
+
+    @property
+    def pos(self) -> str:
+        return self.model_cfg.pos
+
+    @property
+    def l_tr(self) -> int:
+        return self.train_cfg.l_tr
+
+    @property
+    def command(self) -> str:
+        """The command line that trains this model again (with its emergence points)."""
+        return f"python -m rflens emergence --scale {self.scale} --only {self.name}"
+
+    @property
+    def metrics(self) -> dict:
+        last = self.result["points"][-1]
+        curve = self.result["train_curve"]
+        return {"val_loss": last["val_loss"], "final_train_loss": curve[-1][1] if curve else None,
+                "train_seconds": self.result["train_seconds"], "tokens_per_s": None, "steps": last["steps"]}
+
+    @property
+    def provenance(self) -> dict:
+        r = self.result
+        return {k: r[k] for k in ("code_version", "commit", "torch", "threads", "train_seconds", "finished")}
+
+    def verify(self, weights: bool = True) -> None:
+        verify(self.path)
+
+    @property
+    def has_weights(self) -> bool:
+        return (self.path / WEIGHTS).is_file()
+
+    def load_model(self):
+        """The finished model (drift models only): UserError naming the command otherwise."""
+        if not self.has_weights:
+            raise UserError(f"the shipped model {self.key} carries no weights, only its measurements: "
+                            f"train it with `{self.command}` to measure anything else")
+        from safetensors.torch import load_model
+
+        from .model import TransformerLM
+
+        model = TransformerLM(self.model_cfg)
+        load_model(model, str(self.path / WEIGHTS), device="cpu")
+        return model.eval()
+
+    def corpus(self):
+        if self._corpus is None:
+            from . import data
+
+            self._corpus = data.prepare(self.data_cfg, progress=False)
+        return self._corpus
+
+    def final(self) -> dict:
+        """The finished model's point: NLLs (lengths, N) as float64, normalised gradients."""
+        if self._final is None:
+            point = self.result["points"][-1]
+            with np.load(self.path / NLL) as arrays:
+                nll = arrays[f"steps_{point['steps']}"].astype(np.float64)
+            lengths = point.get("lengths") or [self.l_tr * m for m in self.eval_cfg.length_mults]
+            self._final = {**point, "nll": nll, "lengths": lengths}
+        return self._final
+
+    def served(self, name: str, params: dict) -> dict | None:
+        """The cached result ``name`` for ``params`` built from the shipped measurements, or
+        None when the bundle does not hold it (other lengths, segments, protocol...)."""
+        from .evaluate import last_token_result
+
+        ev, point = self.eval_cfg, self.final()
+        rope = ev.rope_params()
+        if name == "perplexity_last_token":
+            want = {"protocol": "last_token", "lengths": point["lengths"], "n": ev.n_segments, "seed": ev.seed,
+                    "stride": None, **rope}
+            if {k: params.get(k) for k in want} != want:
+                return None
+            out = last_token_result(point["nll"], point["lengths"], self.l_tr, ev.seed)
+            return {**out, "seconds": point["measure_seconds"]}
+        if name == "input_gradients":
+            want = {"length": ev.erf_length_mult * self.l_tr, "n": ev.erf_samples, "seed": ev.seed, **rope}
+            if {k: params.get(k) for k in want} != want:
+                return None
+            return {"length": want["length"], "n": want["n"], "seed": want["seed"],
+                    "normalized": list(point["normalized"]), "seconds": point["measure_seconds"]}
+        return None
+
+    def cached(self, name: str, params: dict, compute: Callable[[], dict]) -> dict:
+        """What the bundle holds; anything else is computed from the weights (drift models)
+        and cached in the local store, or a UserError naming the command that trains it."""
+        hit = self.served(name, params)
+        if hit is not None:
+            return hit
+        folder = storage.runs_dir() / "shipped" / self.scale / self.name
+        return storage.cached_file(storage.cache_entry(folder, name, params), name, params, compute)[0]
+
+
+def _settings(result: dict) -> tuple | None:
+    """(model, data, train, data fingerprint) of a shipped result; None if today's settings
+    classes cannot read them."""
+    try:
+        return (ModelConfig.from_dict(result["model"]), DataConfig.from_dict(result["data"]),
+                TrainConfig.from_dict(result["train"]), result["data_fingerprint"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+_INDEX: dict = {}
+
+
+def index(scale: str) -> dict[str, tuple]:
+    """{name: settings} of the bundle's finished models (re-read when a manifest changes)."""
+    root = bundle_dir(scale)
+    found = entries(scale)
+    stamp = (str(root), tuple((n, *((p / f).stat().st_mtime_ns for f in (MANIFEST, RESULT)))
+                              for n, p in found.items()))
+    if _INDEX.get(scale, (None,))[0] != stamp:
+        out = {}
+        for name, path in found.items():
+            result = storage.read_json(path / RESULT)
+            settings = _settings(result)
+            if result.get("complete", True) and settings is not None:
+                out[name] = settings
+        _INDEX[scale] = (stamp, out)
+    return _INDEX[scale][1]
+
+
+def find(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
+         fingerprint: str) -> ShippedRun | None:
+    """The shipped, finished model trained with exactly these settings on this data, if any."""
+    for name, settings in index(scale).items():
+        if settings == (model_cfg, data_cfg, train_cfg, fingerprint):
+            return ShippedRun(bundle_dir(scale) / name)
+    return None

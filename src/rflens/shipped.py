@@ -1,0 +1,67 @@
+"""What a shipped preset can build: which of the book's experiments its bundle holds, and
+those experiments read from it (:mod:`rflens.bundle` serves the models; nothing is trained)."""
+
+from __future__ import annotations
+
+from . import bundle
+from .errors import UserError
+from .runs import resolve
+
+
+def name_of(scale: str, pos: str, corpus: str, settings: dict) -> str | None:
+    """The name of the bundle's finished model of these settings, or None (no data needed)."""
+    want = resolve(scale, pos, corpus, settings)[1:]
+    return next((name for name, s in bundle.index(scale).items() if s[:3] == want), None)
+
+
+# the chapter experiments whose measurements a shipped model holds (last-token perplexity
+# at the preset's lengths and the receptive field); the others need the weights
+SERVED_EXPERIMENTS = ("Table 1", "Table 2", "Figure 7", "Table 3", "Figure 11")
+
+
+def missing(scale: str, experiments) -> list[str]:
+    """What the bundle of ``scale`` lacks for ``experiments`` (chapter experiment names:
+    "Table 1", "Table 2", "Figure 7", ...): model labels, or an experiment whose
+    measurements are not shipped at all. Table 2's models follow from Table 1's shipped
+    results, so it counts as missing until Table 1 is complete."""
+    from . import experiments as ex
+
+    sc = ex.get_scale(scale)
+    models = {"Table 1": ex.table1_models(sc), "Figure 7": ex.figure7_models(sc), "Table 3": ex.table3_models(sc),
+              "Figure 11": ex.models_of(sc, "figure11")}
+    out = []
+    for experiment in experiments:
+        if experiment not in SERVED_EXPERIMENTS:
+            out.append(f"{experiment} (its measurements need the weights, which the bundle does not ship)")
+        elif experiment == "Table 2":
+            if missing(scale, ["Table 1"]):
+                out.append("Table 2 (it follows from Table 1's shipped results)")
+            else:
+                t1 = ex.table1(scale, progress=False, train=False)
+                out += [s.label for s in ex.table2_specs(scale, t1) if name_of(scale, s.pos, s.corpus, s.settings) is None]
+        else:
+            out += [f"{s.label} ({s.corpus})" for s in models[experiment]
+                    if name_of(scale, s.pos, s.corpus, s.settings) is None]
+    return list(dict.fromkeys(out))
+
+
+_EXPERIMENTS = {"table1": "Table 1", "table2": "Table 2", "figure7": "Figure 7", "table3": "Table 3",
+                "figure11": "Figure 11"}
+
+
+def experiment(name: str, scale: str = "long", corpus: str = "prose"):
+    """(the experiment's table at the shipped preset, read from its bundle, or None; what the
+    bundle still lacks for it). ``name``: table1, table2, figure7, table3 or figure11."""
+    from . import experiments as ex
+
+    if name not in _EXPERIMENTS:
+        raise UserError(f"unknown shipped experiment {name!r}: choose one of {', '.join(_EXPERIMENTS)}")
+    lacking = missing(scale, [_EXPERIMENTS[name]])
+    if lacking:
+        return None, lacking
+    if name == "table2":
+        return ex.table2(scale, corpus, t1=ex.table1(scale, corpus, progress=False, train=False), progress=False,
+                         train=False), []
+    if name == "table3":
+        return ex.table3(scale, progress=False, train=False), []
+    return getattr(ex, name)(scale, corpus, progress=False, train=False), []

@@ -1,0 +1,156 @@
+"""The shipped bundle as a read-only layer of the run store (rflens.bundle, rflens.shipped), at the smoke preset."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rflens import bundle, emergence, reproduce, runs, shipped, storage
+from rflens.errors import UserError
+from rflens.evaluate import perplexity
+from rflens.receptive import receptive_field
+
+WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
+SPEC = emergence.Spec("alibi", WSD)
+
+
+@pytest.fixture
+def one_shipped(tmp_path, monkeypatch):
+    """One finished smoke model in a bundle, and an empty run store beside it."""
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
+    emergence.run(SPEC, "smoke", progress=False)
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    return tmp_path
+
+
+def _get(train: bool = False):
+    return runs.get_run("smoke", "alibi", "prose", dict(WSD), train=train, progress=False)
+
+
+def test_a_shipped_model_is_served_with_the_measurements_of_the_same_model_trained_here(one_shipped, monkeypatch):
+    served = _get()
+    assert isinstance(served, bundle.ShippedRun) and served.name == SPEC.name
+    assert not any(storage.runs_dir().glob("*/manifest.json"))  # nothing was trained
+    ppl, erf = perplexity(served, progress=False), receptive_field(served, progress=False)
+    monkeypatch.setenv("RFLENS_RUNS", str(one_shipped / "local"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(one_shipped / "no-bundle"))
+    local = _get(train=True)  # the plain wsd run of the same settings: the shipped run's last point
+    monkeypatch.setenv("RFLENS_REFERENCE", str(one_shipped / "reference"))
+    assert isinstance(local, runs.Run)
+    mine = perplexity(local, progress=False)
+    assert mine["lengths"] == ppl["lengths"] and mine["n"] == ppl["n"]
+    np.testing.assert_allclose(ppl["ppl"], mine["ppl"], rtol=1e-6)
+    np.testing.assert_allclose(ppl["ci_low"], mine["ci_low"], rtol=1e-5)
+    np.testing.assert_allclose(ppl["nll_per_segment"], mine["nll_per_segment"], atol=1e-6)
+    assert receptive_field(local, progress=False)["erf"] == erf["erf"]
+    assert _get() is not None and isinstance(_get(), runs.Run)  # the local store comes first
+
+
+def test_a_shipped_model_is_served_after_the_code_changes(one_shipped, monkeypatch):
+    monkeypatch.setattr(runs, "_code_version_cache", "0" * 16)
+    served = _get()
+    assert isinstance(served, bundle.ShippedRun)
+    assert served.provenance["code_version"] != runs.code_version()
+
+
+def test_what_the_bundle_lacks_needs_the_weights_and_says_how_to_get_them(one_shipped):
+    served = _get()
+    with pytest.raises(UserError, match=f"carries no weights.*--only {SPEC.name}"):
+        perplexity(served, protocol="sliding", progress=False)
+    with pytest.raises(UserError, match="carries no weights"):
+        perplexity(served, lengths=[16, 24], progress=False)
+
+
+def test_a_model_shipped_with_weights_measures_anything(one_shipped):
+    emergence.run(SPEC, "smoke", progress=False, keep_weights=True)
+    served = _get()
+    assert served.has_weights
+    sliding = perplexity(served, protocol="sliding", progress=False)
+    assert len(sliding["ppl"]) == len(sliding["lengths"])
+    assert list((storage.runs_dir() / "shipped" / "smoke" / SPEC.name).glob("perplexity_sliding-*.json"))
+
+
+def test_an_unfinished_or_damaged_model_is_not_served(one_shipped):
+    path = bundle.bundle_dir("smoke") / SPEC.name
+    result = storage.read_json(path / bundle.RESULT)
+    storage.write_json(path / bundle.RESULT, {**result, "complete": False}, newline=True)
+    with pytest.raises(UserError, match="no stored model"):
+        _get()
+    storage.write_json(path / bundle.RESULT, result, newline=True)
+    assert isinstance(_get(), bundle.ShippedRun)
+    (path / bundle.NLL).write_bytes(b"damaged")
+    with pytest.raises(UserError, match="damaged.*git checkout -- reference"):
+        _get()
+
+
+def test_a_shipped_preset_names_the_command_that_trains_a_missing_model():
+    cfgs = runs.resolve("long", "alibi", "prose", {"slope_shift": -7})[1:]
+    assert emergence.command_for("long", *cfgs) == "python -m rflens emergence --scale long --only alibi_slope_shift=-7"
+    other = runs.resolve("long", "alibi", "prose", {"slope_shift": 3})[1:]
+    assert "not in the plan" in emergence.command_for("long", *other)
+
+
+def test_reproduce_builds_only_the_chapters_the_bundle_holds(one_shipped):
+    ready, skipped = reproduce.shipped_chapters("smoke", ["01", "03", "08", "09"], named=False)
+    assert ready == ["01", "09"]
+    assert set(skipped) == {"03", "08"} and "weights" in skipped["08"][0]
+    assert len(skipped["03"]) == len(shipped.missing("smoke", ["Table 1"])) > 0
+    with pytest.raises(UserError, match="chapter 03 at the smoke preset needs .* emergence --scale smoke"):
+        reproduce.shipped_chapters("smoke", ["03"], named=True)
+    assert shipped.missing("smoke", ["Table 2"]) == ["Table 2 (it follows from Table 1's shipped results)"]
+
+
+@pytest.fixture
+def shipped_smoke(tmp_path, monkeypatch):
+    """The smoke preset as a shipped long-run preset (warmup-stable-decay), its Table 1 in a bundle."""
+    from rflens import scales
+
+    def smoke():
+        sc = base()
+        return dataclasses.replace(sc, shipped=True, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
+
+    base = scales._BUILDERS["smoke"]
+    monkeypatch.setitem(scales._BUILDERS, "smoke", smoke)
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
+    from rflens import experiments as ex
+
+    for spec in ex.table1_models("smoke"):
+        emergence.run(emergence.Spec(spec.pos, tuple(spec.settings.items())), "smoke", progress=False)
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipped_smoke):
+    from rflens import claims
+    from rflens import experiments as ex
+
+    t1, lacking = shipped.experiment("table1", "smoke")
+    assert lacking == [] and len(t1) == len(ex.table1_models("smoke"))
+    assert not any(storage.runs_dir().glob("*/manifest.json"))  # read, not trained
+    for _, row in t1.iterrows():  # each row is the last point of the shipped run
+        name = next(n for n, s in bundle.index("smoke").items() if s[0].pos == row["pos"] and _setting(s, row))
+        last = bundle.load(name, "smoke")["points"][-1]
+        assert row["erf"] == last["erf"] or abs(row["erf"] - last["erf"]) <= 1  # the shipped gradient has 4 digits
+        np.testing.assert_allclose(row[f"ppl@{16}"], last["ppl"][0], rtol=1e-4)
+    rows = claims.check({"table1": t1, "corpus": "prose"}, [1, 2, 3, 4, 5])
+    assert sum(r["result"] in ("pass", "fail") for r in rows) >= 3, rows  # decided on the shipped table
+    f7, lacking = shipped.experiment("figure7", "smoke")  # not shipped: nothing is trained
+    assert f7 is None and lacking
+    board = claims.check(claims.gather("smoke", compute=True, progress=False))
+    assert [c["result"] for c in board[:5]] == [r["result"] for r in rows]
+    assert board[7]["result"] == "not run" and not any(storage.runs_dir().glob("*/manifest.json"))
+    with pytest.raises(UserError, match="unknown shipped experiment"):
+        shipped.experiment("table9", "smoke")
+
+
+def _setting(settings, row) -> bool:
+    from rflens.scales import FAMILIES
+
+    fam = FAMILIES[row["family"]]
+    cfg = settings[0]
+    return float(getattr(cfg, fam.setting)) == float(row["value"])
