@@ -276,9 +276,11 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
 # ----------------------------------------------------------------------------- the bundle
 
 def _git_commit() -> str | None:
+    """The commit of the code running now (the package's own checkout, which may not be the
+    project folder the results are written to); None outside a git checkout."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=storage.project_dir(), capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=10)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
