@@ -270,7 +270,7 @@ def _long() -> Scale:
     return Scale(
         name="long",
         about="the tiny model trained on 33.6M tokens (55x the book's), measured at 7 points from 0.5M: "
-              "shipped in reference/long, about 80 one-core minutes a model",
+              "shipped in reference/long (python -m rflens emergence --list: the plan and its cost)",
         model=tiny.model,
         data=tiny.data,
         train=tiny.train.replace(
