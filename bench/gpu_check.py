@@ -6,7 +6,7 @@
    FlexAttention): tokens/s over timed steps and the MFU against the device's bf16 peak.
 3. One ``small`` model trained end to end through the run store, with its time.
 4. The ``small`` book's training time estimated from that model's tokens/s (every model of
-   ``rflens.experiments.model_plan("small")``, by its tokens).
+   ``rflens.plan.model_plan("small")``, by its tokens).
 
     bash bench/gpu_check.sh               # everything, on the GPU
     bash bench/gpu_check.sh --dry-run     # on any machine: every step up to the first CUDA call
@@ -141,9 +141,9 @@ def check_small(store: Path) -> dict:
 
 
 def book_tokens(scale: str = "small") -> list[int]:
-    from rflens import experiments as ex
+    from rflens import plan as book_plan
 
-    return [row["tokens"] for row in ex.training_cost(scale)]
+    return [row["tokens"] for row in book_plan.training_cost(scale)]
 
 
 def main() -> int:

@@ -42,6 +42,7 @@ def failing_side(sc) -> list[tuple[str, str, dict]]:
 def cmd_run(args) -> int:
     from rflens import claims, parallel, scales
     from rflens import experiments as ex
+    from rflens import results as rs
 
     sc = scales.get(args.scale)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -70,7 +71,7 @@ def cmd_run(args) -> int:
         for label, pos, settings in failing_side(sc):
             run = get_run(sc.name, pos, "prose", {**settings, **over}, train=False, progress=False)
             row = {}
-            ex.add_ppl_columns(row, ex.measure_ppl(run), run.train_cfg.l_tr)
+            rs.add_ppl_columns(row, ex.measure_ppl(run), run.train_cfg.l_tr)
             result["table1"].append({"seed": seed, "label": label, "r_top": row[f"r@{top}"],
                                      "r_lo": row[f"r_lo@{top}"], "r_hi": row[f"r_hi@{top}"]})
     from rflens.storage import write_json

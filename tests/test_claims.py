@@ -16,6 +16,8 @@ import pytest
 from rflens import claims
 from rflens.cli import claims as cli_claims
 from rflens import experiments as ex
+from rflens import receptive
+from rflens import results as rs
 from rflens.errors import UserError
 from rflens.schemes import title
 
@@ -29,7 +31,7 @@ def row(label, ratios, *, family="", value=None, l_tr=L_TR, base=10.0, erf=None,
     res = {"lengths": [l_tr * m for m in (1, 2, 4, 8, 16)][: len(ppl)], "ppl": ppl,
            "ci_low": [p * 0.9 for p in ppl], "ci_high": [p * 1.1 for p in ppl]}
     out = {"family": family, "value": value, "label": label, "l_tr": l_tr, **extra}
-    ex.add_ppl_columns(out, res, l_tr)
+    rs.add_ppl_columns(out, res, l_tr)
     if erf is not None:
         out.update(erf=erf, share_in_ltr=0.5, theoretical=None)
     return out
@@ -55,29 +57,29 @@ def by_id(rows):
 
 # ----------------------------------------------------------------------------- criterion
 def test_flat_curve_extrapolates_and_doubling_does_not():
-    assert ex.extrapolates(dict(zip(LENGTHS, [10.0] * 5)), L_TR) is True
-    assert ex.extrapolates(dict(zip(LENGTHS, [10.0 * r for r in DOUBLING])), L_TR) is False
+    assert rs.extrapolates(dict(zip(LENGTHS, [10.0] * 5)), L_TR) is True
+    assert rs.extrapolates(dict(zip(LENGTHS, [10.0 * r for r in DOUBLING])), L_TR) is False
 
 
 @pytest.mark.parametrize("r, expected", [(1.10, True), (1.1001, False), (0.5, True)])
 def test_extrapolation_limit_is_inclusive_at_1_10(r, expected):
     ppl = {16: 10.0, 32: 10.0, 64: 10.0 * r, 128: 10.0, 256: 10.0}
-    assert ex.extrapolates(ppl, 16) is expected
+    assert rs.extrapolates(ppl, 16) is expected
 
 
 def test_lengths_beyond_16_l_tr_are_ignored_and_shorter_ones_too():
     ppl = {8: 50.0, 16: 10.0, 32: 10.0, 256: 10.5, 512: 100.0}
-    assert ex.extrapolates(ppl, 16) is True
+    assert rs.extrapolates(ppl, 16) is True
 
 
 def test_missing_reference_or_no_longer_length_is_unknown():
-    assert ex.extrapolates({32: 10.0, 64: 10.0}, 16) is None
-    assert ex.extrapolates({16: 10.0}, 16) is None
+    assert rs.extrapolates({32: 10.0, 64: 10.0}, 16) is None
+    assert rs.extrapolates({16: 10.0}, 16) is None
 
 
 def test_a_diverged_model_fails():
-    assert ex.extrapolates({16: 10.0, 32: math.inf}, 16) is False
-    assert ex.extrapolates({16: 10.0, 32: math.nan}, 16) is False
+    assert rs.extrapolates({16: 10.0, 32: math.inf}, 16) is False
+    assert rs.extrapolates({16: 10.0, 32: math.nan}, 16) is False
 
 
 # ----------------------------------------------------------------------------- not run
@@ -159,21 +161,21 @@ def spike_at(abs_pos, length=64, recent=0.5):
 
 
 def test_gradient_jump_maps_indices_to_absolute_positions():
-    j = ex.gradient_jump(spike_at(16), l_tr=16)
+    j = receptive.gradient_jump(spike_at(16), l_tr=16)
     assert j["jump_abs_pos"] == 16 and j["jump_index"] == 64 - 1 - 16 and j["jump_ok"] is True
-    assert ex.gradient_jump(spike_at(30), l_tr=16)["jump_ok"] is False
+    assert receptive.gradient_jump(spike_at(30), l_tr=16)["jump_ok"] is False
     # the 1-based reading of "the L_tr-th token" (0-based L_tr - 1) is inside the window
-    assert ex.gradient_jump(spike_at(15), l_tr=16)["jump_ok"] is True
+    assert receptive.gradient_jump(spike_at(15), l_tr=16)["jump_ok"] is True
     # 5% of L_tr = 25.6 positions at L_tr = 512
-    assert ex.gradient_jump(spike_at(512 + 25, length=2048), l_tr=512)["jump_ok"] is True
-    assert ex.gradient_jump(spike_at(512 + 26, length=2048), l_tr=512)["jump_ok"] is False
+    assert receptive.gradient_jump(spike_at(512 + 25, length=2048), l_tr=512)["jump_ok"] is True
+    assert receptive.gradient_jump(spike_at(512 + 26, length=2048), l_tr=512)["jump_ok"] is False
 
 
 def test_gradient_jump_skips_the_most_recent_few_tokens():
     g = spike_at(16)
     g[2] = 0.9  # a large gradient 2 tokens back is local context, not the jump
-    assert ex.few_recent(64) == 4 and ex.few_recent(1000) == 20
-    assert ex.gradient_jump(g / g.sum(), 16)["jump_abs_pos"] == 16
+    assert receptive.few_recent(64) == 4 and receptive.few_recent(1000) == 20
+    assert receptive.gradient_jump(g / g.sum(), 16)["jump_abs_pos"] == 16
 
 
 def f7_table(sin_ratios=(1, 2, 3, 4, 5), jump_ok=(True, True), rot_ratios=(1, 2, 3, 4, 5)):
@@ -305,7 +307,7 @@ def _noisy_row(label, ratio_16, spread, *, family, value, n=256, seed=0):
     nll = np.stack([base + s + (rng.normal(0, spread, n) if s else 0) for s in steps])
     res = {"lengths": LENGTHS, "ppl": list(np.exp(nll.mean(1))), "nll_per_segment": nll.tolist(), "seed": 0}
     out = {"family": family, "value": value, "label": label, "l_tr": L_TR, "pos": "window", "erf": 100}
-    ex.add_ppl_columns(out, res, L_TR)
+    rs.add_ppl_columns(out, res, L_TR)
     return out
 
 

@@ -16,6 +16,11 @@ import pytest
 from rflens import claims, scales
 from rflens.config import ModelConfig
 from rflens import experiments as ex
+from rflens import pilot
+from rflens import plan as book_plan
+from rflens import receptive
+from rflens import results as rs
+from rflens import speed
 from rflens.figures import results as fr
 
 LENGTHS = [16, 32, 64, 128, 256]
@@ -23,7 +28,7 @@ LENGTHS = [16, 32, 64, 128, 256]
 
 def wide(label, ppl, *, l_tr=16, **extra):
     out = {"label": label, "l_tr": l_tr, **extra}
-    return ex.add_ppl_columns(out, {"lengths": LENGTHS, "ppl": ppl, "ci_low": [p - 1 for p in ppl],
+    return rs.add_ppl_columns(out, {"lengths": LENGTHS, "ppl": ppl, "ci_low": [p - 1 for p in ppl],
                                     "ci_high": [p + 1 for p in ppl]}, l_tr)
 
 
@@ -51,12 +56,12 @@ def synthetic_curves(labels=("a", "b", "c"), length=64):
 # ----------------------------------------------------------------------------- table helpers
 def test_ratio_columns_and_lengths_round_trip():
     t1 = synthetic_t1()
-    assert ex.lengths_of(t1) == LENGTHS and ex.lengths_of(t1, "r") == LENGTHS
+    assert rs.lengths_of(t1) == LENGTHS and rs.lengths_of(t1, "r") == LENGTHS
     assert t1.loc[1, "r@256"] == 16 and t1.loc[1, "max_r"] == 16 and t1.loc[0, "extrapolates"]
     assert list(t1["extrapolates"]) == [True, False, True, True, False]
-    long = ex.long_form(t1)
+    long = rs.long_form(t1)
     assert len(long) == len(t1) * len(LENGTHS) and {"l_ex", "ppl", "r", "ci_low"} <= set(long.columns)
-    view = ex.display_table(t1, "r", extra=["extrapolates"])
+    view = rs.display_table(t1, "r", extra=["extrapolates"])
     assert list(view.columns) == [str(L) for L in LENGTHS] + ["extrapolates"]
 
 
@@ -125,7 +130,7 @@ def test_erf_explorer_switches_models_and_marks_l_tr_and_erf():
 
 def test_gradient_jump_table3_and_protocol_figures():
     curves = synthetic_curves(("Sinusoidal, L_tr=8", "Sinusoidal, L_tr=16"))
-    f7 = pd.DataFrame([{"label": lab, "l_tr": l_tr, **ex.gradient_jump(curves[lab]["normalized"], l_tr)}
+    f7 = pd.DataFrame([{"label": lab, "l_tr": l_tr, **receptive.gradient_jump(curves[lab]["normalized"], l_tr)}
                        for lab, l_tr in zip(curves, (8, 16))])
     fig = fr.gradient_jump_figure(curves, f7)
     assert len(fig.data) == 4 and len(fig.layout.updatemenus[0].buttons) == 2
@@ -182,7 +187,7 @@ def smoke_store(tmp_path_factory):
 def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
     t1 = ex.table1("smoke", progress=False)
     assert list(t1["label"]) == ["Δ=0 (paper's 5)", "w=4"]  # ALiBi exponents name the paper's value
-    assert ex.lengths_of(t1) == [16, 32, 64, 128, 256]
+    assert rs.lengths_of(t1) == [16, 32, 64, 128, 256]
     assert t1["erf"].between(1, 64).all() and (t1["r@16"] == 1).all()
     assert t1.loc[t1.label == "w=4", "theoretical"].item() == 8  # R * w = 2 * 4
 
@@ -216,9 +221,9 @@ def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
 
 def test_training_speed_is_measured_side_by_side_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    first = ex.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False)
+    first = speed.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False)
     assert set(first) == {"alibi", "t5"} and all(len(v) == 2 and min(v) > 0 for v in first.values())
-    assert ex.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False) == first
+    assert speed.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False) == first
     assert len(list((tmp_path / "runs" / "speed").glob("smoke-*.json"))) == 1
 
 
@@ -226,7 +231,7 @@ def test_training_speed_is_measured_side_by_side_and_cached(tmp_path, monkeypatc
 def test_model_plan_lists_every_model_of_the_book_once(name):
     """Chapter 10's plan comes from the experiments' own model lists: a model two experiments
     share (ALiBi at Delta = 0 is a Table 1 row and a Table 3 entry) is trained once."""
-    plan = ex.model_plan(name)
+    plan = book_plan.model_plan(name)
     keys = [(m["pos"], m["corpus"], tuple(sorted(m["overrides"].items()))) for m in plan]
     assert len(keys) == len(set(keys))
     sc = scales.get(name)
@@ -240,7 +245,7 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     beyond = [m for m in plan if m["experiment"] == "Beyond the paper"]
     assert [m["pos"] for m in beyond] == ["fire"] * len(sc.sweeps.corpora)
     assert all(m["overrides"].get("max_distance") == sc.train.l_tr for m in beyond)
-    cost = ex.training_cost(name)
+    cost = book_plan.training_cost(name)
     assert len(cost) == len(plan) and all(c["gpu_hours"] > 0 for c in cost)
 
 
@@ -250,8 +255,8 @@ def _pilot_json(tmp_path, r16_fail, r_stable):
         return {"R": 6, "d": 128, "l_tr": 32, "tokens_label": "3M", "spec": spec, "pos": pos, "ppl": [50.0] * 5,
                 "lengths": [32, 64, 128, 256, 512], "r": r, "r_lo": [x * 0.95 for x in r],
                 "r_hi": [x * 1.02 for x in r], "erf": 100, "train_minutes": 3.0}
-    models = {s: model(s, r16_fail, "window") for s in ex.PILOT_FAILING}
-    models |= {s: model(s, r_stable, "window") for s in ex.PILOT_STABLE}
+    models = {s: model(s, r16_fail, "window") for s in pilot.PILOT_FAILING}
+    models |= {s: model(s, r_stable, "window") for s in pilot.PILOT_STABLE}
     path = tmp_path / "phenomena.json"
     path.write_text(json.dumps({"meta": {}, "models": models}))
     return path
@@ -261,9 +266,9 @@ def _pilot_json(tmp_path, r16_fail, r_stable):
 def test_the_pilot_rule(tmp_path, r16_fail, r_stable, qualifies):
     """A configuration qualifies when the failing side's lower bounds reach 2 and the stable
     side's upper bounds stay within 1.10 (2.0 x 0.95 misses; 1.09 x 1.02 rises too much)."""
-    summary = ex.pilot_summary(ex.pilot_table(_pilot_json(tmp_path, r16_fail, r_stable)))
+    summary = pilot.pilot_summary(pilot.pilot_table(_pilot_json(tmp_path, r16_fail, r_stable)))
     assert len(summary) == 1 and bool(summary["qualifies"].item()) is qualifies
-    assert ex.pilot_table(tmp_path / "missing.json").empty
+    assert pilot.pilot_table(tmp_path / "missing.json").empty
 
 
 def test_chapter_experiments_match_what_the_chapters_call():
@@ -276,9 +281,9 @@ def test_chapter_experiments_match_what_the_chapters_call():
              "figure11": {"Figure 11"}, "protocols": {"Protocols"}, "rope_stretching": {"Figure 7"},
              "fire_table": {"Table 3", "Beyond the paper"}}
     book = Path(__file__).resolve().parents[1] / "book"
-    for chapter, named in ex.CHAPTER_EXPERIMENTS.items():
+    for chapter, named in book_plan.CHAPTER_EXPERIMENTS.items():
         if chapter == "09":  # the scoreboard reads every experiment through the claims
             continue
         text = next(book.glob(f"{chapter}_*.ipynb")).read_text()
-        used = {e for f in re.findall(r"ex\.(\w+)\(", text) if f in calls for e in calls[f]}
+        used = {e for f in re.findall(r"(?:ex|beyond)\.(\w+)\(", text) if f in calls for e in calls[f]}
         assert used == set(named), chapter

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from rflens import experiments as ex
+from rflens import receptive
 from rflens.figures import bias as fb
 from rflens.figures import results as fr
 
@@ -39,7 +40,7 @@ def curves(labels=("Δ=-7 (paper's -3)", "Sinusoidal, L_tr=1024", "w=16"), lengt
 
 
 def f7(c):
-    return pd.DataFrame([{"label": lab, "l_tr": 1024, **ex.gradient_jump(c[lab]["normalized"], 1024)} for lab in c])
+    return pd.DataFrame([{"label": lab, "l_tr": 1024, **receptive.gradient_jump(c[lab]["normalized"], 1024)} for lab in c])
 
 
 def t3():

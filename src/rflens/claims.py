@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 
 from . import experiments as ex
+from .receptive import JUMP_TOLERANCE
+from .speed import speed_ratio
 from . import storage
 from .errors import UserError
 from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_within_l_tr, lengths_of, row_ppl
@@ -261,7 +263,7 @@ def _c7(res):
 @claim(8, "Sinusoidal breaks beyond L_tr (its perplexity at least doubles), and its gradient jumps at the "
           "absolute position L_tr.",
        f"r(4 L_tr) >= {BREAKS:g} ({_LB}), and the largest normalised gradient outside the most recent few tokens "
-       f"sits within {ex.JUMP_TOLERANCE:.0%} of the absolute position L_tr (every L_tr of the sweep)", ("figure7",))
+       f"sits within {JUMP_TOLERANCE:.0%} of the absolute position L_tr (every L_tr of the sweep)", ("figure7",))
 def _c8(res):
     f7 = _table(res, "figure7")
     sin = f7[f7["pos"] == "sinusoidal"] if "pos" in f7.columns else f7.iloc[0:0]
@@ -413,7 +415,7 @@ def _c16(res):
     a, b = t5.get("tokens_per_s_rounds"), sw.get("tokens_per_s_rounds")
     if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)) or len(a) != len(b) or len(a) < 2:
         raise Missing("training speed not timed in paired rounds")
-    ratio, lo, hi = ex.speed_ratio(a, b)
+    ratio, lo, hi = speed_ratio(a, b)
     return (f"T5 / Sandwich tokens/s = {ratio:.3f} [{lo:.3f}, {hi:.3f}] over {len(a)} rounds "
             f"({ratio - 1:+.1%}) on {corpus}", hi < 1)
 

@@ -21,6 +21,10 @@ function here only reads JSON. Two experiments that need the same configuration 
 model: ALiBi with Delta = 0 on prose is the Table 1 row, the Table 3 entry and the
 protocol-comparison model at once.
 
+The book's plan and cost are :mod:`rflens.plan`, Chapter 11's work :mod:`rflens.beyond`, the
+bench's pilots :mod:`rflens.pilot`; training speed is :mod:`rflens.speed` and Figure 7's
+gradient jump :func:`rflens.receptive.gradient_jump`.
+
 Wide tables: one row per model, with ``ppl@L`` (perplexity), ``ci_low@L`` / ``ci_high@L``
 (its confidence interval) and ``r@L`` (= ppl(L) / ppl(L_tr)) columns for every evaluation
 length L. :func:`lengths_of` reads the lengths back from the column names and
@@ -40,8 +44,9 @@ from tqdm import tqdm
 from . import scales
 from .config import PROTOCOLS
 from .errors import UserError
-from .results import (BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, add_erf_columns, add_ppl_columns, display_table,  # noqa: F401
-                      extrapolates, lengths_of, long_form, row_ppl)
+from .receptive import gradient_jump
+from .results import EXTRAPOLATION_HORIZON, add_erf_columns, add_ppl_columns, lengths_of
+from .speed import training_speed
 from .scales import FAMILIES
 from .storage import package_repo
 from . import schemes
@@ -55,8 +60,6 @@ PROTOCOL_POS = ("alibi", "sandwich", "sinusoidal")
 # Section 7: Sandwich, its smoothed log curve and the learnable biases of the same family
 LOG_LIKE_POS = ("sandwich", "smoothed", "kerple_log", "t5")
 FAMILY_TITLES = {name: fam.title for name, fam in FAMILIES.items()}
-# Figure 7: a gradient peak counts as "at the absolute position L_tr" within 5% of L_tr
-JUMP_TOLERANCE = 0.05
 
 
 def _num(v) -> str:
@@ -113,7 +116,7 @@ def get_scale(scale) -> scales.Scale:
     return scales.get(scale) if isinstance(scale, str) else scale
 
 
-def _run(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
+def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
     """The run of ``spec`` at ``scale`` (rflens.runs.get_run), asked of the store once per process.
     With ``progress``: the training bar of a model the store lacks, and a line (on stderr)
     naming the model and whether it was trained now or came from the store."""
@@ -144,7 +147,7 @@ def _run(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
     return _RUNS[key]
 
 
-def _bar(items, desc: str, progress: bool):
+def progress_bar(items, desc: str, progress: bool):
     items = list(items)
     return tqdm(items, desc=desc, disable=not progress or not items, leave=False, unit="model")
 
@@ -182,8 +185,8 @@ def table1(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress
     """Table 1: one row per model (family, value, label, ppl@L, r@L, extrapolates, erf,
     share_in_ltr, theoretical), last-token perplexity at L_ex = L_tr x length_mults."""
     rows = []
-    for spec in _bar(table1_models(scale, corpus), "Table 1", progress):
-        run = _run(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(table1_models(scale, corpus), "Table 1", progress):
+        run = run_of(scale, spec, train=train, progress=progress)
         row = {"family": spec.family, "value": spec.value, "label": spec.label, "pos": spec.pos,
                "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
@@ -256,9 +259,9 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
     t1 = table1(scale, corpus, progress=progress, train=train) if t1 is None else t1
     cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "l_tr", "covers_erf", "run_key"]
     rows = []
-    for old, spec in _bar(_table2_pairs(sc, t1, corpus), "Table 2", progress):
+    for old, spec in progress_bar(_table2_pairs(sc, t1, corpus), "Table 2", progress):
         fam_pos = FAMILIES[old["family"]].pos
-        run = _run(scale, spec, train=train, progress=progress)
+        run = run_of(scale, spec, train=train, progress=progress)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
         lengths = sorted(set(lengths_of(t1)) | {l_tr})  # same absolute L_ex, plus the new L_tr
         row = {"family": old["family"], "value": old["value"], "label": spec.label, "pos": fam_pos,
@@ -288,36 +291,6 @@ def figure7_models(scale, corpus: str = "prose") -> list[Spec]:
     return specs
 
 
-def few_recent(length: int) -> int:
-    """How many of the most recent tokens to skip when looking for the gradient jump.
-
-    The last few tokens always carry most of the gradient (local context); the jump of
-    Figure 7 is a second peak far from them. "Few" = 2% of the segment, at least 4 tokens.
-    """
-    return max(4, math.ceil(0.02 * length))
-
-
-def gradient_jump(normalized, l_tr: int) -> dict:
-    """Where the normalised gradient peaks outside the most recent few tokens (Figure 7).
-
-    ``normalized[i]`` belongs to the token i positions before the last one, so in a segment
-    of length L its absolute (0-based) position is ``abs_pos = L - 1 - i``. The paper reads
-    the peak as "the L_tr-th token"; we call it close when ``|abs_pos - L_tr| <= 5% of
-    L_tr``, with at least one position of slack so that the 1-based reading (0-based
-    L_tr - 1) is also inside the window at small L_tr.
-    """
-    g = np.asarray(normalized, dtype=float)
-    L = len(g)
-    skip = few_recent(L)
-    if L <= skip:
-        return {"jump_index": None, "jump_abs_pos": None, "jump_ok": None, "jump_tolerance": None, "few": skip}
-    i = int(skip + np.argmax(g[skip:]))
-    abs_pos = L - 1 - i
-    tol = max(1.0, JUMP_TOLERANCE * l_tr)
-    return {"jump_index": i, "jump_abs_pos": abs_pos, "jump_ok": bool(abs(abs_pos - l_tr) <= tol),
-            "jump_tolerance": tol, "few": skip, "jump_share": float(g[i])}
-
-
 def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 7: one row per model (Sinusoidal at each L_tr of the sweep, Rotary): perplexity
     at its own L_tr x length_mults, ERF numbers on segments of 4 x (the scale's L_tr) for
@@ -325,8 +298,8 @@ def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progres
     sc = get_scale(scale)
     length = sc.train.l_tr * sc.eval.erf_length_mult
     rows = []
-    for spec in _bar(figure7_models(scale, corpus), "Figure 7", progress):
-        run = _run(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(figure7_models(scale, corpus), "Figure 7", progress):
+        run = run_of(scale, spec, train=train, progress=progress)
         l_tr = _l_tr(run)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": l_tr,
                "default_l_tr": l_tr == sc.train.l_tr, "run_key": run.key}
@@ -359,51 +332,6 @@ def table3_models(scale, corpora=None, seed: int | None = None, positions=None) 
             for c in corpora_of(sc, corpora) for p in positions]
 
 
-SPEED_ROUNDS = 12  # interleaved rounds of training_speed: enough for an interval of a speed ratio
-SPEED_STEPS = 3  # timed training steps per scheme and round
-
-
-def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
-                   progress: bool = True, refresh: bool = False) -> dict[str, list[float]]:
-    """Training tokens/s of each scheme at this scale's model size, one value per round of
-    steps timed side by side (:func:`rflens.speed.time_steps`), so that two schemes can be
-    compared round by round. ``positions`` default to the scale's Table 3 schemes. Cached
-    in the run store (``speed/``) by scale, schemes, code version and thread count.
-    """
-    import hashlib
-    import json
-
-    import torch
-
-    from . import runs, storage
-    from .speed import time_steps
-
-    sc = get_scale(scale)
-    positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
-    params = {"scale": sc.name, "positions": positions, "rounds": rounds, "steps": steps,
-              "code": runs.code_version(), "threads": torch.get_num_threads()}
-    key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-    path = storage.runs_dir() / "speed" / f"{sc.name}-{key}.json"
-    if path.is_file() and not refresh:
-        return storage.read_json(path)["tokens_per_s"]
-    seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
-                         progress=progress)
-    tokens = sc.train.batch_size * sc.train.l_tr
-    result = {p: [tokens / t for t in s] for p, s in seconds.items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    storage.write_json(path, {"params": params, "tokens_per_s": result})
-    return result
-
-
-def speed_ratio(a: list[float], b: list[float], level: float = 0.95, n_boot: int = 2000) -> tuple[float, float, float]:
-    """The speed of a over b from paired rounds: the geometric mean of the per-round ratios
-    a_k / b_k and its percentile-bootstrap interval over rounds. Returns (ratio, low, high)."""
-    logs = np.log(np.asarray(a, dtype=float) / np.asarray(b, dtype=float))
-    idx = np.random.default_rng(0).integers(0, len(logs), size=(n_boot, len(logs)))
-    lo, hi = np.quantile(logs[idx].mean(1), [(1 - level) / 2, (1 + level) / 2])
-    return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))
-
-
 def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True,
            seed: int | None = None, positions=None) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
@@ -413,8 +341,8 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
     rows = []
     specs = table3_models(scale, corpora, seed, positions)
     speed = training_speed(scale, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
-    for spec in _bar(specs, "Table 3", progress):
-        run = _run(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(specs, "Table 3", progress):
+        run = run_of(scale, spec, train=train, progress=progress)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
                "learnable": schemes.learnable(spec.pos), "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
@@ -427,8 +355,8 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
 def figure11(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 11: ERF, share of the gradient in the last L_tr tokens for Sandwich, KERPLE, T5."""
     rows = []
-    for spec in _bar(models_of(scale, "figure11", corpus), "Figure 11", progress):
-        run = _run(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(models_of(scale, "figure11", corpus), "Figure 11", progress):
+        run = run_of(scale, spec, train=train, progress=progress)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_erf_columns(row, measure_erf(run))
         rows.append(row)
@@ -447,8 +375,8 @@ def protocols(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", position
     """Perplexity of the same models under the three protocols at L_tr x length_mults:
     one row per (model, protocol, L_ex)."""
     rows = []
-    for spec in _bar(_scheme_specs(positions, corpus, "protocols"), "protocols", progress):
-        run = _run(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(_scheme_specs(positions, corpus, "protocols"), "protocols", progress):
+        run = run_of(scale, spec, train=train, progress=progress)
         for proto in PROTOCOLS:
             res = measure_ppl(run, protocol=proto)
             for i, L in enumerate(res["lengths"]):
@@ -491,8 +419,8 @@ def erf_curves(scale: str, models, corpus: str = "prose", *, length: int | None 
     if length is None and isinstance(models, str) and models == "figure7":
         length = sc.train.l_tr * sc.eval.erf_length_mult
     out = {}
-    for spec in _bar(specs, "receptive fields", progress):
-        run = _run(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(specs, "receptive fields", progress):
+        run = run_of(scale, spec, train=train, progress=progress)
         rf = dict(measure_erf(run, length=length))
         rf.setdefault("l_tr", _l_tr(run))
         rf["label"] = spec.label
@@ -528,13 +456,9 @@ def table2_models(scale, corpus: str = "prose") -> list[Spec]:
 
 
 # --------------------------------------------------------------------------------------
-# Beyond the paper (Chapter 11): rotary stretched at inference; FIRE, a scheme of one's own
+# FIRE (Chapter 11), a scheme of one's own in Table 3's format
 # --------------------------------------------------------------------------------------
 FIRE_FILE = package_repo() / "book" / "schemes" / "fire.py"  # registers "fire" (rflens.register_scheme)
-BEYOND_POS = ("fire", "sandwich", "kerple_log", "t5")  # FIRE beside the learnable log-like biases
-ROPE_METHODS = ("plain", "pi", "ntk", "yarn")  # rflens.positional.rope_frequencies
-
-
 def scheme_settings(sc, pos: str) -> dict:
     """Settings a scheme gets beside the preset's: FIRE's threshold L starts at L_tr (its
     ``max_distance``), so that its progressive normalisation starts where training ended."""
@@ -542,238 +466,3 @@ def scheme_settings(sc, pos: str) -> dict:
         return {}
     schemes.load_files(FIRE_FILE)
     return {"max_distance": int(sc.train.l_tr)}
-
-
-def beyond_models(scale, corpora=None) -> list[Spec]:
-    """The models Chapter 11 trains that no other chapter does: FIRE on every corpus (the
-    stretched rotary model is Figure 7's, the other schemes Table 3's)."""
-    return table3_models(scale, corpora, positions=("fire",))
-
-
-def fire_table(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True,
-               train: bool = True) -> pd.DataFrame:
-    """FIRE next to Sandwich, KERPLE and T5, in Table 3's format (:func:`table3`), with each
-    model's receptive-field numbers beside it (ERF, share in L_tr, ``erf_within_ltr``)."""
-    df = table3(scale, corpora, progress=progress, train=train, positions=BEYOND_POS)
-    for i, spec in enumerate(table3_models(scale, corpora, positions=BEYOND_POS)):
-        row = add_erf_columns({}, measure_erf(_run(scale, spec, train=train, progress=progress)))
-        for k, v in row.items():
-            df.loc[i, k] = v
-    df["erf_within_ltr"] = df["erf"] <= df["l_tr"]
-    return df
-
-
-def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True,
-                    train: bool = True) -> pd.DataFrame:
-    """Figure 7's rotary model evaluated plain and with each stretching method, no retraining:
-    one row per method with Table 1's columns (ppl, paired r and its interval, extrapolates,
-    ERF on segments of erf_length_mult x L_tr, share in L_tr), the ratio of each method's
-    perplexity to plain rotary's on the same tokens at the longest length (``vs_plain``,
-    paired interval ``vs_plain_lo`` / ``vs_plain_hi``), and whether the ERF fits in L_tr.
-    The factor of a method at length L_ex is L_ex / L_tr (rflens.config.EvalConfig.rope_for)."""
-    from .evaluate import eval_config, perplexity
-    from .receptive import receptive_field
-    from .results import paired_ratio
-
-    sc = get_scale(scale)
-    spec = next(s for s in figure7_models(sc, corpus) if s.pos == "rotary")
-    run = _run(scale, spec, train=train, progress=progress)
-    l_tr, ev = _l_tr(run), eval_config(run)
-    rows, plain = [], None
-    for method in _bar(ROPE_METHODS, "rotary stretching", progress):
-        e = ev.replace(rope_scaling=None if method == "plain" else method)
-        res = perplexity(run, progress=False, eval_cfg=e)
-        nll = np.asarray(res["nll_per_segment"])
-        plain = nll if plain is None else plain
-        row = {"label": "Rotary" if method == "plain" else f"Rotary + {ROPE_TITLES[method]}", "method": method,
-               "corpus": corpus, "l_tr": l_tr, "run_key": run.key}
-        add_ppl_columns(row, res, l_tr)
-        add_erf_columns(row, receptive_field(run, progress=False, eval_cfg=e))
-        r, lo, hi = paired_ratio(np.stack([plain[-1], nll[-1]]), seed=ev.seed)
-        row.update(vs_plain=float(r[1]), vs_plain_lo=float(lo[1]), vs_plain_hi=float(hi[1]),
-                   erf_within_ltr=row["erf"] <= l_tr)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def rope_curves(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, train: bool = True) -> dict[str, dict]:
-    """{label: receptive-field result} of the rotary model under each stretching method
-    (for :func:`rflens.figures.results.erf_figure`; cached, so fast after :func:`rope_stretching`)."""
-    from .evaluate import eval_config
-    from .receptive import receptive_field
-
-    spec = next(s for s in figure7_models(get_scale(scale), corpus) if s.pos == "rotary")
-    run = _run(scale, spec, train=train)
-    out = {}
-    for method in ROPE_METHODS:
-        label = "Rotary" if method == "plain" else f"Rotary + {ROPE_TITLES[method]}"
-        e = eval_config(run).replace(rope_scaling=None if method == "plain" else method)
-        out[label] = {**receptive_field(run, progress=False, eval_cfg=e), "label": label}
-    return out
-
-
-ROPE_TITLES = {"plain": "plain", "pi": "position interpolation", "ntk": "NTK-aware base", "yarn": "YaRN"}
-
-
-def thesis_verdict(df: pd.DataFrame) -> str:
-    """Computed sentences (Markdown) on rows with Table 1's columns and an ERF: whether each
-    model stays flat up to the longest length (the paired interval of r within 1.10), its
-    ERF against L_tr, and for how many rows the paper's thesis holds (flat exactly when the
-    ERF fits in L_tr)."""
-    if df is None or df.empty:
-        return "Nothing was measured."
-    longest = max(lengths_of(df))
-    parts, agree = [], 0
-    for _, row in df.iterrows():
-        l_tr = int(row["l_tr"])
-        flat, fits = bool(row["extrapolates"]), int(row["erf"]) <= l_tr
-        agree += flat == fits
-        where = f" ({row['corpus']})" if df["corpus"].nunique() > 1 else ""
-        parts.append(f"- **{row['label']}**{where}: r({longest // l_tr} L<sub>tr</sub>) = {row[f'r@{longest}']:.2f} "
-                     f"[{row[f'r_lo@{longest}']:.2f}, {row[f'r_hi@{longest}']:.2f}], "
-                     f"{'flat' if flat else 'not flat'}; ERF {int(row['erf'])} tokens, "
-                     f"{'inside' if fits else 'beyond'} L<sub>tr</sub> = {l_tr}.")
-    return "\n".join(parts) + (f"\n\nThe thesis (flat exactly when the ERF fits in L<sub>tr</sub>) describes "
-                               f"{agree} of these {len(df)} models.")
-
-
-# the experiments of model_plan each chapter reads (chapter 9 reads the claims of them all)
-CHAPTER_EXPERIMENTS = {"03": ("Table 1",), "04": ("Table 1", "Table 2"), "05": ("Figure 7",),
-                       "06": ("Table 3", "Figure 11"), "07": ("Table 3",), "08": ("Protocols",),
-                       "09": ("Table 1", "Table 2", "Figure 7", "Table 3", "Figure 11", "Protocols"),
-                       "11": ("Figure 7", "Table 3", "Beyond the paper")}
-
-
-def chapter_experiments(chapters) -> set[str] | None:
-    """The experiments of :func:`model_plan` the given chapters read (None: all of them)."""
-    return None if chapters is None else {e for c in chapters for e in CHAPTER_EXPERIMENTS.get(c, ())}
-
-
-def model_plan(scale) -> list[dict]:
-    """Every model the book trains at ``scale``, once each: [{"experiment", "pos", "corpus",
-    "overrides"}], where ``overrides`` are the settings that differ from the preset.
-
-    From the experiments' own model lists: Table 1, Table 2 (every listed retraining),
-    Figure 7, Table 3 on every corpus, Figure 11 and the protocol comparison. A model two
-    experiments share is listed once, under the first.
-    """
-    from .runs import describe, resolve
-
-    sc = get_scale(scale)
-    groups = [("Table 1", table1_models(sc)), ("Table 2", table2_models(sc)), ("Figure 7", figure7_models(sc)),
-              ("Table 3", table3_models(sc)), ("Figure 11", models_of(sc, "figure11")),
-              ("Protocols", models_of(sc, "protocols")), ("Beyond the paper", beyond_models(sc))]
-    plan, seen = [], set()
-    for experiment, specs in groups:
-        for spec in specs:
-            _, m, d, t = resolve(sc.name, spec.pos, spec.corpus, spec.settings)
-            changed = describe(m, d, t, sc.name)
-            key = (spec.pos, spec.corpus, tuple(sorted(changed.items())))
-            if key not in seen:
-                seen.add(key)
-                plan.append({"experiment": experiment, "pos": spec.pos, "corpus": spec.corpus, "overrides": changed})
-    return plan
-
-
-def training_cost(scale, *, gpu_tflops: float = 312.0, mfu: float = 0.4) -> list[dict]:
-    """FLOPs and GPU-hours of each model of :func:`model_plan`: training (steps x batch x
-    L_tr tokens at ``flops_per_token``) plus last-token evaluation (N segments at each
-    L_ex, forward only: a third of the training FLOPs per token). GPU-hours assume
-    ``gpu_tflops`` peak (312: an A100 in bf16) at ``mfu`` utilisation."""
-    import torch
-
-    from .model import TransformerLM
-    from .runs import resolve
-
-    sc = get_scale(scale)
-    rows = []
-    for item in model_plan(sc):
-        _, mcfg, _, tcfg = resolve(sc.name, item["pos"], item["corpus"], item["overrides"])
-        with torch.device("meta"):  # sizes only: no memory, no initialisation
-            model = TransformerLM(mcfg)
-        tokens = tcfg.steps * tcfg.batch_size * tcfg.l_tr
-        train_flops = model.flops_per_token(tcfg.l_tr) * tokens
-        lengths = [tcfg.l_tr * m for m in sc.eval.length_mults]
-        eval_flops = sum(model.flops_per_token(L) / 3.0 * L * sc.eval.n_segments for L in lengths)
-        flops = train_flops + eval_flops
-        rows.append({**item, "params": model.num_params(non_embedding=False), "l_tr": tcfg.l_tr,
-                     "tokens": tokens, "train_flops": train_flops, "eval_flops": eval_flops,
-                     "gpu_hours": flops / (gpu_tflops * 1e12 * mfu) / 3600.0})
-    return rows
-
-
-
-# --------------------------------------------------------------------------------------
-# the phenomena pilot (bench/phenomena.py): which CPU-sized models can show Table 1's failures
-# --------------------------------------------------------------------------------------
-def pilot_table(path=None) -> pd.DataFrame:
-    """The measured pilot sweep, one row per model: depth R, width d, L_tr, training tokens,
-    the model (``spec``), ppl(L_tr), r at 2..16 L_tr with the paired interval at 16 L_tr,
-    the ERF and the training minutes. ``path`` defaults to ``bench/phenomena.json`` of the
-    repository; an empty table when it is missing."""
-    from .storage import package_repo, read_json
-
-    path = package_repo() / "bench" / "phenomena.json" if path is None else path
-    try:
-        models = list(read_json(path)["models"].values())
-    except (OSError, ValueError, KeyError):
-        return pd.DataFrame()
-    rows = []
-    for m in models:
-        row = {"stage": m.get("stage"), "R": m["R"], "d": m["d"], "l_tr": m["l_tr"], "tokens": m.get("tokens_label"),
-               "model": m["spec"], "pos": m["pos"], "ppl(L_tr)": m["ppl"][0]}
-        for L, r in zip(m["lengths"][1:], m["r"][1:]):
-            row[f"r({L // m['l_tr']} L_tr)"] = r
-        row["r(16 L_tr) low"], row["r(16 L_tr) high"] = m["r_lo"][-1], m["r_hi"][-1]
-        row["max r high"] = max(m["r_hi"][1:])
-        row.update({"ERF": m.get("erf"), "minutes": m.get("train_minutes")})
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-# The pilot's selection rule, fixed before its first result: at one configuration, every
-# failing-side model breaks (r(16 L_tr) >= 2, lower bound of the paired interval) while every
-# stable-side model stays flat (upper bound of r(L) <= 1.10 at every length).
-PILOT_FAILING = ("alibi_max", "win3", "win45")  # the paper's Delta = 8; R*w/L_tr = 3 and 4.5
-PILOT_STABLE = ("win1", "alibi_min")  # R*w/L_tr = 1; the paper's Delta = -3
-
-
-def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per pilot configuration (R, d, L_tr, tokens): the weakest failure on the failing
-    side (lowest lower bound of r(16 L_tr)), the strongest rise on the stable side (highest upper
-    bound of r), the models missing for the rule, and whether the configuration qualifies."""
-    if df.empty:
-        return df
-    rows = []
-    for (R, d, l_tr, tokens), g in df[~df["model"].str.endswith("_bos")].groupby(["R", "d", "l_tr", "tokens"],
-                                                                                 sort=False):
-        fail, stable = g[g["model"].isin(PILOT_FAILING)], g[g["model"].isin(PILOT_STABLE)]
-        missing = sorted(set(PILOT_FAILING + PILOT_STABLE) - set(g["model"]))
-        weakest = float(fail["r(16 L_tr) low"].min()) if not fail.empty else math.nan
-        rise = float(stable["max r high"].max()) if not stable.empty else math.nan
-        fails = not fail.empty and weakest >= BREAKS
-        flat = stable.empty or rise <= EXTRAPOLATION_TOLERANCE
-        rows.append({"R": R, "d": d, "l_tr": l_tr, "tokens": tokens, "minutes per model": g["minutes"].mean(),
-                     "failing side: lowest r(16 L_tr) low": weakest, "stable side: highest r high": rise,
-                     "missing": ", ".join(missing) or "-",
-                     "qualifies": bool(fails and flat and not missing)})
-    return pd.DataFrame(rows)
-
-
-def seed_spread(path=None) -> dict[str, pd.DataFrame]:
-    """The second-seed check (``bench/seeds.py``): {"claims": claims 14 and 15 at each seed,
-    "table1": r(16 L_tr) of Table 1's failing side at each seed, "table3": ppl(L_tr) and
-    ppl(16 L_tr) of every Table 3 model at each seed}. Empty tables when it has not run."""
-    from .storage import package_repo, read_json
-
-    path = package_repo() / "bench" / "seeds.json" if path is None else path
-    try:
-        res = read_json(path)
-    except (OSError, ValueError):
-        return {"claims": pd.DataFrame(), "table1": pd.DataFrame(), "table3": pd.DataFrame()}
-    claims_rows = [{"claim": int(cid), "seed": int(seed), "result": v["result"], "measured": v["measured"]}
-                   for cid, by_seed in res["claims"].items() for seed, v in by_seed.items()]
-    t3 = pd.DataFrame(res["table3"]).pivot_table(index=["corpus", "label"], columns="seed",
-                                                 values=["ppl_l_tr", "ppl_top"])
-    return {"claims": pd.DataFrame(claims_rows).set_index(["claim", "seed"]),
-            "table1": pd.DataFrame(res["table1"]).set_index(["label", "seed"]), "table3": t3}

@@ -1,6 +1,6 @@
 """Train the book's models in parallel worker processes, one thread each.
 
-The book needs some forty independent models (:func:`rflens.experiments.model_plan`). On a
+The book needs some forty independent models (:func:`rflens.plan.model_plan`). On a
 CPU, two processes of one thread do more work than one process of two threads (the small
 matrices of these models do not keep two threads busy), so ``reproduce`` trains the models
 the run store lacks here, before the chapters run, and the chapters then find them stored.
@@ -242,17 +242,18 @@ def _error_line(err: Exception) -> str:
 
 def train_book(scale: str, *, workers: int | None = None, threads: int = 1, progress: bool = True,
                cluster: Cluster | None = None, chapters: list[str] | None = None, log=None) -> list[dict]:
-    """Every model of the book at ``scale`` (:func:`rflens.experiments.model_plan`; only
+    """Every model of the book at ``scale`` (:func:`rflens.plan.model_plan`; only
     those ``chapters`` read, if given), trained and measured in ``workers`` processes
     (default: one per core) where the store lacks it; each model's progress to ``log``.
     Returns what was trained now."""
     from . import data
     from . import experiments as ex
+    from .plan import chapter_experiments, model_plan
     from .runs import resolve
 
     workers = default_workers() if workers is None else workers
-    wanted = ex.chapter_experiments(chapters)
-    plan = [it for it in ex.model_plan(scale)
+    wanted = chapter_experiments(chapters)
+    plan = [it for it in model_plan(scale)
             if it["experiment"] != "Table 2" and (wanted is None or it["experiment"] in wanted)]
     # the corpora first, here with their progress, so that no worker waits on another's build
     for cfg in {resolve(scale, it["pos"], it["corpus"], it["overrides"])[2] for it in plan}:
@@ -276,7 +277,7 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
 
 def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int = 3) -> dict:
     """What ``reproduce`` would train for ``chapters``, trained nothing: each model of
-    :func:`rflens.experiments.model_plan` those chapters read, whether the run store has it,
+    :func:`rflens.plan.model_plan` those chapters read, whether the run store has it,
     and the time of the missing ones on this machine.
 
     The speed is measured, not assumed: ``timed_steps`` training steps (after one untimed)
@@ -291,17 +292,17 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     import torch
 
     from . import data
-    from . import experiments as ex
+    from .plan import chapter_experiments, model_plan, training_cost
     from .data import rebuild_command
     from .runs import is_complete, resolve, run_key, runs_dir
     from .speed import time_steps
 
-    wanted = ex.chapter_experiments(chapters)
+    wanted = chapter_experiments(chapters)
     no_data = None
     to_build: set[str] = set()  # the commands that build the data not built yet (reproduce builds it first)
-    cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in ex.training_cost(scale)}
+    cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in training_cost(scale)}
     rows = []
-    for it in ex.model_plan(scale):
+    for it in model_plan(scale):
         if it["experiment"] not in wanted:
             continue
         _, m, d, t = resolve(scale, it["pos"], it["corpus"], it["overrides"])

@@ -173,7 +173,7 @@ def table1(t1: pd.DataFrame, scale, *, n_layer: int | None = None, pilot: pd.Dat
 
         n_layer = get(scale).model.n_layer
     if pilot is None:
-        from .experiments import pilot_table
+        from .pilot import pilot_table
 
         pilot = pilot_table()
     t1 = t1[t1["extrapolates"].notna()]
@@ -532,3 +532,28 @@ def schedule_check(sc: pd.DataFrame | None) -> Prose:
         + ("an interval that holds 1: the two schedules agree at this size." if agree else
            "an interval that excludes 1: the schedules differ at this size, and the curves are read as the "
            "warmup-stable-decay runs they are."))
+
+
+# --------------------------------------------------------------------------------------
+# chapter 11
+# --------------------------------------------------------------------------------------
+def thesis_verdict(df: pd.DataFrame) -> str:
+    """Computed sentences (Markdown) on rows with Table 1's columns and an ERF: whether each
+    model stays flat up to the longest length (the paired interval of r within 1.10), its
+    ERF against L_tr, and for how many rows the paper's thesis holds (flat exactly when the
+    ERF fits in L_tr)."""
+    if df is None or df.empty:
+        return "Nothing was measured."
+    longest = max(lengths_of(df))
+    parts, agree = [], 0
+    for _, row in df.iterrows():
+        l_tr = int(row["l_tr"])
+        flat, fits = bool(row["extrapolates"]), int(row["erf"]) <= l_tr
+        agree += flat == fits
+        where = f" ({row['corpus']})" if df["corpus"].nunique() > 1 else ""
+        parts.append(f"- **{row['label']}**{where}: r({longest // l_tr} L<sub>tr</sub>) = {row[f'r@{longest}']:.2f} "
+                     f"[{row[f'r_lo@{longest}']:.2f}, {row[f'r_hi@{longest}']:.2f}], "
+                     f"{'flat' if flat else 'not flat'}; ERF {int(row['erf'])} tokens, "
+                     f"{'inside' if fits else 'beyond'} L<sub>tr</sub> = {l_tr}.")
+    return "\n".join(parts) + (f"\n\nThe thesis (flat exactly when the ERF fits in L<sub>tr</sub>) describes "
+                               f"{agree} of these {len(df)} models.")

@@ -22,6 +22,7 @@ position (index 0 = the most recent token).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -169,3 +170,40 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     result = summarize(stored["normalized"], threshold, l_tr, theoretical_field(run.model_cfg))
     result.update(n=stored["n"], seed=stored["seed"], seconds=stored["seconds"])
     return result
+
+
+# -----------------------------------------------------------------------------
+# Figure 7: where the gradient jumps
+
+# a gradient peak counts as "at the absolute position L_tr" within 5% of L_tr
+JUMP_TOLERANCE = 0.05
+
+
+def few_recent(length: int) -> int:
+    """How many of the most recent tokens to skip when looking for the gradient jump.
+
+    The last few tokens always carry most of the gradient (local context); the jump of
+    Figure 7 is a second peak far from them. "Few" = 2% of the segment, at least 4 tokens.
+    """
+    return max(4, math.ceil(0.02 * length))
+
+
+def gradient_jump(normalized, l_tr: int) -> dict:
+    """Where the normalised gradient peaks outside the most recent few tokens (Figure 7).
+
+    ``normalized[i]`` belongs to the token i positions before the last one, so in a segment
+    of length L its absolute (0-based) position is ``abs_pos = L - 1 - i``. The paper reads
+    the peak as "the L_tr-th token"; we call it close when ``|abs_pos - L_tr| <= 5% of
+    L_tr``, with at least one position of slack so that the 1-based reading (0-based
+    L_tr - 1) is also inside the window at small L_tr.
+    """
+    g = np.asarray(normalized, dtype=float)
+    L = len(g)
+    skip = few_recent(L)
+    if L <= skip:
+        return {"jump_index": None, "jump_abs_pos": None, "jump_ok": None, "jump_tolerance": None, "few": skip}
+    i = int(skip + np.argmax(g[skip:]))
+    abs_pos = L - 1 - i
+    tol = max(1.0, JUMP_TOLERANCE * l_tr)
+    return {"jump_index": i, "jump_abs_pos": abs_pos, "jump_ok": bool(abs(abs_pos - l_tr) <= tol),
+            "jump_tolerance": tol, "few": skip, "jump_share": float(g[i])}

@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -152,7 +151,7 @@ def shipped_chapters(scale: str, chosen: list[str], *, named: bool) -> tuple[lis
     reads what is shipped and leaves the rest "not run". A chapter asked for by name that
     cannot be built is a UserError naming the command that trains its models."""
     from . import shipped
-    from .experiments import CHAPTER_EXPERIMENTS
+    from .plan import CHAPTER_EXPERIMENTS
 
     ready, skipped = [], {}
     for key in chosen:

@@ -27,7 +27,6 @@ import functools
 import hashlib
 import json
 import shutil
-import sys
 import time
 from dataclasses import fields
 from importlib import metadata

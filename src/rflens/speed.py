@@ -13,6 +13,9 @@ from __future__ import annotations
 import contextlib
 import time
 
+import numpy as np
+
+from . import scales
 from .config import ModelConfig, TrainConfig
 
 
@@ -53,3 +56,50 @@ def time_steps(model_cfgs: dict[str, ModelConfig], train_cfg: TrainConfig, *, ro
             run(name, steps)
             seconds[name].append((time.perf_counter() - t0) / steps)
     return seconds
+
+
+# ----------------------------------------------------------------------------- schemes side by side
+
+SPEED_ROUNDS = 12  # interleaved rounds of training_speed: enough for an interval of a speed ratio
+SPEED_STEPS = 3  # timed training steps per scheme and round
+
+
+def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
+                   progress: bool = True, refresh: bool = False) -> dict[str, list[float]]:
+    """Training tokens/s of each scheme at this scale's model size, one value per round of
+    steps timed side by side (:func:`rflens.speed.time_steps`), so that two schemes can be
+    compared round by round. ``positions`` default to the scale's Table 3 schemes. Cached
+    in the run store (``speed/``) by scale, schemes, code version and thread count.
+    """
+    import hashlib
+    import json
+
+    import torch
+
+    from . import runs, storage
+    from .speed import time_steps
+
+    sc = scales.get(scale) if isinstance(scale, str) else scale
+    positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
+    params = {"scale": sc.name, "positions": positions, "rounds": rounds, "steps": steps,
+              "code": runs.code_version(), "threads": torch.get_num_threads()}
+    key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+    path = storage.runs_dir() / "speed" / f"{sc.name}-{key}.json"
+    if path.is_file() and not refresh:
+        return storage.read_json(path)["tokens_per_s"]
+    seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
+                         progress=progress)
+    tokens = sc.train.batch_size * sc.train.l_tr
+    result = {p: [tokens / t for t in s] for p, s in seconds.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage.write_json(path, {"params": params, "tokens_per_s": result})
+    return result
+
+
+def speed_ratio(a: list[float], b: list[float], level: float = 0.95, n_boot: int = 2000) -> tuple[float, float, float]:
+    """The speed of a over b from paired rounds: the geometric mean of the per-round ratios
+    a_k / b_k and its percentile-bootstrap interval over rounds. Returns (ratio, low, high)."""
+    logs = np.log(np.asarray(a, dtype=float) / np.asarray(b, dtype=float))
+    idx = np.random.default_rng(0).integers(0, len(logs), size=(n_boot, len(logs)))
+    lo, hi = np.quantile(logs[idx].mean(1), [(1 - level) / 2, (1 + level) / 2])
+    return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))

@@ -25,7 +25,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .. import experiments as ex
-from ..results import EXTRAPOLATION_TOLERANCE
+from ..results import EXTRAPOLATION_TOLERANCE, lengths_of
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
@@ -134,7 +134,7 @@ def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None =
     """Perplexity (with its confidence interval) against L_ex, one line per model; a
     dropdown shows one ``group`` (e.g. Table 1's family) at a time. A dashed line marks L_tr."""
     titles = titles or ex.FAMILY_TITLES
-    lengths = ex.lengths_of(df)
+    lengths = lengths_of(df)
     groups = list(dict.fromkeys(df[group]))
     fig = go.Figure()
     owner = []
@@ -158,7 +158,7 @@ def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None =
 def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)", limit: float = EXTRAPOLATION_TOLERANCE) -> go.Figure:
     """The r(L) table as a heat map (rows: models, columns: L_ex / L_tr); cells above the
     1.10 limit turn red. A dropdown switches to the raw perplexities."""
-    lengths = ex.lengths_of(df)
+    lengths = lengths_of(df)
     l_tr = int(df["l_tr"].iloc[0])
     cols = [f"{L // l_tr}×L_tr" if L % l_tr == 0 else str(L) for L in lengths]
     labels = [str(x) for x in df["label"]]
@@ -280,7 +280,7 @@ def gradient_jump_figure(curves: dict[str, dict], f7: pd.DataFrame, *, title: st
 def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
     """Table 3, one corpus at a time (dropdown): perplexity against L_ex per scheme
     (learnable schemes dashed) and the training speed in tokens/s."""
-    lengths = ex.lengths_of(t3)
+    lengths = lengths_of(t3)
     corpora = list(dict.fromkeys(t3["corpus"]))
     fig = make_subplots(rows=1, cols=2, column_widths=[0.68, 0.32], horizontal_spacing=0.1,
                         subplot_titles=("last-token perplexity", "training tokens/s"))
@@ -377,7 +377,7 @@ def scoreboard_figure(board: list[dict], *, title: str = "Claims scoreboard") ->
 
 def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:
     """Chapter 10: stacked bars of the estimated GPU-hours of each model
-    (rows of :func:`rflens.experiments.training_cost`), one bar per experiment."""
+    (rows of :func:`rflens.plan.training_cost`), one bar per experiment."""
     import plotly.express as px
 
     cost = cost.copy()

@@ -1,0 +1,84 @@
+"""The bench's measured pilots, read for Chapter 10: the phenomena pilot
+(``bench/phenomena.json``: which CPU-sized models can show Table 1's failures) and the
+second-seed check (``bench/seeds.json``)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .results import BREAKS, EXTRAPOLATION_TOLERANCE
+
+
+def pilot_table(path=None) -> pd.DataFrame:
+    """The measured pilot sweep, one row per model: depth R, width d, L_tr, training tokens,
+    the model (``spec``), ppl(L_tr), r at 2..16 L_tr with the paired interval at 16 L_tr,
+    the ERF and the training minutes. ``path`` defaults to ``bench/phenomena.json`` of the
+    repository; an empty table when it is missing."""
+    from .storage import package_repo, read_json
+
+    path = package_repo() / "bench" / "phenomena.json" if path is None else path
+    try:
+        models = list(read_json(path)["models"].values())
+    except (OSError, ValueError, KeyError):
+        return pd.DataFrame()
+    rows = []
+    for m in models:
+        row = {"stage": m.get("stage"), "R": m["R"], "d": m["d"], "l_tr": m["l_tr"], "tokens": m.get("tokens_label"),
+               "model": m["spec"], "pos": m["pos"], "ppl(L_tr)": m["ppl"][0]}
+        for L, r in zip(m["lengths"][1:], m["r"][1:]):
+            row[f"r({L // m['l_tr']} L_tr)"] = r
+        row["r(16 L_tr) low"], row["r(16 L_tr) high"] = m["r_lo"][-1], m["r_hi"][-1]
+        row["max r high"] = max(m["r_hi"][1:])
+        row.update({"ERF": m.get("erf"), "minutes": m.get("train_minutes")})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# The pilot's selection rule, fixed before its first result: at one configuration, every
+# failing-side model breaks (r(16 L_tr) >= 2, lower bound of the paired interval) while every
+# stable-side model stays flat (upper bound of r(L) <= 1.10 at every length).
+PILOT_FAILING = ("alibi_max", "win3", "win45")  # the paper's Delta = 8; R*w/L_tr = 3 and 4.5
+PILOT_STABLE = ("win1", "alibi_min")  # R*w/L_tr = 1; the paper's Delta = -3
+
+
+def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per pilot configuration (R, d, L_tr, tokens): the weakest failure on the failing
+    side (lowest lower bound of r(16 L_tr)), the strongest rise on the stable side (highest upper
+    bound of r), the models missing for the rule, and whether the configuration qualifies."""
+    if df.empty:
+        return df
+    rows = []
+    for (R, d, l_tr, tokens), g in df[~df["model"].str.endswith("_bos")].groupby(["R", "d", "l_tr", "tokens"],
+                                                                                 sort=False):
+        fail, stable = g[g["model"].isin(PILOT_FAILING)], g[g["model"].isin(PILOT_STABLE)]
+        missing = sorted(set(PILOT_FAILING + PILOT_STABLE) - set(g["model"]))
+        weakest = float(fail["r(16 L_tr) low"].min()) if not fail.empty else math.nan
+        rise = float(stable["max r high"].max()) if not stable.empty else math.nan
+        fails = not fail.empty and weakest >= BREAKS
+        flat = stable.empty or rise <= EXTRAPOLATION_TOLERANCE
+        rows.append({"R": R, "d": d, "l_tr": l_tr, "tokens": tokens, "minutes per model": g["minutes"].mean(),
+                     "failing side: lowest r(16 L_tr) low": weakest, "stable side: highest r high": rise,
+                     "missing": ", ".join(missing) or "-",
+                     "qualifies": bool(fails and flat and not missing)})
+    return pd.DataFrame(rows)
+
+
+def seed_spread(path=None) -> dict[str, pd.DataFrame]:
+    """The second-seed check (``bench/seeds.py``): {"claims": claims 14 and 15 at each seed,
+    "table1": r(16 L_tr) of Table 1's failing side at each seed, "table3": ppl(L_tr) and
+    ppl(16 L_tr) of every Table 3 model at each seed}. Empty tables when it has not run."""
+    from .storage import package_repo, read_json
+
+    path = package_repo() / "bench" / "seeds.json" if path is None else path
+    try:
+        res = read_json(path)
+    except (OSError, ValueError):
+        return {"claims": pd.DataFrame(), "table1": pd.DataFrame(), "table3": pd.DataFrame()}
+    claims_rows = [{"claim": int(cid), "seed": int(seed), "result": v["result"], "measured": v["measured"]}
+                   for cid, by_seed in res["claims"].items() for seed, v in by_seed.items()]
+    t3 = pd.DataFrame(res["table3"]).pivot_table(index=["corpus", "label"], columns="seed",
+                                                 values=["ppl_l_tr", "ppl_top"])
+    return {"claims": pd.DataFrame(claims_rows).set_index(["claim", "seed"]),
+            "table1": pd.DataFrame(res["table1"]).set_index(["label", "seed"]), "table3": t3}
