@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rflens import claims
+from rflens import claims, scoreboard
 from rflens.cli import claims as cli_claims
 from rflens import experiments as ex
 from rflens import receptive
@@ -274,16 +274,16 @@ def results_fixture():
 def test_scoreboard_is_written_atomically_and_rendered(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path))
     with pytest.raises(UserError, match="rflens claims --scale smoke"):
-        claims.render_scoreboard("smoke")
-    board = claims.scoreboard("smoke", results=results_fixture())
+        scoreboard.render_scoreboard("smoke")
+    board = scoreboard.scoreboard("smoke", results=results_fixture())
     path = tmp_path / "scoreboard-smoke.json"
     stored = json.loads(path.read_text())
     assert stored["claims"] == json.loads(json.dumps(board)) and stored["scale"] == "smoke"
     assert stored["summary"]["not run"] == sum(c["passed"] is None for c in board) > 0
     assert not list(tmp_path.glob("*.tmp"))
-    text = claims.render_scoreboard("smoke")
+    text = scoreboard.render_scoreboard("smoke")
     assert "NOT RUN" in text and "PASS" in text and text.count("\n") > 16
-    frame = claims.frame(board)
+    frame = scoreboard.frame(board)
     assert list(frame.index) == list(range(1, 17)) and set(frame["result"]) <= {"pass", "fail", "not run"}
 
 

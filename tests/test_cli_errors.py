@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from rflens import runs
+from rflens import runs, storage
 from rflens.cli import main
 from rflens.config import ModelConfig, TrainConfig, parse_overrides
 from rflens.errors import ConfigError, UserError
@@ -179,7 +179,7 @@ def test_a_store_that_cannot_be_written_still_prints_the_result(store, monkeypat
     def read_only(path, *args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(runs, "write_json", read_only)
+    monkeypatch.setattr(storage, "write_json", read_only)  # where cached results are written
     assert main(["evaluate", "--scale", "smoke", "--set", "steps=3", "--lengths", "16", "--n", "2", "--json",
                  "--quiet"]) == 0
     captured = capsys.readouterr()
@@ -384,7 +384,6 @@ def test_runs_export_refuses_an_empty_folder_name_and_a_file(store, tmp_path, ca
 
 
 def test_a_killed_training_is_listed_as_interrupted_and_a_live_one_as_in_progress(store, monkeypatch, capsys):
-    from rflens import storage
     from rflens import train as training
 
     def killed(*args, out_dir, **kwargs):  # a kill -9 after the checkpoint of step 30: no failure mark

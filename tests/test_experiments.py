@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rflens import claims, scales
+from rflens import scales, scoreboard
 from rflens.config import ModelConfig
 from rflens import experiments as ex
 from rflens import pilot
@@ -213,7 +213,7 @@ def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
     pd.testing.assert_frame_equal(again, t1)
 
     # nothing is trained without compute: Figure 11's models are missing, so its claim is "not run"
-    board = {c["id"]: c for c in claims.scoreboard("smoke", compute=False, progress=False)}
+    board = {c["id"]: c for c in scoreboard.scoreboard("smoke", compute=False, progress=False)}
     assert len(list((smoke_store / "runs").glob("*/manifest.json"))) == n_runs
     assert board[11]["passed"] is None and board[1]["passed"] is not None
     assert (smoke_store / "runs" / "scoreboard-smoke.json").is_file()

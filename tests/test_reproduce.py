@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rflens import claims, reproduce
+from rflens import reproduce, scoreboard
 from rflens.figures.render import PLOTLY_MIME
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,6 +105,6 @@ def test_the_book_copy_keeps_the_html_figure_and_drops_the_duplicate_json(tmp_pa
 
 def test_the_scoreboard_lives_in_the_run_store(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "store"))
-    assert claims.board_path("tiny") == tmp_path / "store" / "scoreboard-tiny.json"
+    assert scoreboard.board_path("tiny") == tmp_path / "store" / "scoreboard-tiny.json"
     monkeypatch.delenv("RFLENS_RUNS")
-    assert claims.board_path("tiny").parent == ROOT / "runs"
+    assert scoreboard.board_path("tiny").parent == ROOT / "runs"

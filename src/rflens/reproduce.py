@@ -358,10 +358,10 @@ def build(scale: str, *, quiet: bool = False) -> Path:
 
 def scoreboard_text(scale: str, corpus: str | None) -> str:
     try:
-        from . import claims
+        from . import scoreboard
     except ImportError:
-        return "(no claims module: scoreboard skipped)"
+        return "(no scoreboard module: skipped)"
     try:
-        return claims.render_scoreboard(scale, corpus or "prose")
+        return scoreboard.render_scoreboard(scale, corpus or "prose")
     except UserError as err:
         return f"(no scoreboard: {err})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .. import claims
+from .. import scoreboard
 from .common import emit
 
 
@@ -16,10 +16,10 @@ def run(args) -> int:
     scales.get(args.scale)  # one line for an unknown scale, before anything is computed or written
     if args.corpus not in CORPORA:
         raise UserError(f"unknown corpus {args.corpus!r}: choose one of {', '.join(CORPORA)}")
-    board = claims.scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
+    board = scoreboard.scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
     if getattr(args, "json", False):
-        emit(json.dumps(board, indent=2, default=claims.jsonable))
+        emit(json.dumps(board, indent=2, default=scoreboard.jsonable))
     else:
-        emit(claims.render_scoreboard(args.scale, args.corpus, board=board))
-        emit(f"written to {claims.board_path(args.scale, args.corpus)}")
+        emit(scoreboard.render_scoreboard(args.scale, args.corpus, board=board))
+        emit(f"written to {scoreboard.board_path(args.scale, args.corpus)}")
     return 0

@@ -1,0 +1,100 @@
+"""The claims scoreboard: the sixteen checks of :mod:`rflens.claims` run on a scale's results,
+stored in the run store (``scoreboard-<scale>.json``), and shown as a table, one column per
+scale, or plain text for the terminal."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from . import claims, storage
+from .errors import UserError
+from .scales import DEFAULT_SCALE
+
+
+def board_path(scale: str, corpus: str = "prose") -> Path:
+    root = storage.runs_dir()
+    return root / (f"scoreboard-{scale}.json" if corpus == "prose" else f"scoreboard-{scale}-{corpus}.json")
+
+
+def jsonable(o):
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", compute: bool = True, *, progress: bool = True,
+               results: dict | None = None) -> list[dict]:
+    """Check all sixteen claims at ``scale`` and store the board in the run store
+    (``runs/scoreboard-<scale>.json``). ``compute`` trains and measures what is missing;
+    without it, only models already in the run store are used."""
+    results = claims.gather(scale, corpus, compute=compute, progress=progress) if results is None else results
+    board = claims.check(results)
+    path = board_path(scale, corpus)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage.write_json(path, {
+        "scale": scale, "corpus": corpus, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "summary": summary(board), "claims": board}, default=jsonable)
+    return board
+
+
+def load_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> list[dict]:
+    path = board_path(scale, corpus)
+    if not path.exists():
+        raise UserError(f"no scoreboard for scale {scale!r} yet: run `python -m rflens claims --scale {scale}`")
+    return json.loads(path.read_text())["claims"]
+
+
+def summary(board: list[dict]) -> dict:
+    return {k: sum(1 for c in board if c["result"] == k) for k in ("pass", "fail", "not run")}
+
+
+def frame(board: list[dict]) -> pd.DataFrame:
+    """The board as a DataFrame (chapter 9)."""
+    df = pd.DataFrame(board)[["id", "result", "statement", "criterion", "measured"]]
+    return df.rename(columns={"statement": "claim"}).set_index("id")
+
+
+def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[str, list[dict]]:
+    """{scale: board} of every preset whose models are shipped (rflens.shipped), checked on
+    what its bundle holds; nothing is trained, a claim whose models are not shipped yet is
+    "not run"."""
+    from .scales import SCALES, get
+
+    return {name: claims.check(claims.gather(name, corpus, compute=False, progress=False)) for name in SCALES
+            if name != exclude and get(name).shipped}
+
+
+def by_scale(boards: dict[str, list[dict]]) -> pd.DataFrame:
+    """One row a claim, the result at each scale, then what was measured at each."""
+    scales = list(boards)
+    first = boards[scales[0]]
+    df = pd.DataFrame({"claim": [c["statement"] for c in first]}, index=pd.Index([c["id"] for c in first], name="id"))
+    for name in scales:
+        df[name] = [c["result"] for c in boards[name]]
+    for name in scales:
+        df[f"measured ({name})"] = [c["measured"] for c in boards[name]]
+    return df
+
+
+def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: list[dict] | None = None,
+                      width: int = 110) -> str:
+    """The board as a plain-text table for the terminal."""
+    board = load_scoreboard(scale, corpus) if board is None else board
+    lines = [f"Claims scoreboard, scale {scale}, corpus {corpus} (r(L) = ppl(L)/ppl(L_tr), last-token protocol)",
+             f"{'#':>3}  {'result':<8} claim / measured", "-" * width]
+    indent = " " * 14
+    for c in board:
+        lines.append(f"{c['id']:>3}  {c['result'].upper():<8} " + textwrap.shorten(c["statement"], width - 14))
+        for part in textwrap.wrap(f"criterion: {c['criterion']}", width - 14):
+            lines.append(indent + part)
+        for part in textwrap.wrap(f"measured: {c['measured']}", width - 14):
+            lines.append(indent + part)
+    s = summary(board)
+    lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not run {s['not run']} (of {len(board)})"]
+    return "\n".join(lines)
+
