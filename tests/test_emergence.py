@@ -163,7 +163,7 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "to train  alibi_slope_shift=4" and "no finished model shipped yet" in out
     emergence.run(emergence.Spec("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke", progress=False)
-    monkeypatch.setattr(emergence, "cpu_capability", lambda: "ANOTHER")
+    monkeypatch.setattr(bundle, "cpu_capability", lambda: "ANOTHER")
     assert main(["emergence", "--scale", "smoke", "--list"]) == 0
     out = capsys.readouterr().out
     assert "hours on one core" in out and "1 shipped model(s) trained on other machines" in out
@@ -231,8 +231,8 @@ def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkey
 def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
     spec = emergence.Spec("alibi", WSD)
     emergence.run(spec, "smoke", progress=False)
-    assert emergence.table("smoke", names=[]).empty and len(emergence.table("smoke")) == 4
-    prov = emergence.provenance("smoke")
+    assert bundle.table("smoke", names=[]).empty and len(bundle.table("smoke")) == 4
+    prov = bundle.provenance("smoke")
     assert list(prov["finished"]) == [True] and prov["points"].iloc[0] == 4 and prov["threads"].iloc[0] >= 1
     assert emergence.table1_names("long") == []  # nothing shipped in this store
 
@@ -240,7 +240,7 @@ def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
 def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
     import torch
 
-    here = {"torch": torch.__version__, "cpu": emergence.cpu_capability()}
+    here = {"torch": torch.__version__, "cpu": bundle.cpu_capability()}
     assert emergence.drift_tolerance(here) == emergence.DRIFT_TOLERANCE
     assert emergence.drift_tolerance({**here, "cpu": "ANOTHER"}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({"torch": torch.__version__}) == emergence.DRIFT_TOLERANCE_ELSEWHERE

@@ -383,7 +383,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(), "eval": ev.to_dict(),
         "data_fingerprint": corpus.fingerprint, "code_version": runs.code_version(), "commit": _git_commit(),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
-        "cpu": cpu_capability(),
+        "cpu": bundle.cpu_capability(),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "schedule": {"points": point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
@@ -399,44 +399,6 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
 
     shutil.rmtree(work, ignore_errors=True)
     return out
-
-
-# ----------------------------------------------------------------------------- reading the bundle
-
-def label(result: dict) -> str:
-    """'ALiBi Δ=4', 'window w=30', 'nope', ...: the model's scheme and swept setting."""
-    from .scales import FAMILIES
-
-    names = {"alibi": "ALiBi", "window": "window"}
-    parts = [names.get(result["pos"], result["pos"])]
-    for key, value in result["settings"].items():
-        symbol = FAMILIES[key].symbol if key in FAMILIES else key
-        parts.append(f"{symbol}={value}")
-    if result.get("corpus", "prose") != "prose":
-        parts.append(f"({result['corpus']})")
-    return " ".join(parts)
-
-
-def table(scale: str = "long", names: list[str] | None = None):
-    """One row per shipped model and measured size: tokens, ppl@L, r@L with its paired
-    interval (r_lo@L, r_hi@L), ERF (and whether it reached the segment's end), the share of
-    the gradient inside L_tr, the validation loss; in the column names of
-    :mod:`rflens.results`."""
-    import pandas as pd
-
-    rows = []
-    for name in list(bundle.entries(scale)) if names is None else names:
-        res = bundle.load(name, scale)
-        l_tr = res["train"]["l_tr"]
-        for p in res["points"]:
-            row = {"name": name, "label": label(res), "pos": res["pos"], "l_tr": l_tr, "steps": p["steps"],
-                   "tokens": p["tokens"], "complete": res["complete"], "val_loss": p["val_loss"], "erf": p["erf"],
-                   "erf_length": p["erf_length"], "erf_capped": p["erf_capped"], "share_in_ltr": p["share_in_ltr"]}
-            for i, L in enumerate(p.get("lengths") or [l_tr * m for m in res["eval"]["length_mults"]]):
-                row.update({f"ppl@{L}": p["ppl"][i], f"r@{L}": p["r"][i], f"r_lo@{L}": p["r_low"][i],
-                            f"r_hi@{L}": p["r_high"][i]})
-            rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def check(names: list[str], scale: str = "long", *, progress: bool = True) -> list[dict]:
@@ -472,36 +434,12 @@ DRIFT_TOLERANCE = 1e-5  # nats: a shipped model re-measured with the torch and v
 DRIFT_TOLERANCE_ELSEWHERE = 1e-4  # nats: elsewhere (AVX2 against AVX-512 kernels moved NLLs by up to 2.2e-5)
 
 
-def minutes_per_model(scale: str = "long") -> tuple[float, str]:
-    """(one-core minutes a model, on what): the median training time (branches and
-    measurements included) of the shipped finished models trained on a machine with this
-    vector unit, else of all of them; None when none is shipped."""
-    times = {}
-    for name in bundle.complete(scale):
-        res = storage.read_json(bundle.bundle_dir(scale) / name / bundle.RESULT)
-        times.setdefault(res.get("cpu", "an unrecorded vector unit"), []).append(res["train_seconds"] / 60)
-    here = cpu_capability()
-    pool = times.get(here) or [t for ts in times.values() for t in ts]
-    if not pool:
-        return None, "no finished model shipped yet"
-    where = f"{here} CPUs like this one" if here in times else "other machines"
-    return float(np.median(pool)), f"the median of {len(pool)} shipped model(s) trained on {where}"
-
-
-def cpu_capability() -> str:
-    """The vector unit torch's CPU kernels were chosen for (``AVX2``, ``AVX512``, ...): two
-    machines that differ in it round differently, so their numbers agree only to ~1e-5."""
-    import torch
-
-    return torch.backends.cpu.get_cpu_capability()
-
-
 def same_machine(result: dict) -> bool:
     """Whether this machine computes as the one that shipped ``result`` did: the same torch
     and the same vector unit (a result that did not record its unit is taken as another)."""
     import torch
 
-    return result.get("torch") == torch.__version__ and result.get("cpu") == cpu_capability()
+    return result.get("torch") == torch.__version__ and result.get("cpu") == bundle.cpu_capability()
 
 
 def drift_tolerance(result: dict) -> float:
@@ -510,9 +448,6 @@ def drift_tolerance(result: dict) -> float:
 
 
 # ----------------------------------------------------------------------------- the schedule check
-
-SCHEDULE_CHECK = "schedule_check.json"
-
 
 def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool = True) -> dict:
     """Is a cooled-down point what a run of the book's usual recipe gives at the same size?
@@ -546,42 +481,8 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
         "ratio": ratio.round(4).tolist(), "ratio_low": lo.round(4).tolist(),
         "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
     }
-    storage.write_json(bundle.bundle_dir(scale) / SCHEDULE_CHECK, result, newline=True)
+    storage.write_json(bundle.bundle_dir(scale) / bundle.SCHEDULE_CHECK, result, newline=True)
     return result
-
-
-def schedule_table(scale: str = "long"):
-    """The shipped schedule check as a table (one row a length), or None if it was not run."""
-    import pandas as pd
-
-    path = bundle.bundle_dir(scale) / SCHEDULE_CHECK
-    if not path.is_file():
-        return None
-    c = storage.read_json(path)
-    rows = []
-    for i, L in enumerate(c["lengths"]):
-        rows.append({"name": c["name"], "tokens": c["tokens"], "L": L,
-                     "r wsd": c["wsd"]["r"][i], "r wsd low": c["wsd"]["r_low"][i], "r wsd high": c["wsd"]["r_high"][i],
-                     "r cosine": c["cosine"]["r"][i], "r cosine low": c["cosine"]["r_low"][i],
-                     "r cosine high": c["cosine"]["r_high"][i],
-                     "wsd / cosine": c["ratio"][i], "low": c["ratio_low"][i], "high": c["ratio_high"][i]})
-    return pd.DataFrame(rows)
-
-
-def provenance(scale: str = "long"):
-    """Where each shipped model's numbers come from: one row a model (finished or not, its
-    last measured size, code version, commit, torch, threads, one-core minutes)."""
-    import pandas as pd
-
-    rows = []
-    for name, path in bundle.entries(scale).items():
-        res = storage.read_json(path / bundle.RESULT)
-        rows.append({"model": label(res), "finished": res["complete"], "tokens": res["points"][-1]["tokens"],
-                     "points": len(res["points"]), "code version": res["code_version"],
-                     "commit": (res["commit"] or "")[:10], "torch": res["torch"], "cpu": res.get("cpu", "not recorded"),
-                     "threads": res["threads"],
-                     "minutes": round(res["train_seconds"] / 60), "finished at (UTC)": res["finished"]})
-    return pd.DataFrame(rows)
 
 
 def table1_names(scale: str = "long") -> list[str]:

@@ -28,7 +28,7 @@ def run(args) -> int:
     if args.list:
         for spec in plan:
             print(f"{'shipped' if spec.name in have else 'to train':9s} {spec.name}")
-        minutes, basis = emergence.minutes_per_model(args.scale)
+        minutes, basis = bundle.minutes_per_model(args.scale)
         cost = (f"about {len(todo) * minutes / 60:.1f} hours on one core ({minutes:.0f} minutes a model, {basis}; "
                 f"one worker per core)" if minutes else basis)
         print(f"{len(todo)} to train: {cost}")

@@ -392,7 +392,7 @@ def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per mod
 
 def emergence_figure(em: pd.DataFrame, *, title: str = "The long run: r(16 L_tr) as training grows") -> go.Figure:
     """Chapter 10: each long-run model's r(16 L_tr) with its paired 95% interval against its
-    training tokens (a menu switches to the ERF), from :func:`rflens.emergence.table`."""
+    training tokens (a menu switches to the ERF), from :func:`rflens.bundle.table`."""
     top = max(int(c.split("@")[1]) for c in em.columns if c.startswith("r@"))
     fig = go.Figure()
     names = list(dict.fromkeys(em["name"]))
