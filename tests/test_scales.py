@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from rflens import positional, runs, scales
+from rflens.paper import L_TR as PAPER_L_TR
+from rflens.paper import WINDOW as PAPER_WINDOW
 from rflens.config import SCHEMES
 from rflens.errors import UserError
 
@@ -77,7 +79,7 @@ def test_window_grids_keep_the_papers_field_to_l_tr_ratios(name):
     rounding of w to a whole token, and spans the paper's boundary (2.34 .. 2.81)."""
     s = scales.get(name)
     R, l_tr = s.model.n_layer, s.train.l_tr
-    paper = [12 * w / 512 for w in scales.PAPER_WINDOW if 12 * w / 512 <= R]
+    paper = [12 * w / 512 for w in PAPER_WINDOW if 12 * w / 512 <= R]
     ours = [R * w / l_tr for w in s.sweeps.window]
     assert len(ours) == len(paper)
     assert all(abs(a - b) <= 0.5 * R / l_tr for a, b in zip(ours, paper))
@@ -85,7 +87,7 @@ def test_window_grids_keep_the_papers_field_to_l_tr_ratios(name):
 
 
 def test_window_mapping():
-    assert scales.mapped_windows(scales.PAPER_WINDOW, 12, 512) == scales.PAPER_WINDOW
+    assert scales.mapped_windows(PAPER_WINDOW, 12, 512) == PAPER_WINDOW
     assert scales.mapped_windows((40, 160, 320), 4, 32) == (8, 30)  # 320 -> 60 > L_tr: left out
     assert scales.mapped_windows((1,), 4, 32) == (1,)
 
@@ -115,11 +117,11 @@ def test_mapped_alibi_grids_keep_the_papers_implicit_windows(name):
     lo, hi = min(s.sweeps.slope_shift), max(s.sweeps.slope_shift)
     for mine, paper in ((lo, -3), (hi, 8)):
         ours = _implicit_window(s.model.n_head, mine, s.train.l_tr)[0]
-        theirs = _implicit_window(12, paper, scales.PAPER_L_TR)[0]
+        theirs = _implicit_window(12, paper, PAPER_L_TR)[0]
         assert ours == pytest.approx(theirs)
     for mine, paper in ((min(s.sweeps.same_slope), 0), (max(s.sweeps.same_slope), 8)):
         assert _implicit_window(s.model.n_head, 0, s.train.l_tr, same=mine) == \
-            pytest.approx(_implicit_window(12, 0, scales.PAPER_L_TR, same=paper))
+            pytest.approx(_implicit_window(12, 0, PAPER_L_TR, same=paper))
 
 
 def test_the_mapping_is_a_shift_by_log2_of_the_length_ratio():

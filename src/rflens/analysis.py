@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .errors import UserError
+from .paper import D_BAR, LOG_FIT_LENGTH, SANDWICH_COMPRESSION, SANDWICH_D_BAR
 from .positional import sandwich_bias
 
 
@@ -25,8 +26,8 @@ def fit_log_curve(distances=None, bias=None) -> tuple[float, float]:
     the distances k = 0..8191.
     """
     if distances is None and bias is None:
-        distances = np.arange(8192)
-        bias = sandwich_curve(128, 8.0, 8192)
+        distances = np.arange(LOG_FIT_LENGTH)
+        bias = sandwich_curve(SANDWICH_D_BAR, SANDWICH_COMPRESSION, LOG_FIT_LENGTH)
     k = np.asarray(distances, dtype=np.float64)
     y = np.asarray(bias, dtype=np.float64)
     if k.shape != y.shape or k.ndim != 1 or len(k) < 2:
@@ -36,13 +37,15 @@ def fit_log_curve(distances=None, bias=None) -> tuple[float, float]:
     return float(a), float(b)
 
 
-def sandwich_curve(d_bar: int = 128, compression: float = 8.0, length: int = 8192) -> np.ndarray:
+def sandwich_curve(d_bar: int = SANDWICH_D_BAR, compression: float = SANDWICH_COMPRESSION,
+                   length: int = LOG_FIT_LENGTH) -> np.ndarray:
     """Sandwich bias of one head (compression ratio h_c) at distances 0..length-1, float64."""
     k = torch.arange(length, dtype=torch.float64)
     return sandwich_bias(k, d_bar, torch.tensor([float(compression)], dtype=torch.float64))[0].numpy()
 
 
-def sandwich_log_fit(d_bar: int = 128, compression: float = 8.0, max_distance: int = 8191,
+def sandwich_log_fit(d_bar: int = SANDWICH_D_BAR, compression: float = SANDWICH_COMPRESSION,
+                     max_distance: int = LOG_FIT_LENGTH - 1,
                      nearest: int | None = None) -> dict:
     """Fit the log curve to the Sandwich bias over distances 0..max_distance (or the
     ``nearest`` distances 0..nearest-1). Returns {"a", "b", "rmse", "distances", ...}."""
@@ -54,12 +57,12 @@ def sandwich_log_fit(d_bar: int = 128, compression: float = 8.0, max_distance: i
     return {"a": a, "b": b, "rmse": rmse, "distances": n, "d_bar": d_bar, "compression": compression}
 
 
-def sandwich_by_d_bar(d_bars=(32, 64, 128, 256), compression: float = 8.0, length: int = 512) -> dict[int, np.ndarray]:
+def sandwich_by_d_bar(d_bars=D_BAR, compression: float = SANDWICH_COMPRESSION, length: int = 512) -> dict[int, np.ndarray]:
     """{d_bar: Sandwich bias at distances 0..length-1} for one head."""
     return {int(d): sandwich_curve(int(d), compression, length) for d in d_bars}
 
 
-def larger_d_bar_is_more_negative(d_bars=(32, 64, 128, 256), compression: float = 8.0, length: int = 512,
+def larger_d_bar_is_more_negative(d_bars=D_BAR, compression: float = SANDWICH_COMPRESSION, length: int = 512,
                                   tol: float = 1e-9) -> dict:
     """Check Figure 10's reading: for d_bar sorted ascending, each larger d_bar gives a
     bias at least as negative at every distance k > 0 (strictly lower somewhere).

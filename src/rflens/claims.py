@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import experiments as ex
+from . import paper
 from .receptive import JUMP_TOLERANCE
 from .speed import speed_ratio
 from .errors import UserError
@@ -41,7 +42,7 @@ HORIZON = EXTRAPOLATION_HORIZON
 RISES = 1.01  # "rises": r(L) >= 1.01 somewhere beyond L_tr (claim 3)
 ERF_AGREEMENT = 0.8  # claim 6: share of Table 1 models whose ERF predicts extrapolation
 SHARE_IN_LTR = (0.3, 0.9)  # claim 11: the paper reports about 60% of the gradient inside L_tr
-LOG_FIT_TARGET = (-0.825, -0.8)  # the paper's smoothed Sandwich: a * log(1 + k) + b
+LOG_FIT_TARGET = paper.SMOOTHED_SANDWICH  # the paper's smoothed Sandwich: a * log(1 + k) + b
 LOG_FIT_TOL = 0.02
 PARAMETER_FREE = TABLE3_PARAMETER_FREE
 LEARNED = TABLE3_LEARNABLE
@@ -456,7 +457,7 @@ def d_bar_curves(scale) -> dict:
     from .analysis import sandwich_by_d_bar
 
     sc = ex.get_scale(scale)
-    return sandwich_by_d_bar(ex.d_bar_values(sc), compression=8.0, length=HORIZON * sc.train.l_tr)
+    return sandwich_by_d_bar(ex.d_bar_values(sc), compression=paper.SANDWICH_COMPRESSION, length=HORIZON * sc.train.l_tr)
 
 
 def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress: bool = True) -> dict:

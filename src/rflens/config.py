@@ -19,8 +19,8 @@ import types
 import typing
 from dataclasses import dataclass, fields
 
+from . import paper, schemes
 from .errors import ConfigError
-from . import schemes
 
 # Positional schemes, selected by name (the table of rflens.schemes; implementations in
 # rflens.positional). Settings are checked against the table itself, so a scheme added to
@@ -131,10 +131,10 @@ class ModelConfig(_Settings):
     slope_shift: float = 0.0
     same_slope: float | None = None
     # Sandwich (Eq. 5-6): d_bar frequencies / 2, compression ratios h_c = n * 8 / H
-    d_bar: int = 128
+    d_bar: int = paper.SANDWICH_D_BAR
     # smoothed Sandwich: a * log(1 + |m - n|) + b
-    smooth_a: float = -0.825
-    smooth_b: float = -0.8
+    smooth_a: float = paper.SMOOTHED_SANDWICH[0]
+    smooth_b: float = paper.SMOOTHED_SANDWICH[1]
     # KERPLE: initial values of the learnable r1, r2 (kept positive)
     # "uniform": each head draws its own start as the KERPLE code does (log: r1 ~ U(0, 2),
     # r2 ~ U(0, 1); power: r1 ~ U(0, 1), r2 ~ U(0, 2)); "fixed": kerple_r1, kerple_r2 everywhere
@@ -309,7 +309,7 @@ class EvalConfig(_Settings):
     seed: int = 0
     erf_length_mult: int = 4  # receptive-field analysis on segments of 4 x L_tr
     erf_samples: int = 64
-    erf_threshold: float = 0.99
+    erf_threshold: float = paper.ERF_THRESHOLD
     # rotary models only: a context-extension method applied at evaluation, with no
     # retraining; rope_factor None stretches each length L_ex by L_ex / L_tr
     rope_scaling: str | None = None

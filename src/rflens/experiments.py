@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from . import scales
+from . import paper, scales
 from .config import PROTOCOLS
 from .errors import UserError
 from .receptive import gradient_jump
@@ -71,7 +71,7 @@ def family_label(family: str, value, l_tr: int | None = None) -> str:
     L_tr other than the paper's 512 also name the paper's value they map to
     (rflens.scales.mapped_exponents): "Δ=-6 (paper's -3)"."""
     label = f"{FAMILIES[family].symbol}={_num(value)}"
-    if family in ("slope_shift", "same_slope") and l_tr is not None and l_tr != scales.PAPER_L_TR:
+    if family in ("slope_shift", "same_slope") and l_tr is not None and l_tr != paper.L_TR:
         label += f" (paper's {_num(value - scales.mapped_exponents((0,), l_tr)[0])})"  # the mapping undone
     return label
 

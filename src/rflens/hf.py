@@ -52,6 +52,7 @@ from .config import DataConfig, EvalConfig
 from .data.corpus import EOT, draw_segments
 from .errors import UserError
 from .evaluate import EVAL_VERSION, _append, _check_lengths, _check_n, bootstrap_ppl, last_token_nll, rows_per_pass
+from .paper import ERF_THRESHOLD
 from .receptive import ERF_VERSION, input_gradients, normalize, summarize
 from .results import CI_LEVEL, N_BOOTSTRAP
 
@@ -470,7 +471,7 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
             raise UserError(f"the receptive-field {name} must be a positive integer, got {value!r}")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise UserError(f"the ERF threshold must be in (0, 1], e.g. 0.99; got {threshold!r}")
+        raise UserError(f"the ERF threshold must be in (0, 1], e.g. {ERF_THRESHOLD}; got {threshold!r}")
     length, n = int(length), int(n)
     ref.check_length(length, "--length")
     src = _Text(text, corpus, data_cfg, progress)

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from . import positional, resources
 from .config import EvalConfig
 from .errors import UserError
+from .paper import ERF_THRESHOLD
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
 ERF_VERSION = 1
@@ -93,7 +94,7 @@ def normalize(norms: np.ndarray) -> np.ndarray:
     return (norms / total).mean(axis=0)[::-1].copy()  # (L,)
 
 
-def erf_from_normalized(normalized, threshold: float = 0.99) -> int:
+def erf_from_normalized(normalized, threshold: float = ERF_THRESHOLD) -> int:
     """The smallest k such that the k most recent tokens hold ``threshold`` of the gradient."""
     if not 0 < threshold <= 1:
         raise UserError(f"threshold must be in (0, 1], got {threshold!r}")
@@ -148,7 +149,7 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
             raise UserError(f"the receptive-field {name} must be a positive integer, got {value!r}")
     if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise UserError(f"the ERF threshold must be in (0, 1], e.g. 0.99; got {threshold!r}")
+        raise UserError(f"the ERF threshold must be in (0, 1], e.g. {ERF_THRESHOLD}; got {threshold!r}")
     length, n = int(length), int(n)
     check_rope(run.model_cfg, ev)
     params = {"length": length, "n": n, "seed": ev.seed, "version": ERF_VERSION, **ev.rope_params()}

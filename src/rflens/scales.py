@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from . import paper
 from .config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
 from .schemes import TABLE3
@@ -33,12 +34,6 @@ from .schemes import TABLE3
 SCALES = ("smoke", "tiny", "long", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 
-# The paper's grids (Table 1, Chi et al. 2023), all at L_tr = 512 with R = 12 layers.
-PAPER_L_TR = 512
-PAPER_N_LAYER = 12
-PAPER_SLOPE_SHIFT = (-3, 0, 3, 6, 8)  # Table 1(a): Delta
-PAPER_SAME_SLOPE = (0, 2, 4, 6, 8)  # Table 1(b): one exponent h for every head
-PAPER_WINDOW = (40, 80, 100, 120, 160, 320)  # Table 1(c): w
 
 
 def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:
@@ -49,7 +44,7 @@ def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:
     at L_tr: the same penalty across the training window, the same implicit window as a
     share of L_tr. (Over 64 tokens the paper's Delta = 9 is no bias at all, as is its h = 11.)
     """
-    shift = math.log2(PAPER_L_TR / l_tr)
+    shift = math.log2(paper.L_TR / l_tr)
     return tuple(_int_if_whole(v - shift) for v in values)
 
 
@@ -64,7 +59,7 @@ def mapped_windows(values, n_layer: int, l_tr: int) -> tuple[int, ...]:
     """
     out = []
     for w in values:
-        mapped = max(1, round(w * PAPER_N_LAYER * l_tr / (n_layer * PAPER_L_TR)))
+        mapped = max(1, round(w * paper.N_LAYER * l_tr / (n_layer * paper.L_TR)))
         if mapped <= l_tr and mapped not in out:
             out.append(mapped)
     return tuple(out)
@@ -240,18 +235,18 @@ def _tiny() -> Scale:
             # Table 1(a) and (b): the paper's exponents mapped to L_tr = 32 (h -> h - 4, so that
             # slope x L_tr is the paper's): Delta = -7 .. 4 is the paper's -3 .. 8, and one h for
             # every head from -4 (slope 16: a window of a token) to 4 (the paper's h = 8)
-            slope_shift=mapped_exponents(PAPER_SLOPE_SHIFT, l_tr),
-            same_slope=mapped_exponents(PAPER_SAME_SLOPE, l_tr),
+            slope_shift=mapped_exponents(paper.SLOPE_SHIFT, l_tr),
+            same_slope=mapped_exponents(paper.SAME_SLOPE, l_tr),
             # Table 1(c): the paper's w = 40 .. 160 at R * w / L_tr = 0.94 .. 3.75 -> w = 8, 15, 19,
             # 22, 30 (ratios 1.0 .. 3.75); its w = 320 (7.5) would need w > L_tr
-            window=mapped_windows(PAPER_WINDOW, n_layer, l_tr),
+            window=mapped_windows(paper.WINDOW, n_layer, l_tr),
             # Figure 10: a larger d_bar windows more strongly; 128 is the paper's value.
-            d_bar=[32, 64, 128, 256],
+            d_bar=list(paper.D_BAR),
             # Figure 7: Sinusoidal's gradient spikes at absolute position L_tr, for two L_tr.
             sinusoidal_l_tr=[32, 64],
             # Table 2: the widest window and the flattest slopes, if they fail in Table 1, are
             # retrained with an L_tr that covers their measured ERF (and the same tokens a step)
-            table2=[Retrain("window", mapped_windows(PAPER_WINDOW, n_layer, l_tr)[-1]),
+            table2=[Retrain("window", mapped_windows(paper.WINDOW, n_layer, l_tr)[-1]),
                     Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
         ),
     )
@@ -308,13 +303,13 @@ def _small() -> Scale:
         eval=EvalConfig(n_segments=500, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
         sweeps=Sweeps(
             # the paper's full grids of Table 1, the exponents mapped to L_tr = 128 (h -> h - 2)
-            slope_shift=mapped_exponents(PAPER_SLOPE_SHIFT, l_tr),
-            same_slope=mapped_exponents(PAPER_SAME_SLOPE, l_tr),
+            slope_shift=mapped_exponents(paper.SLOPE_SHIFT, l_tr),
+            same_slope=mapped_exponents(paper.SAME_SLOPE, l_tr),
             # the paper's w = 40 .. 160 at its R * w / L_tr (0.94 .. 3.75): w = 30 .. 120
-            window=mapped_windows(PAPER_WINDOW, 4, l_tr),
-            d_bar=[32, 64, 128, 256],
+            window=mapped_windows(paper.WINDOW, 4, l_tr),
+            d_bar=list(paper.D_BAR),
             sinusoidal_l_tr=[64, 128],
-            table2=[Retrain("window", mapped_windows(PAPER_WINDOW, 4, l_tr)[-1]),
+            table2=[Retrain("window", mapped_windows(paper.WINDOW, 4, l_tr)[-1]),
                     Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
         ),
     )
@@ -349,9 +344,9 @@ def _full() -> Scale:
         eval=EvalConfig(n_segments=1000, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
         sweeps=Sweeps(
             # exactly the paper's grids (Table 1, Table 2, Figure 7, Figure 10, Table 3)
-            slope_shift=PAPER_SLOPE_SHIFT,
-            same_slope=PAPER_SAME_SLOPE,
-            window=PAPER_WINDOW,
+            slope_shift=paper.SLOPE_SHIFT,
+            same_slope=paper.SAME_SLOPE,
+            window=paper.WINDOW,
             d_bar=[64, 128, 256, 512],
             sinusoidal_l_tr=[128, 512],
             table2=[

@@ -92,6 +92,7 @@ def export_store(folder, root=None) -> list[Path]:
     paths written."""
     import pandas as pd
 
+    from .paper import ERF_THRESHOLD
     from .receptive import erf_from_normalized
     from .runs import Run, code_version, is_complete
     from .storage import read_json, runs_dir
@@ -119,7 +120,7 @@ def export_store(folder, root=None) -> list[Path]:
             elif "normalized" in data:
                 erf.append({"key": run.key, "pos": run.pos, "corpus": run.data_cfg.corpus, "l_tr": run.l_tr,
                             "length": data["length"], "n": data["n"],
-                            "erf": erf_from_normalized(data["normalized"], 0.99)})
+                            "erf": erf_from_normalized(data["normalized"], ERF_THRESHOLD)})
     meta = {"exported_from": str(root), "code_version": code_version()}
     written = []
     for name, rows in (("runs", models), ("perplexity", ppl), ("receptive_fields", erf)):

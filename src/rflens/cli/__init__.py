@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from ..errors import UserError
+from ..paper import ERF_THRESHOLD
 from ..parallel import EXECUTORS
 from ..scales import DEFAULT_SCALE, SCALES
 
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_selectors(p)
     p.add_argument("--length", type=int, default=None, help="segment length (default: 4 x L_tr; --hf: 2 x L_tr)")
     p.add_argument("--n", type=int, default=None, help="number of segments (default: the preset's)")
-    p.add_argument("--threshold", type=float, default=None, help="cumulative share that defines the ERF (default 0.99)")
+    p.add_argument("--threshold", type=float, default=None, help=f"cumulative share that defines the ERF (default {ERF_THRESHOLD})")
     _add_hf_selectors(p)
 
     p = sub.add_parser("reproduce", help=COMMANDS["reproduce"], description=COMMANDS["reproduce"])

@@ -19,7 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from .. import analysis
+from .. import analysis, paper
 from ..config import ModelConfig
 from ..positional import bias_matrix, last_query_bias, sandwich_compression, t5_bucket
 
@@ -88,7 +88,7 @@ def _curves(cfg: ModelConfig, length: int, names=None) -> list[go.Scatter]:
 # Bias against distance
 
 
-def alibi_shift_figure(shifts=(-3, 0, 3, 6, 8), n_head: int = 12, length: int = 128) -> go.Figure:
+def alibi_shift_figure(shifts=paper.SLOPE_SHIFT, n_head: int = 12, length: int = 128) -> go.Figure:
     """ALiBi curves -k / 2^(h + Delta) per head, slider over the slope shift Delta."""
     steps = []
     for d in shifts:
@@ -128,7 +128,7 @@ def window_figure(windows=(8, 16, 32, 64), length: int = 128) -> go.Figure:
     return fig
 
 
-def sandwich_figure(d_bars=(32, 64, 128, 256), n_head: int = 12, length: int = 512) -> go.Figure:
+def sandwich_figure(d_bars=paper.D_BAR, n_head: int = 12, length: int = 512) -> go.Figure:
     """Sandwich, Eq. (5)-(6), per head (compression ratios h_c = n·8/H), slider over d_bar."""
     comp = sandwich_compression(n_head).tolist()
     names = [f"head {h + 1} (h_c = {c:.3g})" for h, c in enumerate(comp)]
@@ -141,7 +141,7 @@ def sandwich_figure(d_bars=(32, 64, 128, 256), n_head: int = 12, length: int = 5
     return slider_figure(steps, prefix="d̄ = ", xaxis="distance k = m − n", yaxis="bias", active=active)
 
 
-def d_bar_figure(d_bars=(32, 64, 128, 256), compression: float = 8.0, length: int = 512) -> go.Figure:
+def d_bar_figure(d_bars=paper.D_BAR, compression: float = paper.SANDWICH_COMPRESSION, length: int = 512) -> go.Figure:
     """Figure 10: one head (h_c fixed), one curve per d_bar; larger d_bar, lower curve."""
     curves = analysis.sandwich_by_d_bar(d_bars, compression, length)
     fig = go.Figure([go.Scatter(x=np.arange(length, dtype=np.int32), y=_finite(curves[d]), mode="lines", name=f"d̄ = {d}")
@@ -152,8 +152,8 @@ def d_bar_figure(d_bars=(32, 64, 128, 256), compression: float = 8.0, length: in
     return fig
 
 
-def log_fit_figure(d_bar: int = 128, compression: float = 8.0, max_distance: int = 8191,
-                   paper=(-0.825, -0.8)) -> go.Figure:
+def log_fit_figure(d_bar: int = paper.SANDWICH_D_BAR, compression: float = paper.SANDWICH_COMPRESSION,
+                   max_distance: int = paper.LOG_FIT_LENGTH - 1, smoothed=paper.SMOOTHED_SANDWICH) -> go.Figure:
     """Sandwich (d_bar, h_c) against its least-squares log curve and the paper's smoothed curve."""
     fit = analysis.sandwich_log_fit(d_bar, compression, max_distance)
     near = analysis.sandwich_log_fit(d_bar, compression, max_distance, nearest=50)
@@ -164,7 +164,7 @@ def log_fit_figure(d_bar: int = 128, compression: float = 8.0, max_distance: int
     x = (k[idx] + 1).tolist()  # plotted against 1 + k on a log axis
     lines = [go.Scatter(x=x, y=_finite(y[idx]), mode="lines", name=f"Sandwich, d̄ = {d_bar}, h_c = {compression:g}")]
     for (a, b), label, dash in (((fit["a"], fit["b"]), "fit over k = 0..%d" % max_distance, "dash"),
-                                (paper, "the paper's smoothed curve", "dot"),
+                                (smoothed, "the paper's smoothed curve", "dot"),
                                 ((near["a"], near["b"]), "fit over the 50 nearest k", "dashdot")):
         lines.append(go.Scatter(x=x, y=_finite(a * np.log1p(k[idx]) + b), mode="lines", line={"dash": dash},
                                 name=f"{label}: {a:.3f}·log(1+k) {'+' if b >= 0 else '−'} {abs(b):.3f}"))
@@ -175,13 +175,18 @@ def log_fit_figure(d_bar: int = 128, compression: float = 8.0, max_distance: int
     return fig
 
 
-def smoothed_figure(length: int = 512, d_bar: int = 128, n_head: int = 12) -> go.Figure:
+def _smoothed_name(ab) -> str:
+    a, b = ab
+    return f"smoothed: {a:g}·log(1+k) {'+' if b >= 0 else '−'} {abs(b):g}".replace("-", "−")
+
+
+def smoothed_figure(length: int = 512, d_bar: int = paper.SANDWICH_D_BAR, n_head: int = 12) -> go.Figure:
     """The smoothed Sandwich (one curve for every head) beside Sandwich's head with h_c = 8."""
     smooth = last_query_bias(_cfg("smoothed", n_head), length).numpy()[0]
-    sand = analysis.sandwich_curve(d_bar, 8.0, length)
+    sand = analysis.sandwich_curve(d_bar, paper.SANDWICH_COMPRESSION, length)
     k = np.arange(length, dtype=np.int32)
-    fig = go.Figure([go.Scatter(x=k, y=_finite(sand), mode="lines", name=f"Sandwich, d̄ = {d_bar}, h_c = 8"),
-                     go.Scatter(x=k, y=_finite(smooth), mode="lines", name="smoothed: −0.825·log(1+k) − 0.8")])
+    fig = go.Figure([go.Scatter(x=k, y=_finite(sand), mode="lines", name=f"Sandwich, d̄ = {d_bar}, h_c = {paper.SANDWICH_COMPRESSION:g}"),
+                     go.Scatter(x=k, y=_finite(smooth), mode="lines", name=_smoothed_name(paper.SMOOTHED_SANDWICH))])
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title={"text": "Smoothed Sandwich: the oscillations removed"},
                       xaxis_title="distance k = m − n", yaxis_title="bias")
     return fig

@@ -13,6 +13,7 @@ import numpy as np
 from plotly.subplots import make_subplots
 
 from ..figures.results import _color
+from ..paper import ERF_THRESHOLD
 from ..receptive import erf_from_normalized
 
 
@@ -39,7 +40,7 @@ def _box_class():
     return Explorer
 
 
-def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = 0.99):
+def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = ERF_THRESHOLD):
     """An ipywidgets box: model chooser, threshold slider, log-axis switch, the figure and a
     table of ERF vs L_tr. ``curves``: {label: receptive-field result} as from
     :func:`rflens.experiments.erf_curves`."""
