@@ -82,6 +82,28 @@ def test_commands_live_in_the_command_line_package():
     assert offenders == []
 
 
+def test_the_library_takes_named_values_and_prints_only_warnings():
+    """Outside rflens.cli no function takes an argparse Namespace (a parameter named args or
+    namespace, or argparse at all) and nothing prints to stdout: results are returned, and
+    the command line decides what to show."""
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        if "cli" in path.relative_to(PKG).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs}
+                offenders += [f"{path.name}:{node.name}({p})" for p in params & {"args", "namespace"}]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                offenders += [f"{path.name}: imports argparse" for n in names if n == "argparse"]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                where = {k.arg: ast.unparse(k.value) for k in node.keywords}.get("file")
+                if where != "sys.stderr":
+                    offenders.append(f"{path.name}:{node.lineno} prints to stdout")
+    assert offenders == []
+
+
 def test_every_scheme_has_one_row_and_one_implementation():
     assert set(positional.REGISTRY) == set(schemes.TABLE)
     for name, cls in positional.REGISTRY.items():

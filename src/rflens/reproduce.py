@@ -99,8 +99,12 @@ def _parse_parameters(pairs: list[str]) -> dict:
     return out
 
 
-def plan(args) -> dict:
-    """Check the request and return {"scale", "chapters": {key: (path, parameters)}}.
+def plan(scale: str, chapters_spec: str | None = None, parameters: list[str] | None = None,
+         corpus: str | None = None) -> dict:
+    """Check a request and return {"scale", "chapters": {key: (path, parameters)}, "skipped"}.
+
+    ``chapters_spec``: "03,04" (None: every chapter); ``parameters``: ["NAME=VALUE", ...] for
+    the chapters that declare them; ``corpus``: the chapters' corpus (None: their own).
 
     Raises UserError (one line) for an unknown scale, chapter, corpus or parameter name;
     nothing is executed before this passes.
@@ -109,17 +113,15 @@ def plan(args) -> dict:
     from .config import CORPORA
     from .notebook import check_parameters
 
-    scale = args.scale
     scales.get(scale)  # UserError on an unknown scale
     available = chapters()
     if not available:
         raise UserError(f"no chapters found in {BOOK}")
-    chosen = _select(args.chapters, available)
+    chosen = _select(chapters_spec, available)
     skipped = {}
     if scales.get(scale).shipped:
-        chosen, skipped = shipped_chapters(scale, chosen, named=bool(args.chapters))
-    extra = _parse_parameters(getattr(args, "parameters", []))
-    corpus = getattr(args, "corpus", None)
+        chosen, skipped = shipped_chapters(scale, chosen, named=bool(chapters_spec))
+    extra = _parse_parameters(parameters or [])
     if corpus is not None and corpus not in CORPORA:
         raise UserError(f"unknown corpus {corpus!r}: choose one of {', '.join(CORPORA)}")
 
