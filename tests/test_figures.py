@@ -69,7 +69,7 @@ def test_scoreboard_figure_menu_filters_by_result():
     fig = fr.scoreboard_figure(board)
     (menu,) = fig.layout.updatemenus
     labels = [b.label for b in menu.buttons]
-    assert labels == ["all (3)", "pass (1)", "fail (2)", "not run (0)"]
+    assert labels == ["all (3)", "pass (1)", "fail (2)", "not decided (0)", "not run (0)"]
     fail_trace = fig.data[2]
     assert list(fail_trace.cells.values[0]) == [2, 3]
 

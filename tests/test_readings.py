@@ -56,8 +56,11 @@ def test_verdicts_and_summary_follow_the_results():
 
 
 def test_board_counts_each_result_by_number():
-    rows = [{"id": 1, "result": "pass"}, {"id": 2, "result": "fail"}, {"id": 3, "result": "pass"}]
-    assert rd.board(rows, "tiny") == "At the `tiny` scale, of 3 claims: 2 pass (claims 1 and 3); 1 fail (claim 2); 0 were not run."
+    rows = [{"id": 1, "result": "pass"}, {"id": 2, "result": "fail"}, {"id": 3, "result": "pass"},
+            {"id": 4, "result": "not decided"}]
+    assert rd.board(rows, "tiny") == ("At the `tiny` scale, of 4 claims: 2 pass (claims 1 and 3); 1 fail (claim 2); "
+                                      "1 not decided (claim 4); "
+                                      "0 were not run.")
 
 
 def test_claim_statements_name_what_their_criterion_tests():

@@ -8,9 +8,11 @@ L_tr < L <= 16 L_tr (:func:`rflens.results.extrapolates`).
 Each claim is a check declared with ``@claim(id, statement, criterion, needs)`` right above
 it; the thresholds are the constants below, from which the criterion texts are formatted.
 Each check reads the tables of :mod:`rflens.experiments` (a dict of results, so the checks
-can be tested on synthetic tables) and returns the measured figure as text and
-``passed``: True, False, or None when the data it needs is missing. A missing experiment is
-reported as "not run", never as passed.
+can be tested on synthetic tables) and returns the measured figure as text and its outcome:
+True (the claim holds), False (it does not), :data:`UNDECIDED` (the 95% interval straddles
+the criterion's threshold: this scale cannot tell), or None when the data it needs is
+missing. A missing experiment is reported as "not run", never as passed. The criteria are
+the same either way; only the reading of their intervals has the third value.
 
 :func:`gather` runs (or reads from the run store) every table the checks need;
 :mod:`rflens.scoreboard` stores and shows the board (``python -m rflens claims --scale tiny``).
@@ -50,6 +52,11 @@ _EX = f"r(L) <= {TOL:.2f} for every L up to {HORIZON} L_tr, upper bound of its 9
 _LB = "lower bound of its 95% paired interval"
 
 
+UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
+# the results a claim can have on the board, in the order they are counted and shown
+RESULTS = ("pass", "fail", "not decided", "not run")
+
+
 class Missing(Exception):
     """The data a check needs was not produced (the claim is "not run")."""
 
@@ -60,7 +67,7 @@ class Claim:
     statement: str  # the paper's claim, in our words
     criterion: str  # the fixed test, decided before any result was seen
     needs: tuple  # result keys the check reads
-    check: Callable[[dict], tuple[str, bool]]
+    check: Callable[[dict], tuple[str, bool | str]]
 
 
 CLAIMS: list[Claim] = []  # in the order of the paper, filled by @claim
@@ -106,29 +113,58 @@ def _family(results, family):
     return sub.sort_values("value")
 
 
-def _r_at(row, mult: int) -> tuple[float, float, str]:
-    """r(mult L_tr) of a row: (point value, lower bound of its paired interval, as text)."""
+def _r_at(row, mult: int) -> tuple[float, float, float, str]:
+    """r(mult L_tr) of a row: (point value, lower and upper bound of its paired interval, as text)."""
     return _r_at_length(row, int(row["l_tr"]) * mult, f"{mult} L_tr")
 
 
-def _r_at_length(row, L: int, name: str | None = None) -> tuple[float, float, str]:
-    """r(L) of a row: (point value, lower bound, as text). Without per-segment losses (a
-    table built by hand) the bound is the point value."""
+def _r_at_length(row, L: int, name: str | None = None) -> tuple[float, float, float, str]:
+    """r(L) of a row: (point value, lower bound, upper bound, as text). Without per-segment
+    losses (a table built by hand) the bounds are the point value."""
     name = name or f"L = {L}"
     v = row.get(f"r@{L}")
     if v is None or (isinstance(v, float) and math.isnan(v)):
         raise Missing(f"r({name}) of {row['label']} not measured")
     lo, hi = row.get(f"r_lo@{L}"), row.get(f"r_hi@{L}")
     if lo is None or (isinstance(lo, float) and math.isnan(lo)):
-        return float(v), float(v), f"r({name}) = {_fmt(float(v))}"
-    return float(v), float(lo), f"r({name}) = {_fmt(float(v))} [{_fmt(float(lo))}, {_fmt(float(hi))}]"
+        return float(v), float(v), float(v), f"r({name}) = {_fmt(float(v))}"
+    return float(v), float(lo), float(hi), f"r({name}) = {_fmt(float(v))} [{_fmt(float(lo))}, {_fmt(float(hi))}]"
 
 
-def _extrap(row) -> bool:
+def _extrap(row) -> bool | str:
+    """Whether the row stays flat: True when the upper bound of r(L) is within TOL at every
+    L (``extrapolates``), False when the lower bound exceeds TOL at some L up to
+    HORIZON L_tr, else UNDECIDED."""
     v = row.get("extrapolates")
     if v is None or (isinstance(v, float) and math.isnan(v)):
         raise Missing(f"r(L) of {row['label']} beyond L_tr not measured")
-    return bool(v)
+    if bool(v):
+        return True
+    l_tr = int(row["l_tr"])
+    lows = [_num(row.get(f"r_lo@{L}"), row.get(f"r@{L}")) for L in lengths_of(pd.DataFrame([row]), "r")
+            if l_tr < L <= HORIZON * l_tr]
+    return False if any(lo > TOL for lo in lows) or not lows else UNDECIDED
+
+
+def _num(v, fallback=None) -> float:
+    """A table cell as a float; NaN or missing reads as ``fallback`` (a point value stands in
+    for its own bounds in a table built without intervals)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return float("nan") if fallback is None else _num(fallback)
+    return float(v)
+
+
+def _at_least(lo: float, hi: float, threshold: float) -> bool | str:
+    """Is the value >= threshold? True when the interval's lower bound is, False when its
+    upper bound is below, UNDECIDED when it straddles."""
+    return True if lo >= threshold else (False if hi < threshold else UNDECIDED)
+
+
+def _all(*outcomes) -> bool | str:
+    """Three-valued AND: False if any is False, else UNDECIDED if any is, else True."""
+    if any(o is False for o in outcomes):
+        return False
+    return UNDECIDED if any(o == UNDECIDED for o in outcomes) else True
 
 
 def _max_r_text(row) -> str:
@@ -154,8 +190,8 @@ def _c1(res):
        f"the largest w of the sweep has r({HORIZON} L_tr) >= {BREAKS:g} ({_LB})", ("table1",))
 def _c2(res):
     row = _family(res, "window").iloc[-1]
-    _, lo, text = _r_at(row, HORIZON)
-    return f"{row['label']}: {text}", lo >= BREAKS
+    _, lo, hi, text = _r_at(row, HORIZON)
+    return f"{row['label']}: {text}", _at_least(lo, hi, BREAKS)
 
 
 def _alibi_row(res):
@@ -195,8 +231,10 @@ def _c3(res):
                 continue
     if not rs:
         raise Missing("no L > L_tr measured for ALiBi")
-    L, (r, lo, _) = max(rs.items(), key=lambda kv: kv[1][1])  # the largest lower bound
-    return f"ALiBi {row['label']}: r = {r:.3f} (lower bound {lo:.3f}) at L = {L}, the largest lower bound", lo >= RISES
+    L, (r, lo, _, _) = max(rs.items(), key=lambda kv: kv[1][1])  # the largest lower bound
+    top = max(hi for _, _, hi, _ in rs.values())  # no L rises if even the largest upper bound stays below
+    outcome = True if lo >= RISES else (False if top < RISES else UNDECIDED)
+    return f"ALiBi {row['label']}: r = {r:.3f} (lower bound {lo:.3f}) at L = {L}, the largest lower bound", outcome
 
 
 def _stable_and_breaking(res, family: str, names: tuple[str, str]):
@@ -204,9 +242,9 @@ def _stable_and_breaking(res, family: str, names: tuple[str, str]):
     last must break at 16 L_tr."""
     fam = _family(res, family)
     first, last = fam.iloc[0], fam.iloc[-1]
-    ok_first, (_, lo, text) = _extrap(first), _r_at(last, HORIZON)
+    ok_first, (_, lo, hi, text) = _extrap(first), _r_at(last, HORIZON)
     return (f"{names[0]}{first['label']}: {_max_r_text(first)}; {names[1]}{last['label']}: {text}",
-            ok_first and lo >= BREAKS)
+            _all(ok_first, _at_least(lo, hi, BREAKS)))
 
 
 @claim(4, "Shifting ALiBi's slopes: the steepest extrapolates, the flattest breaks (its perplexity at least doubles).",
@@ -247,12 +285,11 @@ def _c7(res):
     t2 = _table(res, "table2")
     if t2.empty:
         raise Missing("no Table 1 model failed, so nothing was retrained")
-    parts, ok = [], True
+    parts, outcomes = [], []
     for _, row in t2.iterrows():
-        e = _extrap(row)
-        ok &= e
+        outcomes.append(_extrap(row))
         parts.append(f"{row['label']} (ERF before {int(row['old_erf'])}): {_max_r_text(row)}")
-    return "; ".join(parts), ok
+    return "; ".join(parts), _all(*outcomes)
 
 
 @claim(8, "Sinusoidal breaks beyond L_tr (its perplexity at least doubles), and its gradient jumps at the "
@@ -267,14 +304,14 @@ def _c8(res):
     default = sin[sin["default_l_tr"].astype(bool)] if "default_l_tr" in sin.columns else sin.iloc[0:0]
     if default.empty:
         raise Missing("no Sinusoidal model at the scale's L_tr")
-    _, lo, text = _r_at(default.iloc[0], 4)
+    _, lo, hi, text = _r_at(default.iloc[0], 4)
     jumps, ok = [], True
     for _, row in sin.iterrows():
         if row.get("jump_ok") is None or (isinstance(row.get("jump_ok"), float) and math.isnan(row["jump_ok"])):
             raise Missing(f"no gradient curve for {row['label']}")
         ok &= bool(row["jump_ok"])
         jumps.append(f"L_tr={int(row['l_tr'])}: peak at position {int(row['jump_abs_pos'])}")
-    return f"{text}; " + "; ".join(jumps), lo >= BREAKS and ok
+    return f"{text}; " + "; ".join(jumps), _all(_at_least(lo, hi, BREAKS), ok)
 
 
 @claim(9, "Rotary breaks beyond L_tr: its perplexity at least doubles by 4 L_tr.", f"r(4 L_tr) >= {BREAKS:g} ({_LB})", ("figure7",))
@@ -286,8 +323,8 @@ def _c9(res):
             row = f7[f7["pos"] == "rotary"].iloc[0]
     if row is None:
         row = _row(_table(res, "table3"), "Rotary model", pos="rotary", corpus=res.get("corpus", "prose"))
-    _, lo, text = _r_at(row, 4)
-    return f"Rotary: {text}", lo >= BREAKS
+    _, lo, hi, text = _r_at(row, 4)
+    return f"Rotary: {text}", _at_least(lo, hi, BREAKS)
 
 
 @claim(10, "Sandwich extrapolates and uses tokens beyond L_tr.",
@@ -302,7 +339,7 @@ def _c10(res):
     e = _extrap(row)
     L, best = min(beyond.items(), key=lambda kv: kv[1])
     return (f"{_max_r_text(row)}; lowest ppl beyond L_tr {best:.2f} at L = {L} vs ppl(L_tr) {ppl[l_tr]:.2f} "
-            f"(ratio {best / ppl[l_tr]:.4f})", e and best < ppl[l_tr])
+            f"(ratio {best / ppl[l_tr]:.4f})", _all(e, best < ppl[l_tr]))
 
 
 @claim(11, "Sandwich spreads its gradient beyond the last L_tr tokens (the paper: about 60% inside).",
@@ -412,7 +449,7 @@ def _c16(res):
         raise Missing("training speed not timed in paired rounds")
     ratio, lo, hi = speed_ratio(a, b)
     return (f"T5 / Sandwich tokens/s = {ratio:.3f} [{lo:.3f}, {hi:.3f}] over {len(a)} rounds "
-            f"({ratio - 1:+.1%}) on {corpus}", hi < 1)
+            f"({ratio - 1:+.1%}) on {corpus}", True if hi < 1 else (False if lo >= 1 else UNDECIDED))
 
 
 CLAIMS.sort(key=lambda c: c.id)
@@ -427,7 +464,7 @@ def check(results: dict, ids=None) -> list[dict]:
         claim = BY_ID[int(cid)]
         try:
             measured, passed = claim.check(results)
-            passed = bool(passed)
+            passed = passed if passed == UNDECIDED else bool(passed)
         except Missing as why:
             measured, passed = f"not run: {why}", None
         rows.append({"id": claim.id, "statement": claim.statement, "criterion": claim.criterion,
@@ -436,7 +473,9 @@ def check(results: dict, ids=None) -> list[dict]:
 
 
 def _result(passed) -> str:
-    return "not run" if passed is None else ("pass" if passed else "fail")
+    if passed is None:
+        return "not run"
+    return "not decided" if passed == UNDECIDED else ("pass" if passed else "fail")
 
 
 # --------------------------------------------------------------------------------------

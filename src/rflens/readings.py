@@ -99,7 +99,8 @@ def _mult(L: int, l_tr: int) -> str:
 # --------------------------------------------------------------------------------------
 # claims
 # --------------------------------------------------------------------------------------
-_WORD = {"pass": "holds", "fail": "does not hold", "not run": "was not checked"}
+_WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided at this scale",
+         "not run": "was not checked"}
 
 
 def verdicts(rows: list[dict], scale: str) -> Prose:
@@ -114,8 +115,10 @@ def verdicts(rows: list[dict], scale: str) -> Prose:
 
 def held(rows: list[dict], scale: str) -> Prose:
     """A chapter summary's list of its claims that held, did not hold, or were not checked."""
-    groups = {k: [c for c in rows if c["result"] == k] for k in ("pass", "fail", "not run")}
-    heads = {"pass": "Held", "fail": "Did not hold", "not run": "Not checked (the scale does not produce the data)"}
+    groups = {k: [c for c in rows if c["result"] == k] for k in ("pass", "fail", "not decided", "not run")}
+    heads = {"pass": "Held", "fail": "Did not hold",
+             "not decided": "Not decided (the interval straddles the criterion's threshold)",
+             "not run": "Not checked (the scale does not produce the data)"}
     out = []
     for key, items in groups.items():
         if items:
@@ -126,9 +129,11 @@ def held(rows: list[dict], scale: str) -> Prose:
 
 def board(rows: list[dict], scale: str) -> Prose:
     """Chapter 9's count of the board, and the claims of each result by number."""
-    groups = {k: [str(c["id"]) for c in rows if c["result"] == k] for k in ("pass", "fail", "not run")}
+    groups = {k: [str(c["id"]) for c in rows if c["result"] == k] for k in ("pass", "fail", "not decided", "not run")}
     parts = [f"{len(v)} {w}" + (f" (claim{'s' if len(v) > 1 else ''} {_join(v)})" if v else "")
-             for v, w in ((groups["pass"], "pass"), (groups["fail"], "fail"), (groups["not run"], "were not run"))]
+             for v, w in ((groups["pass"], "pass"), (groups["fail"], "fail"),
+                          (groups["not decided"], "not decided"),
+                          (groups["not run"], "were not run"))]
     return Prose(f"At the `{scale}` scale, of {len(rows)} claims: {'; '.join(parts)}.")
 
 
@@ -136,11 +141,11 @@ def by_scale(boards: dict[str, list[dict]]) -> Prose:
     """Chapter 9's count at each scale, and the claims whose result differs between them."""
     out = []
     for name, rows in boards.items():
-        n = {k: sum(c["result"] == k for c in rows) for k in ("pass", "fail", "not run")}
-        out.append(f"`{name}`: {n['pass']} pass, {n['fail']} fail, {n['not run']} not run")
+        n = {k: sum(c["result"] == k for c in rows) for k in ("pass", "fail", "not decided", "not run")}
+        out.append(f"`{name}`: {n['pass']} pass, {n['fail']} fail, {n['not decided']} not decided, {n['not run']} not run")
     names = list(boards)
     differ = [str(c["id"]) for i, c in enumerate(boards[names[0]])
-              if len({boards[s][i]["result"] for s in names if boards[s][i]["result"] != "not run"}) > 1]
+              if len({boards[s][i]["result"] for s in names if boards[s][i]["result"] in ("pass", "fail")}) > 1]
     text = f"Of the {len(boards[names[0]])} claims, " + "; ".join(out) + "."
     if differ:
         text += f" Decided at more than one scale with different results: claim{'s' if len(differ) > 1 else ''} {_join(differ)}."

@@ -50,7 +50,7 @@ def load_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> list[d
 
 
 def summary(board: list[dict]) -> dict:
-    return {k: sum(1 for c in board if c["result"] == k) for k in ("pass", "fail", "not run")}
+    return {k: sum(1 for c in board if c["result"] == k) for k in claims.RESULTS}
 
 
 def frame(board: list[dict]) -> pd.DataFrame:
@@ -95,6 +95,7 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
         for part in textwrap.wrap(f"measured: {c['measured']}", width - 14):
             lines.append(indent + part)
     s = summary(board)
-    lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not run {s['not run']} (of {len(board)})"]
+    lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not decided {s['not decided']}, not run {s['not run']} "
+                              f"(of {len(board)})"]
     return "\n".join(lines)
 

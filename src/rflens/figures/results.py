@@ -348,12 +348,12 @@ def table2_figure(t1: pd.DataFrame, t2: pd.DataFrame, *, title: str = "Table 2: 
     return ppl_curves(df, group="group", titles={g: g for g in df["group"]}, title=title, dash_col="retrained")
 
 
-RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not run": "#eeeeee"}
+RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not decided": "#fdf1c9", "not run": "#eeeeee"}
 
 
 def scoreboard_figure(board: list[dict], *, title: str = "Claims scoreboard") -> go.Figure:
     """The claims of chapter 9 as a table, coloured by result; a menu shows all claims or
-    only those that passed, failed or were not run."""
+    only those that passed, failed, are not decided or were not run."""
     groups = [("all", board)] + [(k, [c for c in board if c["result"] == k]) for k in RESULT_COLORS]
     fig = go.Figure()
     for i, (_, rows) in enumerate(groups):
