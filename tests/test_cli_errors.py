@@ -17,10 +17,9 @@ from rflens.errors import ConfigError, UserError
 
 
 @pytest.fixture()
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
-    return tmp_path / "runs"
+def store(store, own_data):
+    """The shared empty run store, with a data folder of its own (errors about data are tested here)."""
+    return store
 
 
 def one_line_error(capsys, *argv) -> str:

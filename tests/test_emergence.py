@@ -14,10 +14,9 @@ WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
 
 
 @pytest.fixture
-def stores(tmp_path, monkeypatch):
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
-    return tmp_path
+def stores(store, reference):
+    """An empty run store and an empty bundle folder, side by side; their parent."""
+    return store.parent
 
 
 def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():

@@ -223,12 +223,10 @@ def test_perplexity_defaults_and_cache():
 
 
 @pytest.mark.slow
-def test_smoke_run_end_to_end(tmp_path, monkeypatch, capsys):
+def test_smoke_run_end_to_end(store, tmp_path, monkeypatch, capsys):
 
     from rflens import cli, receptive, runs
 
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
     run = runs.get_run("smoke", "alibi", "prose", progress=False)
     res = evaluate.perplexity(run, progress=False)
     l_tr = run.train_cfg.l_tr
@@ -244,8 +242,7 @@ def test_smoke_run_end_to_end(tmp_path, monkeypatch, capsys):
     assert evaluate.perplexity(run, progress=False) == res
     assert main_json(cli, capsys, ["evaluate", "--scale", "smoke", "--quiet", "--json"]) == res
     monkeypatch.undo()
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("RFLENS_RUNS", str(store))
 
     # the command line: the windowed model of the smoke sweep, its table and its JSON
     assert cli.main(["erf", "--scale", "smoke", "--pos", "window", "--set", "window=4", "--quiet"]) == 0

@@ -219,12 +219,11 @@ def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
     assert (smoke_store / "runs" / "scoreboard-smoke.json").is_file()
 
 
-def test_training_speed_is_measured_side_by_side_and_cached(tmp_path, monkeypatch):
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+def test_training_speed_is_measured_side_by_side_and_cached(store):
     first = speed.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False)
     assert set(first) == {"alibi", "t5"} and all(len(v) == 2 and min(v) > 0 for v in first.values())
     assert speed.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False) == first
-    assert len(list((tmp_path / "runs" / "speed").glob("smoke-*.json"))) == 1
+    assert len(list((store / "speed").glob("smoke-*.json"))) == 1
 
 
 @pytest.mark.parametrize("name", ["tiny", "full"])

@@ -39,12 +39,6 @@ def tiny(tmp_path_factory, one_thread):
 
 
 @pytest.fixture()
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    return tmp_path / "runs"
-
-
-@pytest.fixture()
 def text_file(tmp_path):
     rng = np.random.default_rng(0)
     path = tmp_path / "text.txt"

@@ -74,11 +74,9 @@ def test_mistakes_are_one_line(registry, tmp_path):
 
 
 @pytest.mark.slow
-def test_train_evaluate_erf_and_the_cli_on_a_scheme_of_ones_own(registry, tmp_path, monkeypatch, capsys):
+def test_train_evaluate_erf_and_the_cli_on_a_scheme_of_ones_own(registry, store, tmp_path, monkeypatch, capsys):
     from rflens import cli, evaluate, receptive, runs
 
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
     assert cli.main(["train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 2  # not loaded yet
     assert cli.main(["--schemes", str(OWN), "train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 0
     run = runs.get_run("smoke", "learned_slope", "prose", train=False, progress=False)
@@ -160,12 +158,10 @@ def test_a_scheme_file_that_exits_is_one_line_naming_the_file(registry, tmp_path
 
 
 @pytest.mark.parametrize("value", ["float('nan')", "float('inf')"])
-def test_a_scheme_of_ones_own_whose_bias_is_not_finite_is_one_line_naming_its_file(value, registry, tmp_path,
+def test_a_scheme_of_ones_own_whose_bias_is_not_finite_is_one_line_naming_its_file(value, registry, store, tmp_path,
                                                                                    monkeypatch, capsys):
     from rflens import cli
 
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
     path = tmp_path / "broken_bias.py"
     path.write_text("import rflens\n\n\n@rflens.register_scheme('broken_bias')\n"
                     f"def broken_bias(distance, n_head):\n    return (0.0 * distance + {value}).expand(n_head, -1)\n")
@@ -179,11 +175,10 @@ def test_a_scheme_of_ones_own_whose_bias_is_not_finite_is_one_line_naming_its_fi
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-def test_a_run_of_a_scheme_whose_file_is_not_loaded_is_unknown_never_damaged(registry, tmp_path, monkeypatch, capsys):
+def test_a_run_of_a_scheme_whose_file_is_not_loaded_is_unknown_never_damaged(registry, store, tmp_path, monkeypatch,
+                                                                             capsys):
     from rflens import cli, runs
 
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
     rflens.load_schemes(OWN)
     own = runs.get_run("smoke", "quarter_slope", "prose", steps=3, progress=False)
     good = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)

@@ -118,11 +118,9 @@ def test_train_book_trains_only_what_the_chosen_chapters_read(tmp_path, monkeypa
     assert len(asked) == 1 and asked[0] and {it["pos"] for it in asked[0]} <= {"sinusoidal", "rotary"}
 
 
-def test_a_plan_builds_no_data_and_says_which_it_would_build(tmp_path, monkeypatch, capsys):
+def test_a_plan_builds_no_data_and_says_which_it_would_build(store, own_data, tmp_path, monkeypatch, capsys):
     from rflens.cli import main
 
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
     plan = parallel.book_plan("smoke", ["03"], workers=1, timed_steps=1)
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("manifest.json"))
     assert plan["rows"] and not any(r["stored"] for r in plan["rows"])

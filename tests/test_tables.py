@@ -50,11 +50,9 @@ def test_a_chapter_run_by_reproduce_writes_each_table_it_shows(tmp_path, monkeyp
 
 
 @pytest.mark.slow
-def test_the_run_store_exports_its_models_and_results(tmp_path, monkeypatch, capsys):
+def test_the_run_store_exports_its_models_and_results(store, tmp_path, monkeypatch, capsys):
     from rflens import cli, evaluate, receptive, runs
 
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
     run = runs.get_run("smoke", "alibi", "prose", progress=False)
     res = evaluate.perplexity(run, progress=False)
     rf = receptive.receptive_field(run, progress=False)

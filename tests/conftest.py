@@ -1,0 +1,29 @@
+"""Fixtures the test files share: stores of a test's own, so that no test sees another's models."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """An empty run store of this test's own (``$RFLENS_RUNS``); the corpora stay shared."""
+    path = tmp_path / "runs"
+    monkeypatch.setenv("RFLENS_RUNS", str(path))
+    return path
+
+
+@pytest.fixture
+def own_data(tmp_path, monkeypatch):
+    """A data folder of this test's own (``$RFLENS_DATA``): the corpora it needs are built in it."""
+    path = tmp_path / "data"
+    monkeypatch.setenv("RFLENS_DATA", str(path))
+    return path
+
+
+@pytest.fixture
+def reference(tmp_path, monkeypatch):
+    """An empty folder of shipped long-run results of this test's own (``$RFLENS_REFERENCE``)."""
+    path = tmp_path / "reference"
+    monkeypatch.setenv("RFLENS_REFERENCE", str(path))
+    return path
