@@ -62,7 +62,7 @@ CHUNK_FROM = 1024
 # pure functions: a model and token arrays in, NLLs out
 
 
-def _check_lengths(lengths, max_length: int | None = None) -> list[int]:
+def check_lengths(lengths, max_length: int | None = None) -> list[int]:
     if isinstance(lengths, (int, np.integer)):
         lengths = [lengths]
     try:
@@ -81,7 +81,7 @@ def _check_lengths(lengths, max_length: int | None = None) -> list[int]:
     return lengths
 
 
-def _check_n(n) -> int:
+def check_n(n) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
         raise UserError(f"the number of segments n must be a positive integer, got {n!r}")
     return int(n)
@@ -117,8 +117,8 @@ def last_token_nll(model, segments: np.ndarray, lengths, batch_size: int = 8, pr
     if segments.ndim != 2 or segments.shape[0] == 0:
         raise UserError(f"segments must be a non-empty (N, length) array, got shape {segments.shape}")
     n, s = segments.shape
-    lengths = _check_lengths(lengths, s - 1)
-    _check_n(batch_size)
+    lengths = check_lengths(lengths, s - 1)
+    check_n(batch_size)
     device = next(model.parameters()).device
     seg = torch.as_tensor(segments.astype(np.int64), device=device)
     target = seg[:, -1]  # (N,) the same token at every length
@@ -145,8 +145,8 @@ def window_nll(model, tokens: np.ndarray, length: int, n: int, stride: int | Non
     (the default) is the non-overlapping protocol. At most ``n`` windows, fewer when the
     stream is short. Returns (nll_sum (n_used,), count (n_used,)), float64 and int64.
     """
-    (length,) = _check_lengths([length])
-    n = _check_n(n)
+    (length,) = check_lengths([length])
+    n = check_n(n)
     stride = length if stride is None else int(stride)
     if not 1 <= stride <= length:
         raise UserError(f"stride {stride} must be between 1 and the window length {length}")
@@ -219,13 +219,13 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     if protocol not in PROTOCOLS:
         raise ConfigError("protocol", protocol, "allowed values are " + ", ".join(PROTOCOLS))
     l_tr = run.train_cfg.l_tr
-    lengths = _check_lengths([l_tr * m for m in ev.length_mults] if lengths is None else lengths)
+    lengths = check_lengths([l_tr * m for m in ev.length_mults] if lengths is None else lengths)
     # the last-token protocol scores N segments; the windowed ones the whole evaluation
     # region unless a number of windows is given (n None)
     if n is not None:
-        n = _check_n(n)
+        n = check_n(n)
     elif protocol == "last_token":
-        n = _check_n(ev.n_segments)
+        n = check_n(ev.n_segments)
     # sliding: a fixed stride, or (None) half of each window, so that the cost of tiling the
     # region stays twice the non-overlapping one at every length
     stride = (ev.stride or "half") if protocol == "sliding" else None

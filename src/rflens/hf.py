@@ -51,10 +51,10 @@ from . import resources, storage
 from .config import DataConfig, EvalConfig
 from .data.corpus import EOT, draw_segments
 from .errors import UserError
-from .evaluate import EVAL_VERSION, _append, _check_lengths, _check_n, bootstrap_ppl, last_token_nll, rows_per_pass
+from .evaluate import EVAL_VERSION, check_lengths, check_n, last_token_nll, last_token_result, rows_per_pass
 from .paper import ERF_THRESHOLD
 from .receptive import ERF_VERSION, input_gradients, normalize, summarize
-from .results import CI_LEVEL, N_BOOTSTRAP
+from .results import N_BOOTSTRAP
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
 HF_VERSION = 1
@@ -420,9 +420,9 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
     if ev.protocol != "last_token":
         raise UserError(f"a Hugging Face model is measured with the last-token protocol only, not {ev.protocol}")
     ref = model if isinstance(model, ModelRef) else resolve(model, revision)
-    lengths = _check_lengths(default_lengths(ref) if lengths is None else lengths)
+    lengths = check_lengths(default_lengths(ref) if lengths is None else lengths)
     ref.check_length(max(lengths))
-    n = _check_n(ev.n_segments if n is None else n)
+    n = check_n(ev.n_segments if n is None else n)
     resources.check(resources.last_token_bytes(n, max(lengths), len(lengths), N_BOOTSTRAP),
                     f"evaluating {n:,} segments of up to {max(lengths):,} tokens",
                     "ask for fewer segments (--n) or shorter lengths (--lengths)")
@@ -436,15 +436,8 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
         lens, tokenizer = load(ref, device=device, progress=progress)
         segments = text_segments(src.tokens(tokenizer), n, max(lengths) + 1, ev.seed, src.what)  # (N, max L + 1)
         nll = last_token_nll(lens, segments, lengths, batch_size=ev.batch_size, progress=progress)
-        result = {"protocol": "last_token", "lengths": lengths, "ppl": [], "ci_low": [], "ci_high": [], "nll": [],
-                  "tokens": [], "units": [], "n": n, "seed": ev.seed, **_about(ref, src, dtype)}
-        for row in nll:
-            ppl, lo, hi = bootstrap_ppl(row, seed=ev.seed)
-            _append(result, ppl, lo, hi, row.mean(), row.size, row.size)
-        result["nll_per_segment"] = np.round(nll, 6).tolist()
-        result["ci"] = f"{CI_LEVEL:.0%} percentile bootstrap over segments, {N_BOOTSTRAP} resamples"
-        result["seconds"] = round(time.perf_counter() - t0, 3)
-        return result
+        return {**last_token_result(nll, lengths, ref.l_tr, ev.seed), **_about(ref, src, dtype),
+                "seconds": round(time.perf_counter() - t0, 3)}
 
     return _cached("perplexity", params, compute)
 
