@@ -201,3 +201,18 @@ def test_index_page_says_how_to_rerun_with_papermill(browser, server):
     with Visit(browser, f"{server}/book/index.html") as visit:
         assert "papermill" in visit.page.content()
         assert visit.errors == []
+
+
+def test_index_page_says_what_this_build_is_with_the_boards_numbers(browser, server):
+    """The first screen's "this build" box: the scale, and the counts of the board that
+    chapter 9 of this build wrote to the run store."""
+    from rflens import scoreboard
+
+    counts = scoreboard.summary(scoreboard.load_scoreboard("smoke"))
+    with Visit(browser, f"{server}/book/index.html") as visit:
+        box = visit.page.locator(".admonition").filter(has_text="This build").first
+        text = " ".join(box.inner_text().split())
+        assert "Scale smoke" in text, text
+        assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
+                f"{counts['not run']} not run") in text, text
+        assert box.bounding_box()["y"] < 900  # on the first screen

@@ -99,3 +99,20 @@ def test_the_scoreboard_lives_in_the_run_store(tmp_path, monkeypatch):
     assert scoreboard.board_path("tiny") == tmp_path / "store" / "scoreboard-tiny.json"
     monkeypatch.delenv("RFLENS_RUNS")
     assert scoreboard.board_path("tiny").parent == ROOT / "runs"
+
+
+def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store):
+    from rflens import storage
+
+    index = tmp_path / "index.md"
+    index.write_text("# The book\n\nIts first paragraph.\n")
+    reproduce.write_this_build(index, "smoke")
+    assert "not computed in this build" in index.read_text()  # no board in this store yet
+    board = [{"id": i, "result": r} for i, r in enumerate(["pass", "fail", "not decided", "not run", "pass"], 1)]
+    store.mkdir(parents=True, exist_ok=True)
+    storage.write_json(scoreboard.board_path("smoke"), {"claims": board})
+    index.write_text("# The book\n\nIts first paragraph.\n")
+    reproduce.write_this_build(index, "smoke")
+    text = index.read_text()
+    assert text.startswith("# The book\n\n:::{admonition} This build") and text.endswith("Its first paragraph.\n")
+    assert "2 pass, 1 fail, 1 not decided, 1 not run" in text

@@ -562,3 +562,39 @@ def thesis_verdict(df: pd.DataFrame) -> str:
                      f"{'inside' if fits else 'beyond'} L<sub>tr</sub> = {l_tr}.")
     return "\n".join(parts) + (f"\n\nThe thesis (flat exactly when the ERF fits in L<sub>tr</sub>) describes "
                                f"{agree} of these {len(df)} models.")
+
+
+# --------------------------------------------------------------------------------------
+# the index page: what this build is
+# --------------------------------------------------------------------------------------
+def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int) -> str:
+    """The "this build" box of the index page (MyST): the scale's model and tokens a model,
+    the scoreboard's counts (``counts``, None when the board was not computed), and from the
+    long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
+    shipped and from how many tokens its first model breaks."""
+    from .scales import get
+
+    sc = get(scale)
+    m, t = sc.model, sc.train
+    tokens = t.steps * t.batch_size * t.l_tr
+    lines = [f"Scale `{scale}`: R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}, "
+             f"$L_{{tr}}$ = {t.l_tr}; {_tokens(tokens)} training tokens a model."]
+    if counts is None:
+        lines.append("The claims scoreboard was not computed in this build (chapter 9 computes it).")
+    else:
+        parts = ", ".join(f"{counts.get(k, 0)} {w}" for k, w in (("pass", "pass"), ("fail", "fail"),
+                                                                   ("not decided", "not decided"),
+                                                                   ("not run", "not run")))
+        lines.append(f"Of the paper's {sum(counts.values())} claims, at this scale: {parts} "
+                     f"([chapter 9](09_claims.ipynb)).")
+    finished = long[long["complete"].astype(bool)] if not long.empty else long
+    names = finished["name"].nunique() if not finished.empty else 0
+    broke = long[long[f"r_lo@{16 * t.l_tr}"] >= BREAKS] if not long.empty and f"r_lo@{16 * t.l_tr}" in long else long
+    if not broke.empty and tokens < broke["tokens"].min():
+        lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
+                     f"(r(16 $L_{{tr}}$) >= {BREAKS:g} on the lower bound of its interval) needed "
+                     f"{_tokens(broke['tokens'].min())} training tokens; a model here sees {_tokens(tokens)}.")
+    lines.append(f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
+                 + (f", trained on up to {_tokens(long['tokens'].max())} tokens each." if not long.empty else "."))
+    body = "\n".join(f"- {line}" for line in lines)
+    return f":::{{admonition}} This build\n:class: note\n{body}\n:::\n"

@@ -266,6 +266,7 @@ def assemble(scale: str) -> Path:
     shutil.copy2(ROOT / "_toc.yml", staging / "_toc.yml")
     shutil.copytree(BOOK, staging / "book", copy_function=shutil.copy2,
                     ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"))
+    write_this_build(staging / "book" / "index.md", scale)
     executed = notebooks_dir(scale)
     for key, path in chapters().items():
         done = executed / path.name
@@ -274,6 +275,21 @@ def assemble(scale: str) -> Path:
         shutil.rmtree(src)
     os.replace(staging, src)
     return src
+
+
+def write_this_build(index: Path, scale: str) -> None:
+    """Put the "this build" box (:func:`rflens.readings.this_build`) under the index page's
+    title: the scale, the scoreboard this build computed, the long run's state."""
+    from . import bundle, emergence, scoreboard
+    from .readings import this_build
+
+    try:
+        counts = scoreboard.summary(scoreboard.load_scoreboard(scale))
+    except (UserError, OSError, ValueError, KeyError):
+        counts = None  # chapter 9 was not executed in this build
+    box = this_build(scale, counts, bundle.table("long"), len(emergence.plan("long")))
+    title, _, rest = index.read_text().partition("\n")
+    index.write_text(f"{title}\n\n{box}{rest}")
 
 
 def book_config() -> dict:
