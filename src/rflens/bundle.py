@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from . import storage
-from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
+from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig, TrainedModel
 from .errors import UserError
 
 RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
@@ -178,7 +178,7 @@ def cpu_capability() -> str:
 
 # ----------------------------------------------------------------------------- the run-store layer
 
-class ShippedRun:
+class ShippedRun(TrainedModel):
     """A finished model of the shipped bundle, read like a :class:`rflens.runs.Run`."""
 
     shipped = True
@@ -202,14 +202,6 @@ class ShippedRun:
 
     def __repr__(self) -> str:
         return f"ShippedRun({self.key}, code {self.result['code_version']}, trained {self.result['finished']} UTC)"
-
-    @property
-    def pos(self) -> str:
-        return self.model_cfg.pos
-
-    @property
-    def l_tr(self) -> int:
-        return self.train_cfg.l_tr
 
     @property
     def command(self) -> str:

@@ -35,7 +35,7 @@ from typing import Callable
 
 from . import distributed, scales, schemes, storage
 from . import train as training
-from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig
+from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig, TrainedModel
 from .errors import ConfigError, UserError
 from .storage import read_json, runs_dir, sha256_file, write_json
 
@@ -197,7 +197,7 @@ def train_command(scale: str, pos: str, corpus: str, changed: dict, launcher: st
 
 # ----------------------------------------------------------------------------- Run
 
-class Run:
+class Run(TrainedModel):
     """A stored model: its settings, metrics, weights and cached results."""
 
     def __init__(self, path: Path):
@@ -223,14 +223,6 @@ class Run:
         changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
         extra = "".join(f", {k}={v}" for k, v in sorted(changed.items()))
         return f"Run({self.key}: {self.scale} {self.model_cfg.pos} on {self.data_cfg.corpus}{extra})"
-
-    @property
-    def pos(self) -> str:
-        return self.model_cfg.pos
-
-    @property
-    def l_tr(self) -> int:
-        return self.train_cfg.l_tr
 
     @property
     def metrics(self) -> dict:
