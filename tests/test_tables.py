@@ -45,6 +45,18 @@ def test_a_chapter_run_by_reproduce_writes_each_table_it_shows(tmp_path, monkeyp
         back = pd.read_csv(tmp_path / "tables" / written[0], comment="#")
         assert list(back["label"]) == ["w=8", "w=16"] and np.isnan(back["r@64"][1])
         assert "# chapter: 03_alibi_dissected" in (tmp_path / "tables" / written[0]).read_text()
+        # a rounded view of a wide table downloads at full precision, with every interval
+        from rflens import results
+
+        wide = pd.DataFrame({"label": ["w=8"], "ppl@32": [10.123456], "ci_low@32": [9.5], "ci_high@32": [10.7],
+                             "r@32": [1.0], "r_lo@32": [1.0], "r_hi@32": [1.0], "ppl@64": [12.345678],
+                             "ci_low@64": [11.0], "ci_high@64": [13.0], "r@64": [1.2195121], "r_lo@64": [1.1012345],
+                             "r_hi@64": [1.3456789]})
+        view = results.display_table(wide, "r")
+        assert view.loc["w=8", "64"] == 1.22
+        shell.display_formatter.format(view)
+        back = pd.read_csv(tmp_path / "tables" / "03_alibi_dissected-table3.csv", comment="#")
+        assert back["r_lo@64"][0] == 1.1012345 and back["ppl@64"][0] == 12.345678 and back["r@64"][0] == 1.2195121
     finally:
         InteractiveShell.clear_instance()
 

@@ -166,9 +166,17 @@ def long_form(df: pd.DataFrame, id_cols: Iterable[str] | None = None) -> pd.Data
 def display_table(df: pd.DataFrame, what: str = "ppl", extra: Iterable[str] = (), index: str | list = "label",
                   digits: int = 2) -> pd.DataFrame:
     """The paper-style view of a wide table: ``what`` ("ppl" or "r") at each L_ex as columns
-    named by L_ex, then the ``extra`` columns, rounded."""
+    named by L_ex, then the ``extra`` columns, rounded. ``attrs["csv"]`` holds the same rows
+    (as lists by column) at full precision with every interval (ppl's and r's bounds at each L_ex): what a
+    chapter's CSV download writes (:func:`rflens.tables.offer_tables`)."""
     cols = [f"{what}@{L}" for L in lengths_of(df, what)]
-    out = df.set_index(index)[cols + [c for c in extra if c in df.columns]].copy()
+    kept = [c for c in extra if c in df.columns]
+    out = df.set_index(index)[cols + kept].copy()
     out = out.rename(columns={f"{what}@{L}": f"{L}" for L in lengths_of(df, what)})
     out.columns.name = f"{what} at L_ex" if what == "ppl" else "r(L) at L_ex"
-    return out.round(digits)
+    full = [f"{k}@{L}" for L in lengths_of(df, what) for k in ("ppl", "ci_low", "ci_high", "r", "r_lo", "r_hi")
+            if f"{k}@{L}" in df.columns]
+    out = out.round(digits)
+    # as plain lists: pandas compares attrs when it combines frames, which a DataFrame cannot take
+    out.attrs["csv"] = df.set_index(index)[full + kept].reset_index().to_dict(orient="list")
+    return out

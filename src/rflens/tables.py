@@ -75,7 +75,8 @@ def offer_tables(scale: str | None) -> bool:
     def as_html(obj):
         df = obj.data if isinstance(obj, Styler) else obj
         name = f"{chapter}-table{next(counter)}.csv"
-        write_csv(df, Path(folder) / name, meta)
+        full = df.attrs.get("csv")  # a rounded view's rows at full precision (rflens.results.display_table)
+        write_csv(df if full is None else pd.DataFrame(full), Path(folder) / name, meta)
         return (obj.to_html() if isinstance(obj, Styler) else obj._repr_html_()) + (
             f'<p class="rflens-download"><a href="tables/{name}" download>Download this table (CSV)</a></p>')
 
