@@ -8,7 +8,7 @@ import pandas as pd
 
 from . import scales
 from .experiments import Spec, figure7_models, get_scale, measure_erf, progress_bar, run_of, table3, table3_models
-from .results import add_erf_columns, add_ppl_columns
+from .results import add_erf_columns, add_ppl_columns, erf_within_l_tr
 
 BEYOND_POS = ("fire", "sandwich", "kerple_log", "t5")  # FIRE beside the learnable log-like biases
 ROPE_METHODS = ("plain", "pi", "ntk", "yarn")  # rflens.positional.rope_frequencies
@@ -24,13 +24,13 @@ def beyond_models(scale, corpora=None) -> list[Spec]:
 def fire_table(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True,
                train: bool = True) -> pd.DataFrame:
     """FIRE next to Sandwich, KERPLE and T5, in Table 3's format (:func:`table3`), with each
-    model's receptive-field numbers beside it (ERF, share in L_tr, ``erf_within_ltr``)."""
+    model's receptive-field numbers beside it (ERF, share in L_tr, ``erf_within_l_tr``)."""
     df = table3(scale, corpora, progress=progress, train=train, positions=BEYOND_POS)
     for i, spec in enumerate(table3_models(scale, corpora, positions=BEYOND_POS)):
         row = add_erf_columns({}, measure_erf(run_of(scale, spec, train=train, progress=progress)))
         for k, v in row.items():
             df.loc[i, k] = v
-    df["erf_within_ltr"] = df["erf"] <= df["l_tr"]
+    df["erf_within_l_tr"] = erf_within_l_tr(df)
     return df
 
 
@@ -61,10 +61,11 @@ def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *,
         add_ppl_columns(row, res, l_tr)
         add_erf_columns(row, receptive_field(run, progress=False, eval_cfg=e))
         r, lo, hi = paired_ratio(np.stack([plain[-1], nll[-1]]), seed=ev.seed)
-        row.update(vs_plain=float(r[1]), vs_plain_lo=float(lo[1]), vs_plain_hi=float(hi[1]),
-                   erf_within_ltr=row["erf"] <= l_tr)
+        row.update(vs_plain=float(r[1]), vs_plain_lo=float(lo[1]), vs_plain_hi=float(hi[1]))
         rows.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df["erf_within_l_tr"] = erf_within_l_tr(df)
+    return df
 
 
 def rope_curves(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, train: bool = True) -> dict[str, dict]:
