@@ -37,7 +37,7 @@ SCALE_HELP = f"preset: {', '.join(SCALES)} (default: {DEFAULT_SCALE})"
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
     p.add_argument("--pos", default="alibi", help="positional scheme, e.g. alibi, window, sandwich, t5")
-    p.add_argument("--corpus", default="prose", help="prose, code or math (default: prose)")
+    p.add_argument("--corpus", default="prose", help="prose, code or math (default: %(default)s)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. --set window=32 --set train.steps=100 (repeatable)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -74,19 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bias", help=COMMANDS["bias"], description=COMMANDS["bias"])
     p.add_argument("--pos", required=True, help="positional scheme")
-    p.add_argument("--heads", type=int, default=12, help="number of heads H (default 12)")
-    p.add_argument("--length", type=int, default=16, help="number of distances L (default 16)")
+    p.add_argument("--heads", type=int, default=12, help="number of heads H (default: %(default)s)")
+    p.add_argument("--length", type=int, default=16, help="number of distances L (default: %(default)s)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="model setting, e.g. --set d_bar=256 --set window=8 (repeatable)")
     p.add_argument("--json", action="store_true", help="print {head: [bias at distance 0..L-1]} as JSON")
 
     p = sub.add_parser("data", help=COMMANDS["data"], description=COMMANDS["data"])
-    p.add_argument("--corpus", default="all", help="prose, code, math or all (default: all)")
+    p.add_argument("--corpus", default="all", help="prose, code, math or all (default: %(default)s)")
     p.add_argument("--source", default="embedded", help="embedded (default), hub or files")
     p.add_argument("--files", nargs="*", default=[], metavar="PATH", help="text, jsonl or parquet files (--source files)")
-    p.add_argument("--vocab-size", type=int, default=8192, help="BPE vocabulary size (default 8192)")
+    p.add_argument("--vocab-size", type=int, default=8192, help="BPE vocabulary size (default: %(default)s)")
     p.add_argument("--max-bytes", type=int, default=None, help="use only this many bytes of the corpus (a prefix)")
-    p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split (default 0)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split (default: %(default)s)")
     p.add_argument("--scale", default=None, help="prepare the data a preset needs (its vocabulary and slice)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -135,8 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Slurm (one job a model, a job array; the run store must be on a shared filesystem), "
                         "or submitit's local executor")
     p.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's)")
-    p.add_argument("--gpus-per-job", type=int, default=0, help="GPUs a Slurm job (default 0)")
-    p.add_argument("--time-limit", type=int, default=120, help="minutes a job may run (default 120)")
+    p.add_argument("--gpus-per-job", type=int, default=0, help="GPUs a Slurm job (default: %(default)s)")
+    p.add_argument("--time-limit", type=int, default=120, help="minutes a job may run (default: %(default)s)")
     p.add_argument("--max-jobs", type=int, default=None,
                    help="at most this many jobs at once (default: Slurm's limit; local: --workers)")
     p.add_argument("--jobs-dir", default=None,
@@ -146,11 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explore", help=COMMANDS["explore"], description=COMMANDS["explore"])
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP + "; the receptive fields of its stored models")
-    p.add_argument("--port", type=int, default=8866, help="port on 127.0.0.1 (default 8866)")
+    p.add_argument("--port", type=int, default=8866, help="port on 127.0.0.1 (default: %(default)s)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
 
     p = sub.add_parser("emergence", help=COMMANDS["emergence"], description=COMMANDS["emergence"])
-    p.add_argument("--scale", default="long", help="a long-run preset (default: long)")
+    p.add_argument("--scale", default="long", help="a long-run preset (default: %(default)s)")
     p.add_argument("--only", nargs="+", default=None, metavar="NAME", help="these models of the plan (see --list)")
     p.add_argument("--minutes", type=float, default=None,
                    help="stop after this many minutes, keeping the state of an unfinished model (the next call resumes)")
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
-    p.add_argument("--corpus", default="prose", help="corpus of the Table 1 experiments (default: prose)")
+    p.add_argument("--corpus", default="prose", help="corpus of the Table 1 experiments (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the scoreboard as JSON")
     return parser
 
