@@ -280,9 +280,11 @@ def assemble(scale: str) -> Path:
 def write_this_build(index: Path, scale: str) -> None:
     """Put the "this build" box (:func:`rflens.readings.this_build`) under the index page's
     title: the scale, the scoreboard this build computed, the long run's state."""
-    from . import bundle, emergence, scoreboard
+    from . import bundle, emergence, scales, scoreboard
     from .readings import this_build
 
+    if scale not in scales.SCALES:
+        return  # a build folder that is not a preset's has no scale to describe
     try:
         counts = scoreboard.summary(scoreboard.load_scoreboard(scale))
     except (UserError, OSError, ValueError, KeyError):
