@@ -244,12 +244,15 @@ def test_chapter_prose_typesets_its_notation(chapter):
 
 
 def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
-    long = pd.DataFrame([{"name": "a", "complete": True, "tokens": 8_388_608, "r_lo@512": 2.1},
-                         {"name": "a", "complete": True, "tokens": 4_194_304, "r_lo@512": 1.5},
-                         {"name": "b", "complete": False, "tokens": 1_048_576, "r_lo@512": 1.0}])
+    long = pd.DataFrame([{"name": "a", "complete": True, "l_tr": 32, "tokens": 8_388_608, "r_lo@512": 2.1},
+                         {"name": "a", "complete": True, "l_tr": 32, "tokens": 4_194_304, "r_lo@512": 1.5},
+                         {"name": "b", "complete": False, "l_tr": 32, "tokens": 1_048_576, "r_lo@512": 1.0}])
     box = rd.this_build("tiny", {"pass": 5, "fail": 7, "not decided": 2, "not run": 2}, long, 40)
     assert box.startswith(":::{admonition} This build") and box.rstrip().endswith(":::")
     assert "5 pass, 7 fail, 2 not decided, 2 not run" in box and "16 claims" in box
     assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "1 of its 40 models shipped" in box
+    # a preset with another L_tr reads the long run's breaks at the long run's own 16 L_tr
+    assert "needed 8.4M training tokens; a model here sees 4k" in rd.this_build("smoke", None, long, 40)
+    assert "blow-ups" not in rd.this_build("smoke", None, long.assign(**{"r_lo@512": 1.5}), 40)
     empty = rd.this_build("smoke", None, long.iloc[0:0], 40)
     assert "not computed in this build" in empty and "0 of its 40 models shipped." in empty and "blow-ups" not in empty

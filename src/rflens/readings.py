@@ -19,6 +19,7 @@ import re
 
 import pandas as pd
 
+from .claims import RESULTS
 from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_within_l_tr, lengths_of, row_ppl
 
 TOL, HORIZON = EXTRAPOLATION_TOLERANCE, EXTRAPOLATION_HORIZON
@@ -115,7 +116,7 @@ def verdicts(rows: list[dict], scale: str) -> Prose:
 
 def held(rows: list[dict], scale: str) -> Prose:
     """A chapter summary's list of its claims that held, did not hold, or were not checked."""
-    groups = {k: [c for c in rows if c["result"] == k] for k in ("pass", "fail", "not decided", "not run")}
+    groups = {k: [c for c in rows if c["result"] == k] for k in RESULTS}
     heads = {"pass": "Held", "fail": "Did not hold",
              "not decided": "Not decided (the interval straddles the criterion's threshold)",
              "not run": "Not checked (the scale does not produce the data)"}
@@ -129,7 +130,7 @@ def held(rows: list[dict], scale: str) -> Prose:
 
 def board(rows: list[dict], scale: str) -> Prose:
     """Chapter 9's count of the board, and the claims of each result by number."""
-    groups = {k: [str(c["id"]) for c in rows if c["result"] == k] for k in ("pass", "fail", "not decided", "not run")}
+    groups = {k: [str(c["id"]) for c in rows if c["result"] == k] for k in RESULTS}
     parts = [f"{len(v)} {w}" + (f" (claim{'s' if len(v) > 1 else ''} {_join(v)})" if v else "")
              for v, w in ((groups["pass"], "pass"), (groups["fail"], "fail"),
                           (groups["not decided"], "not decided"),
@@ -141,7 +142,7 @@ def by_scale(boards: dict[str, list[dict]]) -> Prose:
     """Chapter 9's count at each scale, and the claims whose result differs between them."""
     out = []
     for name, rows in boards.items():
-        n = {k: sum(c["result"] == k for c in rows) for k in ("pass", "fail", "not decided", "not run")}
+        n = {k: sum(c["result"] == k for c in rows) for k in RESULTS}
         out.append(f"`{name}`: {n['pass']} pass, {n['fail']} fail, {n['not decided']} not decided, {n['not run']} not run")
     names = list(boards)
     differ = [str(c["id"]) for i, c in enumerate(boards[names[0]])
@@ -582,17 +583,15 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
     if counts is None:
         lines.append("The claims scoreboard was not computed in this build (chapter 9 computes it).")
     else:
-        parts = ", ".join(f"{counts.get(k, 0)} {w}" for k, w in (("pass", "pass"), ("fail", "fail"),
-                                                                   ("not decided", "not decided"),
-                                                                   ("not run", "not run")))
+        parts = ", ".join(f"{counts.get(k, 0)} {k}" for k in RESULTS)
         lines.append(f"Of the paper's {sum(counts.values())} claims, at this scale: {parts} "
                      f"([chapter 9](09_claims.ipynb)).")
-    finished = long[long["complete"].astype(bool)] if not long.empty else long
-    names = finished["name"].nunique() if not finished.empty else 0
-    broke = long[long[f"r_lo@{16 * t.l_tr}"] >= BREAKS] if not long.empty and f"r_lo@{16 * t.l_tr}" in long else long
+    names = long.loc[long["complete"].astype(bool), "name"].nunique() if not long.empty else 0
+    top = f"r_lo@{HORIZON * int(long['l_tr'].iloc[0])}" if not long.empty else None  # at the long run's own L_tr
+    broke = long[long[top] >= BREAKS] if top in long else long.iloc[0:0]
     if not broke.empty and tokens < broke["tokens"].min():
         lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
-                     f"(r(16 $L_{{tr}}$) >= {BREAKS:g} on the lower bound of its interval) needed "
+                     f"(r({HORIZON} $L_{{tr}}$) >= {BREAKS:g} on the lower bound of its interval) needed "
                      f"{_tokens(broke['tokens'].min())} training tokens; a model here sees {_tokens(tokens)}.")
     lines.append(f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
                  + (f", trained on up to {_tokens(long['tokens'].max())} tokens each." if not long.empty else "."))

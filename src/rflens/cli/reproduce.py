@@ -44,7 +44,7 @@ def run(args) -> int:
     if request["skipped"]:
         gaps = request["skipped"]
         print(f"the {scale} preset's models are read from its shipped bundle; chapters {', '.join(gaps)} need models "
-              f"it lacks ({sum(map(len, gaps.values()))} in all) and are left unexecuted: "
+              f"it lacks ({len({g for lack in gaps.values() for g in lack})} in all) and are left unexecuted: "
               f"`python -m rflens emergence --scale {scale}` trains them")
     if scales.get(scale).shipped:
         if workers:
