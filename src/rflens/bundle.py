@@ -77,6 +77,11 @@ def load(name: str, scale: str = "long") -> dict:
     return result
 
 
+def point_lengths(result: dict, point: dict) -> list[int]:
+    """The evaluation lengths of a measured point (results shipped before points named them:
+    the preset's L_tr x length_mults)."""
+    return point.get("lengths") or [result["train"]["l_tr"] * m for m in result["eval"]["length_mults"]]
+
 
 # ----------------------------------------------------------------------------- reading it
 
@@ -109,12 +114,11 @@ def table(scale: str = "long", names: list[str] | None = None):
             row = {"name": name, "label": label(res), "pos": res["pos"], "l_tr": l_tr, "steps": p["steps"],
                    "tokens": p["tokens"], "complete": res["complete"], "val_loss": p["val_loss"], "erf": p["erf"],
                    "erf_length": p["erf_length"], "erf_capped": p["erf_capped"], "share_in_ltr": p["share_in_ltr"]}
-            for i, L in enumerate(p.get("lengths") or [l_tr * m for m in res["eval"]["length_mults"]]):
+            for i, L in enumerate(point_lengths(res, p)):
                 row.update({f"ppl@{L}": p["ppl"][i], f"r@{L}": p["r"][i], f"r_lo@{L}": p["r_low"][i],
                             f"r_hi@{L}": p["r_high"][i]})
             rows.append(row)
     return pd.DataFrame(rows)
-
 
 
 def minutes_per_model(scale: str = "long") -> tuple[float, str]:
@@ -122,16 +126,16 @@ def minutes_per_model(scale: str = "long") -> tuple[float, str]:
     measurements included) of the shipped finished models trained on a machine with this
     vector unit, else of all of them; None when none is shipped."""
     times = {}
-    for name in complete(scale):
-        res = storage.read_json(bundle_dir(scale) / name / RESULT)
-        times.setdefault(res.get("cpu", "an unrecorded vector unit"), []).append(res["train_seconds"] / 60)
+    for path in entries(scale).values():
+        res = storage.read_json(path / RESULT)
+        if res.get("complete", True):
+            times.setdefault(res.get("cpu", "an unrecorded vector unit"), []).append(res["train_seconds"] / 60)
     here = cpu_capability()
     pool = times.get(here) or [t for ts in times.values() for t in ts]
     if not pool:
         return None, "no finished model shipped yet"
     where = f"{here} CPUs like this one" if here in times else "other machines"
     return float(np.median(pool)), f"the median of {len(pool)} shipped model(s) trained on {where}"
-
 
 
 def provenance(scale: str = "long"):
@@ -253,8 +257,7 @@ class ShippedRun(TrainedModel):
             point = self.result["points"][-1]
             with np.load(self.path / NLL) as arrays:
                 nll = arrays[f"steps_{point['steps']}"].astype(np.float64)
-            lengths = point.get("lengths") or [self.l_tr * m for m in self.eval_cfg.length_mults]
-            self._final = {**point, "nll": nll, "lengths": lengths}
+            self._final = {**point, "nll": nll, "lengths": point_lengths(self.result, point)}
         return self._final
 
     def served(self, name: str, params: dict) -> dict | None:

@@ -35,7 +35,6 @@ SCALES = ("smoke", "tiny", "long", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 
 
-
 def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:
     """The paper's ALiBi exponents (a Delta or a shared h) at a shorter L_tr.
 
