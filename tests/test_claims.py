@@ -150,6 +150,11 @@ def test_claim7_not_run_when_nothing_failed_and_judged_otherwise():
     bad = pd.DataFrame([row("w=64, L_tr=64", DOUBLING, family="window", value=64, old_erf=100)])
     assert by_id(claims.check({"table2": ok}, [7]))[7]["passed"] is True
     assert by_id(claims.check({"table2": bad}, [7]))[7]["passed"] is False
+    # the measurement carries the ERFs before and after and the new L_tr, bounds marked
+    capped = pd.DataFrame([row("w=64, L_tr=64", FLAT, family="window", value=64, old_erf=127, old_erf_capped=True,
+                               erf=495, erf_capped=False, l_tr=64)])
+    text = by_id(claims.check({"table2": capped}, [7]))[7]["measured"]
+    assert "ERF ≥ 127 before, 495 after, new L_tr 64" in text
 
 
 # ----------------------------------------------------------------------------- figure 7

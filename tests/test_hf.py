@@ -191,7 +191,7 @@ def reference(family, folder, segments, lengths, positional=True):
 # the claims
 
 
-@pytest.mark.parametrize("family", hf.FAMILIES)
+@pytest.mark.parametrize("family", hf.ARCHITECTURES)
 def test_the_protocols_through_the_adapter_give_the_hand_written_forwards_numbers(family, tiny):
     lens, tokenizer = hf.load(tiny[family], device="cpu")
     segments = np.random.default_rng(1).integers(0, len(tokenizer), size=(3, 41))
@@ -322,7 +322,7 @@ def test_the_command_line_prints_a_table_and_reads_the_cache_the_second_time(tin
 
 def test_tiny_random_models_are_the_same_for_the_same_seed(tiny, tmp_path):
     again = hf.tiny_random_models(tmp_path / "a", seed=0)
-    for family in hf.FAMILIES:
+    for family in hf.ARCHITECTURES:
         for name in ("model.safetensors", "tokenizer.json", "config.json"):
             assert (again[family] / name).read_bytes() == (tiny[family] / name).read_bytes()
     stamp = (again["gpt2"] / "model.safetensors").stat().st_mtime_ns
@@ -337,7 +337,7 @@ def test_a_crash_while_building_leaves_no_half_written_model(tmp_path, monkeypat
     def crash(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(hf.storage, "write_json", crash)  # the marker, written last before the rename
+    monkeypatch.setattr(hf.tiny.storage, "write_json", crash)  # the marker, written last before the rename
     with pytest.raises(OSError):
         hf.tiny_random_models(tmp_path / "m")
     assert [p.name for p in (tmp_path / "m").iterdir() if not p.name.endswith(".lock")] == []

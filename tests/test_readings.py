@@ -135,6 +135,13 @@ def test_table2_reading_compares_the_retrained_model_at_the_same_lengths():
     assert "its perplexity is 0.125 to 0.500 times as large, lower" in text  # the old Δ=6 doubles at each length
 
 
+def test_table2_reading_gives_the_retrained_models_own_erf_and_its_bound():
+    t1 = table1()
+    new = row("Δ=6, L_tr=64", [1, 1, 1], l_tr=4 * L_TR, old_erf=127, old_erf_capped=True, erf=495, erf_capped=False)
+    text = rd.table2(t1, pd.DataFrame([new]), [])
+    assert "(ERF ≥ 127 before)" in text and "its own ERF is 495, beyond its new $L_{tr}$" in text
+
+
 # ----------------------------------------------------------------------------- chapter 5
 def test_figure7_reading_places_the_peak_against_its_window():
     base = {"pos": "sinusoidal", "few": 4, "jump_tolerance": 1.6}

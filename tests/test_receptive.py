@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import fakes
-from rflens import receptive
+from rflens import receptive, results
 from rflens.config import EvalConfig, ModelConfig
 from rflens.errors import UserError
 
@@ -56,6 +56,32 @@ def test_erf_on_hand_made_curves():
     assert s["erf"] == 2 and s["share_in_ltr"] == pytest.approx(0.8) and s["cumulative"][-1] == pytest.approx(1)
     with pytest.raises(UserError):
         receptive.erf_from_normalized(curve, 0)
+
+
+def test_an_erf_near_the_end_of_its_segment_is_read_as_a_lower_bound():
+    uniform = np.full(128, 1 / 128)  # a model that looks at every token: the segment sets the ERF
+    s = receptive.summarize(uniform, 0.99, l_tr=32)
+    assert s["erf"] == 127 and s["capped"]
+    assert results.erf_text(s["erf"], s["capped"]) == "≥ 127"
+    local = np.r_[np.full(10, 0.0999), np.full(118, 0.001 / 118)]  # 99.9% in the last 10 tokens
+    s = receptive.summarize(local, 0.99, l_tr=32)
+    assert s["erf"] == 10 and not s["capped"] and results.erf_text(10, s["capped"]) == "10"
+    # the oldest tenth of the segment is where the bound starts
+    assert receptive.erf_capped(116, 128) and not receptive.erf_capped(115, 128)
+    # a window whose whole field fits in the segment reads the same at any longer length
+    assert not receptive.erf_capped(120, 128, theoretical=120)
+    assert receptive.erf_capped(120, 128, theoretical=160)
+    # a table without the flag reads as not capped
+    assert results.erf_text(95, float("nan")) == "95" and results.erf_text(95, None) == "95"
+
+
+@pytest.mark.parametrize("n_layer, window", [(2, 8), (2, 10)])
+def test_a_windowed_models_erf_is_never_a_lower_bound_when_its_field_fits(n_layer, window):
+    model = make_model("window", n_layer=n_layer, window=window)
+    length = n_layer * window  # the field R(w - 1) + 1 ends in the segment's oldest tenth
+    normalized = receptive.normalize(receptive.input_gradients(model, make_segments(4, length + 1), progress=False))
+    s = receptive.summarize(normalized, 1.0, l_tr=4, theoretical=receptive.theoretical_field(model.cfg))
+    assert s["erf"] == n_layer * (window - 1) + 1 > 0.9 * length and not s["capped"]
 
 
 def test_index_zero_is_the_most_recent_token():

@@ -53,7 +53,7 @@ def test_a_chapter_run_by_reproduce_writes_each_table_it_shows(tmp_path, monkeyp
                              "ci_low@64": [11.0], "ci_high@64": [13.0], "r@64": [1.2195121], "r_lo@64": [1.1012345],
                              "r_hi@64": [1.3456789]})
         view = results.display_table(wide, "r")
-        assert view.loc["w=8", "64"] == 1.22
+        assert view.loc["w=8", "64"] == "1.22"
         shell.display_formatter.format(view)
         back = pd.read_csv(tmp_path / "tables" / "03_alibi_dissected-table3.csv", comment="#")
         assert back["r_lo@64"][0] == 1.1012345 and back["ppl@64"][0] == 12.345678 and back["r@64"][0] == 1.2195121
@@ -76,3 +76,36 @@ def test_the_run_store_exports_its_models_and_results(store, tmp_path, monkeypat
     assert list(ppl["l_ex"]) == res["lengths"] and np.allclose(ppl["ppl"], res["ppl"])
     erf = pd.read_csv(tmp_path / "out" / "receptive_fields.csv", comment="#")
     assert list(erf["erf"]) == [rf["erf"]]
+
+
+# ----------------------------------------------------------------------------- rendered tables
+CODE_NAME = r"^[a-z]+(_[a-z]+)+$|@"  # a header a reader should not have to decode
+
+
+def test_a_rendered_table_reads_in_words_with_one_format_per_column():
+    import re
+
+    from rflens import results
+
+    wide = pd.DataFrame({"label": ["w=8", "w=16"], "ppl@32": [10.0, 11.5], "r@32": [1.0, 1.0], "r@64": [1.2, np.nan],
+                         "r_lo@64": [1.1, np.nan], "r_hi@64": [1.3, np.nan], "l_tr": [32, 32], "erf": [120, 30],
+                         "erf_capped": [True, False], "erf_length": [128, 128], "share_in_ltr": [0.3, 0.991],
+                         "jump_abs_pos": [31, 12], "extrapolates": [False, None], "max_r": [1.2, 1.0]})
+    view = results.display_table(wide, "r", extra=["l_tr", "erf", "share_in_ltr", "jump_abs_pos", "extrapolates", "max_r"])
+    cells = view.to_numpy().ravel().tolist()
+    assert not any(re.search(CODE_NAME, str(h)) for h in [*view.columns, *view.index.names]), list(view.columns)
+    assert "nan" not in " ".join(map(str, cells)).lower() and "NaN" not in view.to_html()
+    assert list(view["32"]) == ["1.00", "1.00"] and list(view["largest r"]) == ["1.20", "1.00"]
+    assert list(view["ERF (of 128)"]) == ["≥ 120", "30"] and list(view["gradient in L_tr"]) == ["30%", "99%"]
+    assert list(view["extrapolates"]) == ["no", "–"] and list(view["64"]) == ["1.20", "–"]
+    # the download keeps every number at full precision, with the flag and the segment length
+    full = pd.DataFrame(view.attrs["csv"])
+    assert full["erf_capped"].tolist() == [True, False] and full["share_in_ltr"][1] == 0.991
+
+
+def test_segments_of_several_lengths_keep_their_own_column():
+    from rflens import results
+
+    df = pd.DataFrame({"erf": [40, 500], "erf_capped": [False, True], "erf_length": [64, 512]}, index=["a", "b"])
+    view = results.readable(df)
+    assert list(view.columns) == ["ERF", "ERF segment"] and list(view["ERF"]) == ["40", "≥ 500"]

@@ -101,19 +101,24 @@ def label(result: dict) -> str:
 
 def table(scale: str = "long", names: list[str] | None = None):
     """One row per shipped model and measured size: tokens, ppl@L, r@L with its paired
-    interval (r_lo@L, r_hi@L), ERF (and whether it reached the segment's end), the share of
+    interval (r_lo@L, r_hi@L), ERF (and whether the segment capped it, by the current rule of
+    :func:`rflens.receptive.erf_capped`), the share of
     the gradient inside L_tr, the validation loss; in the column names of
     :mod:`rflens.results`."""
     import pandas as pd
+
+    from .receptive import erf_capped, theoretical_field
 
     rows = []
     for name in list(entries(scale)) if names is None else names:
         res = load(name, scale)
         l_tr = res["train"]["l_tr"]
+        field = theoretical_field(ModelConfig.from_dict(res["model"]))
         for p in res["points"]:
             row = {"name": name, "label": label(res), "pos": res["pos"], "l_tr": l_tr, "steps": p["steps"],
                    "tokens": p["tokens"], "complete": res["complete"], "val_loss": p["val_loss"], "erf": p["erf"],
-                   "erf_length": p["erf_length"], "erf_capped": p["erf_capped"], "share_in_ltr": p["share_in_ltr"]}
+                   "erf_length": p["erf_length"], "erf_capped": erf_capped(p["erf"], p["erf_length"], field),
+                   "share_in_ltr": p["share_in_ltr"]}
             for i, L in enumerate(point_lengths(res, p)):
                 row.update({f"ppl@{L}": p["ppl"][i], f"r@{L}": p["r"][i], f"r_lo@{L}": p["r_low"][i],
                             f"r_hi@{L}": p["r_high"][i]})

@@ -33,7 +33,7 @@ from . import paper
 from .receptive import JUMP_TOLERANCE
 from .speed import speed_ratio
 from .errors import UserError
-from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_within_l_tr, lengths_of, row_ppl
+from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, erf_within_l_tr, lengths_of, row_ppl
 from .scales import mapped_exponents
 from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
@@ -288,7 +288,10 @@ def _c7(res):
     parts, outcomes = [], []
     for _, row in t2.iterrows():
         outcomes.append(_extrap(row))
-        parts.append(f"{row['label']} (ERF before {int(row['old_erf'])}): {_max_r_text(row)}")
+        before = erf_text(int(row["old_erf"]), row.get("old_erf_capped"))
+        after = erf_text(int(row["erf"]), row.get("erf_capped")) if "erf" in row else "not measured"
+        parts.append(f"{row['label']} (ERF {before} before, {after} after, new L_tr {int(row['l_tr'])}): "
+                     f"{_max_r_text(row)}")
     return "; ".join(parts), _all(*outcomes)
 
 

@@ -153,18 +153,19 @@ def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
     return {"lengths": lengths, "nll": nll, "normalized": normalize(grads)}
 
 
-def summary(point: dict, l_tr: int, threshold: float) -> dict:
-    """ppl per length, r(L) = ppl(L) / ppl(L_tr) with its paired 95% interval, and the ERF."""
+def summary(point: dict, l_tr: int, threshold: float, theoretical: int | None = None) -> dict:
+    """ppl per length, r(L) = ppl(L) / ppl(L_tr) with its paired 95% interval, and the ERF
+    (with ``theoretical``, the model's own field, for :func:`rflens.receptive.erf_capped`)."""
     from .receptive import summarize
     from .results import paired_ratio
 
     nll = np.asarray(point["nll"], dtype=np.float64)
     ppl = np.exp(nll.mean(axis=1))
     r, lo, hi = paired_ratio(nll)
-    erf = summarize(point["normalized"], threshold, l_tr)
+    erf = summarize(point["normalized"], threshold, l_tr, theoretical)
     return {"ppl": ppl.round(4).tolist(), "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
             "r_high": hi.round(4).tolist(),
-            "erf": erf["erf"], "erf_length": erf["length"], "erf_capped": erf["erf"] >= erf["length"],
+            "erf": erf["erf"], "erf_length": erf["length"], "erf_capped": erf["capped"],
             "share_in_ltr": round(erf["share_in_ltr"], 4)}
 
 
@@ -321,6 +322,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
     import torch
 
     from . import data, runs
+    from .receptive import theoretical_field
 
     _, model_cfg, data_cfg, train_cfg = runs.resolve(scale, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
@@ -350,7 +352,8 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         point = {"steps": steps, "tokens": steps * train_cfg.batch_size * train_cfg.l_tr, "val_loss": round(val_loss, 5),
                  "lengths": m["lengths"],
                  "normalized": [float(f"{v:.4g}") for v in m["normalized"]], "measure_seconds": 0.0}
-        point.update(summary({"nll": m["nll"], "normalized": m["normalized"]}, train_cfg.l_tr, ev.erf_threshold))
+        point.update(summary({"nll": m["nll"], "normalized": m["normalized"]}, train_cfg.l_tr, ev.erf_threshold,
+                             theoretical_field(model_cfg)))
         point["measure_seconds"] = round(time.perf_counter() - t0, 1)
         points[:] = [p for p in points if p["steps"] != steps] + [point]  # a resumed branch replaces its point
         buf = io.BytesIO()
@@ -458,6 +461,7 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     interval of their ratio over the same segments. Writes the result beside the bundle.
     """
     from . import runs
+    from .receptive import theoretical_field
     from .results import paired_ratio
     from .scales import get
 
@@ -476,8 +480,9 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     ratio, lo, hi = paired_ratio(wsd - cos, seed=ev.seed)
     result = {
         "name": name, "steps": steps, "tokens": point["tokens"], "lengths": m["lengths"],
-        "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold),
-        "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold),
+        "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold,
+                       theoretical_field(run_.model_cfg)),
+        "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold, theoretical_field(run_.model_cfg)),
         "ratio": ratio.round(4).tolist(), "ratio_low": lo.round(4).tolist(),
         "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
     }

@@ -45,7 +45,7 @@ from . import paper, scales
 from .config import PROTOCOLS
 from .errors import UserError
 from .receptive import gradient_jump
-from .results import EXTRAPOLATION_HORIZON, add_erf_columns, add_ppl_columns, lengths_of
+from .results import EXTRAPOLATION_HORIZON, add_erf_columns, add_ppl_columns, flag, lengths_of
 from .speed import training_speed
 from .scales import FAMILIES
 from .storage import package_repo
@@ -257,16 +257,20 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
     horizon as Table 1. Empty when no Table 1 model fails."""
     sc = get_scale(scale)
     t1 = table1(scale, corpus, progress=progress, train=train) if t1 is None else t1
-    cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "l_tr", "covers_erf", "run_key"]
+    cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "old_erf_capped", "l_tr", "covers_erf",
+            "run_key"]
     rows = []
     for old, spec in progress_bar(_table2_pairs(sc, t1, corpus), "Table 2", progress):
         fam_pos = FAMILIES[old["family"]].pos
         run = run_of(scale, spec, train=train, progress=progress)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
         lengths = sorted(set(lengths_of(t1)) | {l_tr})  # same absolute L_ex, plus the new L_tr
+        old_erf, capped = int(old["erf"]), flag(old.get("erf_capped"))
+        # a capped ERF is a lower bound: an L_tr at or above it may still fall short of the field
+        covers = False if l_tr < old_erf else (None if capped else True)
         row = {"family": old["family"], "value": old["value"], "label": spec.label, "pos": fam_pos,
-               "corpus": corpus, "old_l_tr": old_l_tr, "old_erf": int(old["erf"]), "l_tr": l_tr,
-               "covers_erf": bool(l_tr >= int(old["erf"])), "run_key": run.key}
+               "corpus": corpus, "old_l_tr": old_l_tr, "old_erf": old_erf, "old_erf_capped": capped, "l_tr": l_tr,
+               "covers_erf": covers, "run_key": run.key}
         res = measure_ppl(run, lengths=lengths)
         # the same absolute horizon as Table 1: 16 x the old L_tr, i.e. a smaller multiple of the new one
         add_ppl_columns(row, res, l_tr, horizon=max(1, EXTRAPOLATION_HORIZON * old_l_tr // l_tr))

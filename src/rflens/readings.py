@@ -20,7 +20,7 @@ import re
 import pandas as pd
 
 from .claims import RESULTS
-from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_within_l_tr, lengths_of, row_ppl
+from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, erf_within_l_tr, lengths_of, row_ppl
 
 TOL, HORIZON = EXTRAPOLATION_TOLERANCE, EXTRAPOLATION_HORIZON
 
@@ -54,6 +54,11 @@ def _join(items: list[str], word: str = "and") -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + f" {word} " + items[-1]
+
+
+def _erf(row, column: str = "erf") -> str:
+    """A row's ERF as the book prints it, "≥ N" where the segment capped it."""
+    return erf_text(int(row[column]), row.get(f"{column}_capped"))
 
 
 def _bullets(sentences: list[str]) -> Prose:
@@ -268,10 +273,10 @@ def erf_agreement(t1: pd.DataFrame) -> Prose:
     near_bad = sub[inside & ~ok]
     if not far_ok.empty:
         out.append(f"{len(far_ok)} {'model extrapolates' if len(far_ok) == 1 else 'models extrapolate'} with an ERF "
-                   f"beyond $L_{{tr}}$ ({'; '.join(f'{_label(r)}: ERF {int(r.erf)}' for _, r in far_ok.iterrows())}).")
+                   f"beyond $L_{{tr}}$ ({'; '.join(f'{_label(r)}: ERF {_erf(r)}' for _, r in far_ok.iterrows())}).")
     if not near_bad.empty:
         out.append(f"{len(near_bad)} {'fails' if len(near_bad) == 1 else 'fail'} with an ERF within $L_{{tr}}$ "
-                   f"({'; '.join(f'{_label(r)}: ERF {int(r.erf)}' for _, r in near_bad.iterrows())}).")
+                   f"({'; '.join(f'{_label(r)}: ERF {_erf(r)}' for _, r in near_bad.iterrows())}).")
     shifts = sub[sub["family"] == "slope_shift"].sort_values("value")
     if len(shifts) >= 3 and "share_in_ltr" in shifts.columns:
         share = shifts["share_in_ltr"].astype(float)
@@ -306,9 +311,11 @@ def table2(t1: pd.DataFrame, t2: pd.DataFrame, skipped: list[str]) -> Prose:
         base = row["label"].rsplit(", L_tr=", 1)[0]
         old = t1[t1["label"] == base]
         flat = bool(row["extrapolates"])
-        text = (f"{_label(row)} (ERF {int(row['old_erf'])} before) is "
+        text = (f"{_label(row)} (ERF {_erf(row, 'old_erf')} before) is "
                 + (f"flat from its new $L_{{tr}}$ = {new} on (largest r {float(row['max_r']):.3f})" if flat
                    else f"still not flat (largest r {float(row['max_r']):.3f})"))
+        if not math.isnan(_num(row.get("erf"))):
+            text += f"; its own ERF is {_erf(row)}, {'inside' if int(row['erf']) <= new else 'beyond'} its new $L_{{tr}}$"
         if not old.empty:
             ratios = [float(row[f"ppl@{L}"]) / float(old.iloc[0][f"ppl@{L}"]) for L in lengths_of(t2)
                       if L >= new and f"ppl@{L}" in old.columns and not math.isnan(_num(row.get(f"ppl@{L}")))]
@@ -513,10 +520,9 @@ def emergence(em: pd.DataFrame) -> Prose:
             s += f"it stays within {TOL:.2f} from {_tokens(flat.iloc[0]['tokens'])} tokens on"
         else:
             s += f"it has not broken by {_tokens(last['tokens'])} tokens"
-        erf = int(last["erf"])
-        side = "inside" if erf <= l_tr else "beyond"
-        capped = " (the whole segment: a lower bound)" if bool(last["erf_capped"]) else ""
-        s += f"; its ERF is {erf} tokens{capped}, {side} $L_{{tr}}$ = {l_tr}"
+        side = "inside" if int(last["erf"]) <= l_tr else "beyond"
+        capped = f" (a lower bound: the {int(last['erf_length'])}-token segment capped it)" if bool(last["erf_capped"]) else ""
+        s += f"; its ERF is {_erf(last)} tokens{capped}, {side} $L_{{tr}}$ = {l_tr}"
         if not bool(last["complete"]):
             s += f" (the run stopped part-way; its last measured size is {_tokens(last['tokens'])})"
         out.append(s + ".")
@@ -559,7 +565,7 @@ def thesis_verdict(df: pd.DataFrame) -> str:
         where = f" ({row['corpus']})" if df["corpus"].nunique() > 1 else ""
         parts.append(f"- **{row['label']}**{where}: r({longest // l_tr} L<sub>tr</sub>) = {row[f'r@{longest}']:.2f} "
                      f"[{row[f'r_lo@{longest}']:.2f}, {row[f'r_hi@{longest}']:.2f}], "
-                     f"{'flat' if flat else 'not flat'}; ERF {int(row['erf'])} tokens, "
+                     f"{'flat' if flat else 'not flat'}; ERF {_erf(row)} tokens, "
                      f"{'inside' if fits else 'beyond'} L<sub>tr</sub> = {l_tr}.")
     return "\n".join(parts) + (f"\n\nThe thesis (flat exactly when the ERF fits in L<sub>tr</sub>) describes "
                                f"{agree} of these {len(df)} models.")

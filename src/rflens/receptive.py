@@ -38,6 +38,11 @@ from .paper import ERF_THRESHOLD
 # Bump when a change here changes the numbers, so cached results are recomputed.
 ERF_VERSION = 1
 
+# An ERF that reaches into the oldest tenth of its segment is set by the segment, not by the
+# model: a longer segment would spread the gradient further and read a larger ERF. Such a
+# value is only a lower bound (see :func:`erf_capped`).
+ERF_CAP_MARGIN = 0.1
+
 
 # -----------------------------------------------------------------------------
 # pure functions
@@ -104,15 +109,32 @@ def erf_from_normalized(normalized, threshold: float = ERF_THRESHOLD) -> int:
     return int(reached[0]) + 1
 
 
+def erf_capped(erf: int, length: int, theoretical: int | None = None) -> bool:
+    """Whether an ERF measured on segments of ``length`` tokens is only a lower bound.
+
+    It is when the ERF reaches into the oldest ``ERF_CAP_MARGIN`` of the segment: the
+    gradient still had somewhere to go, and a longer segment would read a larger ERF (a
+    model that looks at every token, like NoPE, reads about 0.99 x the segment at any
+    length). The exception is a model whose theoretical field (R x w for windows) fits in the
+    segment: its gradient is exactly zero beyond the field, so a longer segment reads the same.
+    """
+    if theoretical is not None and theoretical <= length:
+        return False
+    return bool(erf > (1 - ERF_CAP_MARGIN) * length)
+
+
 def summarize(normalized, threshold: float, l_tr: int, theoretical: int | None = None) -> dict:
-    """Cumulative curve, ERF and the share of the gradient inside the last L_tr tokens."""
+    """Cumulative curve, ERF (and whether the segment capped it, :func:`erf_capped`) and the
+    share of the gradient inside the last L_tr tokens."""
     normalized = np.asarray(normalized, dtype=np.float64)
     cumulative = np.cumsum(normalized)
+    erf = erf_from_normalized(normalized, threshold)
     return {
         "length": int(normalized.size),
         "normalized": normalized.tolist(),
         "cumulative": cumulative.tolist(),
-        "erf": erf_from_normalized(normalized, threshold),
+        "erf": erf,
+        "capped": erf_capped(erf, normalized.size, theoretical),
         "share_in_ltr": float(cumulative[min(l_tr, normalized.size) - 1]),
         "theoretical": theoretical,
         "l_tr": int(l_tr),

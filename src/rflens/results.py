@@ -74,6 +74,18 @@ def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
     return {L: (p / base if np.isfinite(p) else math.inf) for L, p in ppl.items()}
 
 
+def flag(value) -> bool:
+    """A yes/no cell of a table as a bool: missing (None, or NaN where a row lacks the
+    column) reads as no."""
+    return value is not None and value == value and bool(value)  # NaN != NaN
+
+
+def erf_text(erf: int, capped) -> str:
+    """An ERF as the book prints it: ``"≥ 508"`` for a lower bound
+    (:func:`rflens.receptive.erf_capped`); ``capped`` missing reads as not capped."""
+    return f"≥ {int(erf)}" if flag(capped) else f"{int(erf)}"
+
+
 def erf_within_l_tr(df: pd.DataFrame) -> pd.Series:
     """The prediction of Section 4 for each row of a table: its ERF fits inside its L_tr."""
     return df["erf"].astype(int) <= df["l_tr"].astype(int)
@@ -126,6 +138,7 @@ def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATIO
 
 def add_erf_columns(row: dict, rf: dict) -> dict:
     row["erf"] = int(rf["erf"])
+    row["erf_capped"] = bool(rf["capped"])  # a lower bound: the segment, not the model, set it
     row["share_in_ltr"] = float(rf["share_in_ltr"])
     row["theoretical"] = rf.get("theoretical")
     row["erf_length"] = int(rf["length"])
@@ -163,20 +176,96 @@ def long_form(df: pd.DataFrame, id_cols: Iterable[str] | None = None) -> pd.Data
     return pd.DataFrame(rows)
 
 
+# The headers a rendered table shows instead of the column names of the code; a column not
+# listed keeps its name with spaces for underscores.
+HEADERS = {
+    "label": "model", "family": "family", "value": "value", "pos": "scheme", "corpus": "corpus", "l_tr": "L_tr",
+    "old_l_tr": "L_tr before", "extrapolates": "extrapolates", "max_r": "largest r", "erf": "ERF",
+    "old_erf": "ERF before", "covers_erf": "L_tr covers that ERF", "theoretical": "R·w", "share_in_ltr": "gradient in L_tr",
+    "erf_within_l_tr": "ERF ≤ L_tr", "few": "recent tokens skipped", "jump_abs_pos": "gradient peak at",
+    "jump_ok": "peak at L_tr", "learnable": "learnable", "tokens_per_s": "tokens/s", "tokens": "training tokens", "erf_length": "ERF segment",
+    "l_ex": "L_ex", "vs_plain": "r ÷ plain", "vs_plain_lo": "r ÷ plain, low", "vs_plain_hi": "r ÷ plain, high", "val_loss": "validation loss",
+}
+_WIDE_HEADERS = {"ppl": "ppl({})", "r": "r({})", "r_lo": "r({}) low", "r_hi": "r({}) high", "ci_low": "ppl({}) low",
+                 "ci_high": "ppl({}) high"}
+_SHARES = {"share_in_ltr"}  # shown as percentages
+_FOLDED = {"erf_capped", "old_erf_capped", "erf_length"}  # shown inside the ERF cells and header
+
+
+def header(name) -> str:
+    """The header a rendered table gives the column ``name`` (a tuple: each level's, joined)."""
+    if isinstance(name, tuple):
+        return ", ".join(header(part) for part in name)
+    m = _COL.match(str(name))
+    if m:
+        return _WIDE_HEADERS[m.group(1)].format(m.group(2))
+    if str(name) in HEADERS:
+        return HEADERS[str(name)]
+    return re.sub(r"(?<![A-Za-z])[lL]_tr(?![a-z])", "L§tr", str(name)).replace("_", " ").replace("§", "_")
+
+
+def _cell(value, digits: int) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}" if abs(int(value)) >= 10_000 else str(int(value))
+    if isinstance(value, (float, np.floating)):
+        if not np.isfinite(value):
+            return "∞" if value > 0 else "-∞"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def readable(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """``df`` as the book renders it: headers in words (:func:`header`), every number of a
+    column with the same decimals, shares as percentages, yes/no for flags, "–" for a value
+    not measured, and an ERF the segment capped as "≥ N" (its segment length in the header).
+    ``attrs["csv"]`` keeps the rows at full precision for the chapter's CSV download."""
+    full = df.attrs.get("csv")
+    if full is None:
+        named = any(n is not None for n in df.index.names)
+        full = (df.reset_index() if named else df).to_dict(orient="list")
+    out = pd.DataFrame(index=df.index)
+    one_length = "erf_length" in df.columns and df["erf_length"].nunique() == 1
+    for col in df.columns:
+        if col in _FOLDED and not (col == "erf_length" and not one_length):
+            continue
+        values = df[col]
+        if col in ("erf", "old_erf") and f"{col}_capped" in df.columns:
+            cells = [("–" if v is None or v != v else erf_text(v, c)) for v, c in zip(values, df[f"{col}_capped"])]
+        elif col in _SHARES:
+            cells = ["–" if v is None or v != v else f"{float(v):.0%}" for v in values]
+        else:
+            cells = [_cell(v, digits) for v in values]
+        name = header(col)
+        if col == "erf" and one_length:
+            name = f"ERF (of {int(df['erf_length'].iloc[0])})"
+        out[name] = cells
+    out.index = out.index.set_names([header(n) if n is not None else None for n in df.index.names])
+    out.columns.name = None if df.columns.name is None else header(df.columns.name)
+    out.attrs["csv"] = full
+    return out
+
+
 def display_table(df: pd.DataFrame, what: str = "ppl", extra: Iterable[str] = (), index: str | list = "label",
                   digits: int = 2) -> pd.DataFrame:
     """The paper-style view of a wide table: ``what`` ("ppl" or "r") at each L_ex as columns
-    named by L_ex, then the ``extra`` columns, rounded. ``attrs["csv"]`` holds the same rows
-    (as lists by column) at full precision with every interval (ppl's and r's bounds at each L_ex): what a
-    chapter's CSV download writes (:func:`rflens.tables.offer_tables`)."""
+    named by L_ex, then the ``extra`` columns, as :func:`readable` renders them.
+    ``attrs["csv"]`` holds the same rows (as lists by column) at full precision with every
+    interval (ppl's and r's bounds at each L_ex): what a chapter's CSV download writes
+    (:func:`rflens.tables.offer_tables`)."""
     cols = [f"{what}@{L}" for L in lengths_of(df, what)]
     kept = [c for c in extra if c in df.columns]
-    out = df.set_index(index)[cols + kept].copy()
+    folded = [c for c in ("erf_capped", "erf_length", "old_erf_capped") if c in df.columns
+              and c.removesuffix("_capped").removesuffix("_length") in kept]
+    out = df.set_index(index)[cols + kept + folded].copy()
     out = out.rename(columns={f"{what}@{L}": f"{L}" for L in lengths_of(df, what)})
-    out.columns.name = f"{what} at L_ex" if what == "ppl" else "r(L) at L_ex"
     full = [f"{k}@{L}" for L in lengths_of(df, what) for k in ("ppl", "ci_low", "ci_high", "r", "r_lo", "r_hi")
             if f"{k}@{L}" in df.columns]
-    out = out.round(digits)
     # as plain lists: pandas compares attrs when it combines frames, which a DataFrame cannot take
-    out.attrs["csv"] = df.set_index(index)[full + kept].reset_index().to_dict(orient="list")
-    return out
+    out.attrs["csv"] = df.set_index(index)[full + kept + folded].reset_index().to_dict(orient="list")
+    view = readable(out, digits)
+    view.columns.name = f"{what} at L_ex" if what == "ppl" else "r(L) at L_ex"
+    return view

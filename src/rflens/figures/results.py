@@ -25,7 +25,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .. import experiments as ex
-from ..results import EXTRAPOLATION_TOLERANCE, lengths_of
+from ..results import EXTRAPOLATION_TOLERANCE, erf_text, flag, lengths_of
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
@@ -208,14 +208,15 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
 
     def shapes(rf) -> list[dict]:
         out = [_vline(rf["l_tr"], f"L_tr={rf['l_tr']}", "black", "dash"),
-               _vline(rf["erf"], f"ERF={rf['erf']}", "firebrick", "solid"),
+               _vline(rf["erf"], f"ERF{'≥' if flag(rf.get('capped')) else '='}{rf['erf']}", "firebrick", "solid"),
                _hline(rf["threshold"], f"threshold {rf['threshold']:g}", "gray", yref="y2")]
         if rf.get("theoretical"):
             out.append(_vline(rf["theoretical"], f"R·w={rf['theoretical']}", "seagreen", "dot"))
         return out
 
     def head(lab, rf) -> str:
-        return (f"{title}: {lab}" + _subtitle(f"ERF {rf['erf']}, L_tr {rf['l_tr']}, "
+        return (f"{title}: {lab}" + _subtitle(f"ERF {erf_text(rf['erf'], rf.get('capped'))} on segments of "
+                                              f"{len(rf['normalized'])} tokens, L_tr {rf['l_tr']}, "
                                               f"{rf['share_in_ltr']:.0%} of the gradient in the last L_tr tokens"))
 
     buttons = [_button(lab, [o == i for o in owner], head(lab, curves[lab]), {"shapes": shapes(curves[lab])})
@@ -406,9 +407,13 @@ def emergence_figure(em: pd.DataFrame, *, title: str = "The long run: r(16 L_tr)
             hovertemplate="%{x:.3s} tokens: r = %{y:.3f}<extra>" + d["label"].iloc[0] + "</extra>"))
     for i, name in enumerate(names):
         d = em[em["name"] == name].sort_values("tokens")
+        capped = d["erf_capped"].map(flag)  # a lower bound: an open triangle pointing up
         fig.add_trace(go.Scatter(
             x=d["tokens"], y=d["erf"], mode="lines+markers", name=d["label"].iloc[0], visible=False,
-            line={"color": _color(i)}, hovertemplate="%{x:.3s} tokens: ERF %{y}<extra>" + d["label"].iloc[0] + "</extra>"))
+            line={"color": _color(i)}, marker={"symbol": ["triangle-up-open" if c else "circle" for c in capped],
+                                               "size": [10 if c else 6 for c in capped]},
+            text=[erf_text(e, c) for e, c in zip(d["erf"], capped)],
+            hovertemplate="%{x:.3s} tokens: ERF %{text}<extra>" + d["label"].iloc[0] + "</extra>"))
     n = len(names)
     l_tr = int(em["l_tr"].iloc[0])
     breaks = _hline(2.0, "2: breaks", color="firebrick")
@@ -418,12 +423,13 @@ def emergence_figure(em: pd.DataFrame, *, title: str = "The long run: r(16 L_tr)
     cap["label"]["textposition"] = "end"
     erf_lines = [_hline(l_tr, "L_tr"), cap]
     erf_title = "The long run: ERF (99% of the gradient) as training grows"
+    erf_axis = f"ERF (tokens of a {int(em['erf_length'].iloc[0])}-token segment; ▵ ≥, capped by it)"
     r_range = [min(0.95, float(em[f"r_lo@{top}"].min()) - 0.05), max(2.3, float(em[f"r_hi@{top}"].max()) + 0.1)]
     buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, title,
                        {"yaxis.title.text": f"r({top}) = ppl({top}) / ppl({l_tr})", "shapes": r_lines,
                         "yaxis.range": r_range, "yaxis.autorange": False}),
                _button("ERF", [False] * n + [True] * n, erf_title,
-                       {"yaxis.title.text": "ERF (tokens)", "shapes": erf_lines, "yaxis.autorange": True})]
+                       {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": True})]
     head = _top(title, HEIGHT)
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},

@@ -1,0 +1,105 @@
+"""The adapter: :class:`CausalLMLens` gives a ``transformers`` causal LM the three calls through
+which rflens's protocols read a model, ``model(idx, last_only=True)``, ``model.embed(idx)`` and
+``model(embeds=..., last_only=True)``, so that its numbers come from the very code that measures
+rflens's own models; :func:`load` reads one from a folder or hub name, with bf16 weights on CUDA
+and float32 on CPU. ``transformers`` is imported only when a model is loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+
+import torch
+import torch.nn as nn
+
+from .. import resources
+from ..errors import UserError
+from .hub import LOAD_FIX, POSITION_FIELDS, ModelRef, _first_line, check_positions, resolve
+
+
+@contextlib.contextmanager
+def _quiet_transformers(progress: bool):
+    """transformers without its progress bars (unless ``progress``) and its warnings."""
+    from transformers.utils import logging as tlog
+
+    bars, level = tlog.is_progress_bar_enabled(), tlog.get_verbosity()
+    if not progress:
+        tlog.disable_progress_bar()
+    tlog.set_verbosity_error()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()
+
+
+class CausalLMLens(nn.Module):
+    """A ``transformers`` causal LM seen through rflens's model interface.
+
+    ``forward(idx)`` or ``forward(embeds=...)`` -> logits (B, L', vocab), with L' = 1 when
+    ``last_only``; ``embed(idx)`` -> the input token embeddings (B, L, d), before any
+    position is added (GPT-2 adds ``wpe`` inside the model), which is where Section 4 takes
+    its gradients. ``kernel`` is accepted and ignored: the model chooses its own attention.
+    """
+
+    def __init__(self, model, name: str = "model", max_positions: int | None = None):
+        super().__init__()
+        self.hf = model.eval()
+        self.name = name
+        self.max_positions = max_positions if max_positions is not None else learned_positions(model)
+        self._keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.hf.get_input_embeddings()(idx)
+
+    def forward(self, idx: torch.Tensor | None = None, *, embeds: torch.Tensor | None = None,
+                last_only: bool = False, kernel: str | None = None) -> torch.Tensor:
+        if (idx is None) == (embeds is None):
+            raise TypeError("give exactly one of idx and embeds")
+        length = (idx if idx is not None else embeds).shape[1]
+        check_positions(self.name, self.max_positions, length)
+        kw = {"logits_to_keep": 1} if (last_only and self._keep) else {}
+        out = self.hf(input_ids=idx, inputs_embeds=embeds, use_cache=False, **kw)
+        return out.logits[:, -1:] if last_only else out.logits  # (B, L', v)
+
+
+def learned_positions(model) -> int | None:
+    """The size of a model's learned position table (a ``wpe`` or ``*position*`` embedding),
+    as its config gives it where it does; None when positions are not a table."""
+    for name, module in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if isinstance(module, nn.Embedding) and (leaf == "wpe" or "position" in leaf):
+            counts = [getattr(model.config, f, None) for f in POSITION_FIELDS]
+            return next((c for c in counts if isinstance(c, int)), module.num_embeddings)
+    return None
+
+
+def device_and_dtype(device=None) -> tuple[torch.device, torch.dtype]:
+    """CUDA with bf16 weights where there is a GPU, else the CPU with float32."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return device, (torch.bfloat16 if device.type == "cuda" else torch.float32)
+
+
+def load(model, *, revision: str | None = None, device=None, progress: bool = False):
+    """(CausalLMLens, tokenizer) of a folder or hub name (or a :class:`ModelRef`)."""
+    ref = model if isinstance(model, ModelRef) else resolve(model, revision)
+    device, dtype = device_and_dtype(device)
+    if device.type == "cpu":
+        weights = sum(p.stat().st_size for p in ref.folder.iterdir()
+                      if p.suffix in (".safetensors", ".bin", ".pt", ".pth") and p.is_file())
+        stored = str(ref.config.get("dtype") or ref.config.get("torch_dtype") or "float32")
+        resources.check(weights * (2 if stored in ("float16", "bfloat16") else 1), f"{ref.name} in float32",
+                        "use a smaller model, or a machine with more memory or a GPU")
+    try:
+        with _quiet_transformers(progress):
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(ref.folder)
+            hf_model = AutoModelForCausalLM.from_pretrained(ref.folder, dtype=dtype)
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a folder transformers cannot read: one line
+        raise UserError(f"cannot load {ref.name} as a causal language model ({_first_line(err)}): {LOAD_FIX}") from None
+    return CausalLMLens(hf_model.to(device), ref.name, ref.max_positions), tokenizer
