@@ -63,7 +63,6 @@ MENU_FIGURES = {
     "gradient_jump": lambda: fr.gradient_jump_figure(curves(), f7(curves())),
     "table3": lambda: fr.table3_figure(t3(), title="FIRE beside Sandwich, KERPLE and T5"),
     "protocol": lambda: fr.protocol_figure(protocols()),
-    "scoreboard": lambda: fr.scoreboard_figure([{"id": 1, "result": "pass", "statement": "a", "measured": "x"}]),
 }
 
 
@@ -148,6 +147,7 @@ SLIDER_FIGURES = {
     "alibi_shift": lambda: fb.alibi_shift_figure(shifts=(-3, 0), n_head=4, length=16),
     "window_heatmap": lambda: fb.window_heatmap(windows=(4, 8), length=16),
     "attention_reach": lambda: fb.attention_reach_figure(length=64, l_tr=16, n_head=4),
+    "erf_threshold": lambda: fr.erf_threshold_figure(curves()),
 }
 
 

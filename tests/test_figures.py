@@ -62,18 +62,6 @@ def test_renderer_gives_html_for_the_book_and_json_for_jupyter():
     assert setup_plotly() == pio.renderers.default
 
 
-def test_scoreboard_figure_menu_filters_by_result():
-    board = [{"id": 1, "result": "pass", "statement": "a", "measured": "x"},
-             {"id": 2, "result": "fail", "statement": "b", "measured": "y"},
-             {"id": 3, "result": "fail", "statement": "c", "measured": "z"}]
-    fig = fr.scoreboard_figure(board)
-    (menu,) = fig.layout.updatemenus
-    labels = [b.label for b in menu.buttons]
-    assert labels == ["all (3)", "pass (1)", "fail (2)", "not decided (0)", "not run (0)"]
-    fail_trace = fig.data[2]
-    assert list(fail_trace.cells.values[0]) == [2, 3]
-
-
 def test_bias_explorer_state_matches_the_closed_form():
     got = wb.explorer_bias({"pos": "alibi", "n_head": 4, "length": 10, "slope_shift": 2.0})
     want = positional.last_query_bias(ModelConfig(pos="alibi", n_head=4, d_model=32, slope_shift=2.0), 10).numpy()
@@ -110,3 +98,17 @@ def test_erf_explorer_recomputes_the_erf_from_the_threshold():
     slider.value = 0.99
     assert "<td>4</td>" in table.value
     assert _figure_in(output)["layout"]["title"]["text"].startswith("ERF at threshold 0.990")
+
+
+def test_the_static_threshold_slider_moves_each_models_erf_marker():
+    a, b = np.array([0.5, 0.3, 0.15, 0.05]), np.full(4, 0.25)
+    curves = {lab: {"normalized": g.tolist(), "cumulative": np.cumsum(g).tolist(), "l_tr": 2, "share_in_ltr": 0.8}
+              for lab, g in (("a", a), ("b", b))}
+    fig = fr.erf_threshold_figure(curves, thresholds=(0.5, 0.79, 0.99))
+    steps = fig.layout.sliders[0].steps
+    assert [s.label for s in steps] == ["0.5", "0.79", "0.99"] and fig.layout.sliders[0].active == 2
+    # each step rewrites the markers' data (traces 2 and 3) with the ERFs at its threshold
+    data, layout, traces = steps[1].args
+    assert list(traces) == [2, 3] and data["x"] == [[2], [4]] and data["y"] == [[0.79], [0.79]]
+    assert steps[2].args[0]["x"] == [[4], [4]] and steps[0].args[0]["x"] == [[1], [2]]
+    assert "threshold 0.79" in layout["title.text"] and fig.data[2].x == (4,)

@@ -90,6 +90,8 @@ def test_the_assembled_book_gets_the_effective_config_and_one_notice(monkeypatch
     notice = [ln for ln in capsys.readouterr().err.splitlines() if ln]
     assert len(notice) == 1 and "repository URL not set" in notice[0] and "RFLENS_REPOSITORY=" in notice[0]
     _assert_no_buttons(_theme_options(src / "_config.yml"))
+    # the chapters' note on live kernels names no launch button the page does not have
+    assert "launch button" not in (src / "book" / "_snippets" / "live_kernel.md").read_text()
 
     monkeypatch.setenv("RFLENS_REPOSITORY", "https://github.com/someone/rflens-book")
     src = reproduce.assemble(scale)
@@ -97,6 +99,7 @@ def test_the_assembled_book_gets_the_effective_config_and_one_notice(monkeypatch
     written = yaml.safe_load((src / "_config.yml").read_text())
     assert written["repository"]["url"] == "https://github.com/someone/rflens-book"
     assert written["html"]["use_repository_button"] is True
+    assert "launch button at the top" in (src / "book" / "_snippets" / "live_kernel.md").read_text()
 
 
 # ----------------------------------------------------------------------------- make publish

@@ -266,6 +266,8 @@ def assemble(scale: str) -> Path:
     shutil.copy2(ROOT / "_toc.yml", staging / "_toc.yml")
     shutil.copytree(BOOK, staging / "book", copy_function=shutil.copy2,
                     ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"))
+    if config["repository"]["url"]:  # the book has launch buttons: the chapters' note on live kernels names them
+        shutil.copy2(BOOK / "_snippets" / "live_kernel_launch.md", staging / "book" / "_snippets" / "live_kernel.md")
     write_this_build(staging / "book" / "index.md", scale)
     executed = notebooks_dir(scale)
     for key, path in chapters().items():

@@ -15,28 +15,29 @@ trains the model; later calls return the stored one at once. A model lives in
 The key is a short sha256 of the three settings, the data fingerprint and a code version,
 so a changed setting, corpus or model code never hands back a stale model.
 
-This module imports neither torch nor the model: listing the store and finding a stored
-run stay fast (``python -m rflens train`` on a stored run answers in well under 2 s).
+The settings of a run are resolved in :mod:`rflens.settings` (:func:`resolve`,
+:func:`describe`, :func:`train_command`, also reachable from here). This module imports
+neither torch nor the model: listing the store and finding a stored run stay fast
+(``python -m rflens train`` on a stored run answers in well under 2 s).
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import functools
 import hashlib
 import json
 import shutil
 import time
-from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from . import distributed, scales, schemes, storage
+from . import distributed, scales, schemes, settings, storage
 from . import train as training
-from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig, TrainedModel
+from .config import DataConfig, ModelConfig, TrainConfig, TrainedModel
 from .errors import ConfigError, UserError
+from .settings import cuda_available, describe, resolve, train_command
 from .storage import read_json, runs_dir, sha256_file, write_json
 
 # Modules whose code decides the trained weights. The data package is left out on purpose:
@@ -47,6 +48,7 @@ CODE_MODULES = ("model.py", "positional.py", "attention.py", "train.py")
 KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collisions among a few thousand runs
 FAILED = "failed.json"  # in a run folder whose training raised: the error
 VERIFIED = ".weights-verified.json"  # the weights file's stat when its sha256 last matched (quick listing)
+native_dtype = settings.native_dtype  # reachable here too, as resolve, describe and train_command are
 
 
 class NotStored(UserError):
@@ -103,96 +105,6 @@ def run_key(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig
     if own is not None:
         payload["scheme_source"] = own
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:KEY_LENGTH]
-
-
-# ----------------------------------------------------------------------------- settings
-
-def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
-            overrides: dict | None = None) -> tuple[scales.Scale, ModelConfig, DataConfig, TrainConfig]:
-    """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied.
-
-    ``overrides`` is either flat (``{"window": 8, "l_tr": 256}``: each key goes to every
-    settings class that has it, e.g. vocab_size to model and data) or by section
-    (``{"model": {...}, "train": {...}}``, as from :func:`rflens.config.parse_overrides`).
-    Evaluation settings are rejected here: they do not change a trained model.
-    """
-    s = scales.get(scale)
-    sections = {"model": {}, "data": {}, "train": {}}
-    overrides = dict(overrides or {})
-    if overrides and set(overrides) <= set(SETTINGS) and all(isinstance(v, dict) for v in overrides.values()):
-        if overrides.get("eval"):
-            name = next(iter(overrides["eval"]))
-            raise ConfigError(name, overrides["eval"][name], "an evaluation setting does not change a trained "
-                              "model: pass it to evaluate or erf, not to train")
-        for k in sections:
-            sections[k].update(overrides.get(k, {}))
-    else:
-        names = {k: {f.name for f in fields(cls)} for k, cls in SETTINGS.items()}
-        for key, value in overrides.items():
-            hit = [k for k in sections if key in names[k]]
-            if not hit:
-                allowed = sorted(names["model"] | names["data"] | names["train"])
-                extra = " (an evaluation setting: pass it to evaluate or erf)" if key in names["eval"] else ""
-                raise ConfigError(key, value, f"unknown training setting{extra}; known: {', '.join(allowed)}")
-            for k in hit:
-                sections[k][key] = value
-    for key in ("pos", "corpus"):
-        for k in sections:
-            if key in sections[k]:
-                raise ConfigError(key, sections[k][key], f"give {key} as its own argument, not as an override")
-    model_cfg = s.model.replace(pos=pos, **sections["model"])
-    data_cfg = s.data.replace(corpus=corpus, **sections["data"])
-    train_cfg = s.train.replace(**sections["train"])
-    if train_cfg.dtype == "auto":  # the key names the precision the weights are trained in
-        train_cfg = train_cfg.replace(dtype=native_dtype())
-    if model_cfg.vocab_size != data_cfg.vocab_size:
-        raise ConfigError("vocab_size", model_cfg.vocab_size,
-                          f"the model's vocabulary must equal the data's ({data_cfg.vocab_size}); set vocab_size once")
-    return s, model_cfg, data_cfg, train_cfg
-
-
-@functools.cache
-def native_dtype() -> str:
-    """"bf16" where training in bf16 is fast (a GPU, or a CPU with AVX512-BF16 or AMX
-    instructions), else "fp32": on other CPUs bf16 is emulated and slower than fp32."""
-    if _cuda_available():
-        return "bf16"
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "fp32"
-    return "bf16" if (" avx512_bf16" in flags or " amx_bf16" in flags) else "fp32"
-
-
-def _cuda_available() -> bool:
-    """Whether torch sees a GPU, without importing torch when it is not loaded yet (then an
-    NVIDIA device node stands in: this module stays quick to import and to query)."""
-    import sys
-
-    if "torch" in sys.modules:
-        return sys.modules["torch"].cuda.is_available()
-    return Path("/dev/nvidiactl").exists()
-
-
-def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, scale: str) -> dict:
-    """The settings that differ from the preset (what makes this run special)."""
-    s = scales.get(scale)
-    train_base = s.train.replace(dtype=native_dtype()) if s.train.dtype == "auto" else s.train
-    out = {}
-    for base, cfg in ((s.model, model_cfg), (s.data, data_cfg), (train_base, train_cfg)):
-        for k, v in cfg.to_dict().items():
-            if k in ("pos", "corpus"):
-                continue
-            if v != getattr(base, k) and not (isinstance(v, list) and tuple(v) == getattr(base, k)):
-                out[k] = v
-    return out
-
-
-def train_command(scale: str, pos: str, corpus: str, changed: dict, launcher: str = "python -m rflens") -> str:
-    """The command line that trains this model (``launcher``: e.g. ``torchrun ... -m rflens``)."""
-    sets = " ".join(f"--set {k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
-                    for k, v in sorted(changed.items()))
-    return f"{launcher} train --scale {scale} --pos {pos} --corpus {corpus}" + (f" {sets}" if sets else "")
 
 
 # ----------------------------------------------------------------------------- Run
@@ -372,7 +284,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     from .positional import check_bias
 
     check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
-    if not _cuda_available():  # on a GPU the step lives in device memory, which this does not see
+    if not cuda_available():  # on a GPU the step lives in device memory, which this does not see
         from . import resources
 
         per_rank = max(1, train_cfg.batch_size // distributed.world_size())

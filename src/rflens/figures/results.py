@@ -237,6 +237,55 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     return fig
 
 
+# the thresholds of the static ERF slider: the paper's 0.99 and a spread around it
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
+
+
+def erf_threshold_figure(curves: dict[str, dict], *, thresholds=THRESHOLDS, title: str = "ERF against the threshold",
+                         log_x: bool = True) -> go.Figure:
+    """The static form of the ERF explorer: every model's cumulative curve, and a slider over
+    ``thresholds`` that moves each model's ERF marker (where its curve reaches the
+    threshold), precomputed so that it works without a kernel. Click a legend entry to hide
+    a model."""
+    from ..receptive import erf_from_normalized
+
+    labels = list(curves)
+    thresholds = [float(t) for t in thresholds]
+    erfs = {lab: [erf_from_normalized(curves[lab]["normalized"], t) for t in thresholds] for lab in labels}
+    start = min(range(len(thresholds)), key=lambda i: abs(thresholds[i] - 0.99))
+    length = max(len(rf["cumulative"]) for rf in curves.values())
+    fig = go.Figure()
+    for i, lab in enumerate(labels):
+        rf = curves[lab]
+        k = np.arange(1, len(rf["cumulative"]) + 1)
+        fig.add_trace(go.Scatter(x=k, y=np.asarray(rf["cumulative"], dtype=np.float32), mode="lines", name=lab,
+                                 legendgroup=lab, line={"color": _color(i)},
+                                 hovertemplate="k=%{x}: %{y:.4f}<extra>" + lab + "</extra>"))
+    for i, lab in enumerate(labels):
+        e = erfs[lab][start]
+        fig.add_trace(go.Scatter(x=[e], y=[thresholds[start]], mode="markers+text", legendgroup=lab, showlegend=False,
+                                 marker={"color": _color(i), "size": 10, "line": {"color": "white", "width": 1}},
+                                 text=[f"{e}"], textposition="top left", textfont={"color": _color(i)},
+                                 hovertemplate=f"{lab}: ERF %{{x}}<extra></extra>"))
+    markers = list(range(len(labels), 2 * len(labels)))
+    steps = []
+    for j, t in enumerate(thresholds):
+        head = f"{title}: threshold {t:g}" + _subtitle(
+            f"the dots: where each cumulative curve reaches {t:g} (the paper uses 0.99); segments of {length} tokens")
+        steps.append({"method": "update", "label": f"{t:g}",
+                      "args": [{"x": [[erfs[lab][j]] for lab in labels], "y": [[t]] * len(labels),
+                                "text": [[f"{erfs[lab][j]}"] for lab in labels]},
+                               {"title.text": head, "shapes": [_hline(t, "", "gray", yref="y")]}, markers]})
+    first = steps[start]["args"][1]["title.text"]
+    fig.update_layout(template=TEMPLATE, height=HEIGHT + 60, title={"text": first}, margin={"t": 80, "b": 40},
+                      shapes=[_hline(thresholds[start], "", "gray", yref="y")],
+                      xaxis={"type": "log" if log_x else "linear", "title": "k: tokens back from the predicted token"},
+                      yaxis={"title": "cumulative normalised gradient", "range": [0, 1.05]},
+                      sliders=[{"active": start, "currentvalue": {"prefix": "threshold = "}, "pad": {"t": 50},
+                                "steps": steps}])
+    return fig
+
+
 def gradient_jump_figure(curves: dict[str, dict], f7: pd.DataFrame, *, title: str = "Normalised gradient by absolute position") -> go.Figure:
     """Figure 7: the normalised gradient against the absolute (0-based) position of each
     input token, the dashed line at each model's L_tr and a marker at the largest
@@ -350,30 +399,6 @@ def table2_figure(t1: pd.DataFrame, t2: pd.DataFrame, *, title: str = "Table 2: 
 
 
 RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not decided": "#fdf1c9", "not run": "#eeeeee"}
-
-
-def scoreboard_figure(board: list[dict], *, title: str = "Claims scoreboard") -> go.Figure:
-    """The claims of chapter 9 as a table, coloured by result; a menu shows all claims or
-    only those that passed, failed, are not decided or were not run."""
-    groups = [("all", board)] + [(k, [c for c in board if c["result"] == k]) for k in RESULT_COLORS]
-    fig = go.Figure()
-    for i, (_, rows) in enumerate(groups):
-        fill = [[RESULT_COLORS[c["result"]] for c in rows]] * 4
-        fig.add_trace(go.Table(
-            columnwidth=[6, 10, 60, 60],
-            header={"values": ["#", "result", "claim", "measured"], "align": "left", "fill_color": "#dde4ee"},
-            cells={"values": [[c["id"] for c in rows], [c["result"] for c in rows],
-                              [c["statement"] for c in rows], [c["measured"] for c in rows]],
-                   "align": "left", "fill_color": fill, "height": 28},
-            visible=i == 0))
-    buttons = [_button(f"{name} ({len(rows)})", [j == i for j in range(len(groups))], f"{title}: {name}")
-               for i, (name, rows) in enumerate(groups)]
-    band = 8  # a table: nothing above it but its header
-    height = 120 + 60 * max(1, len(board)) + _top_margin(band) - 90
-    head = _top(f"{title}: all", height, band)
-    fig.update_layout(template=TEMPLATE, title=head["title"], height=height,
-                      margin={**head["margin"], "l": 10, "r": 10, "b": 10}, updatemenus=[_menu(buttons, band=band)])
-    return fig
 
 
 def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:

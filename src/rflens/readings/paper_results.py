@@ -1,172 +1,25 @@
-"""The book's sentences about its own results, each computed from the table it describes.
+"""Readings of the paper's tables and figures as this build reproduces them (chapters 3 to 7).
 
-A chapter never states a measured fact in fixed prose: it shows the reading of this module
-for the tables it has just computed, so the text agrees with the numbers on the page at
-whatever scale the chapter was built. Every function returns :class:`Prose`, a Markdown
-string that a notebook displays as formatted text (with the book's notation typeset by
-MathJax); the tests call the same functions on synthetic tables.
-
-Readings by chapter: :func:`verdicts` and :func:`held` (every chapter with claims),
-:func:`table1` (3), :func:`erf_agreement` and :func:`table2` (4), :func:`figure7` (5),
-:func:`table3` (6), :func:`log_fit` and :func:`log_like` (7), :func:`protocols` (8),
-:func:`board` (9).
+Table 1 and the pilot's growth with training tokens (chapter 3), the agreement of the
+ERF with extrapolation and the retraining of Table 2 (chapter 4), Figure 7's Sinusoidal
+and Rotary (chapter 5), Table 3, Figure 11 and the training speed (chapter 6), and the
+log curve and the log-like schemes (chapter 7).
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
-from .claims import RESULTS
-from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, erf_within_l_tr, lengths_of, row_ppl
-
-TOL, HORIZON = EXTRAPOLATION_TOLERANCE, EXTRAPOLATION_HORIZON
-
-
-class Prose(str):
-    """Markdown text that a notebook displays formatted."""
-
-    def _repr_markdown_(self) -> str:
-        return str(self)
-
-
-# --------------------------------------------------------------------------------------
-# notation: the plain-text names of the tables and the command line, typeset for the book
-# --------------------------------------------------------------------------------------
-_NOTATION = [(re.compile(r"\bL_tr\b"), r"$L_{tr}$"), (re.compile(r"\bL_ex\b"), r"$L_{ex}$"),
-             (re.compile(r"\bd_bar\b"), r"$\\bar d$"), (re.compile(r"<="), "≤"), (re.compile(r">="), "≥")]
-
-
-def tex(text: str) -> str:
-    """Plain notation (``L_tr``, ``L_ex``, ``d_bar``, ``<=``) as the book typesets it; text
-    in backticks is left as it is."""
-    parts = re.split(r"(`[^`]*`)", str(text))
-    for i in range(0, len(parts), 2):
-        for pattern, repl in _NOTATION:
-            parts[i] = pattern.sub(repl, parts[i])
-    return "".join(parts)
-
-
-def _join(items: list[str], word: str = "and") -> str:
-    items = [str(i) for i in items]
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + f" {word} " + items[-1]
-
-
-def _erf(row, column: str = "erf") -> str:
-    """A row's ERF as the book prints it, "≥ N" where the segment capped it."""
-    return erf_text(int(row[column]), row.get(f"{column}_capped"))
-
-
-def _bullets(sentences: list[str]) -> Prose:
-    return Prose("\n".join(f"- {s}" for s in sentences))
-
-
-def _num(v) -> float:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return math.nan
-    return v
-
-
-def _r(row, L: int) -> str:
-    """r(L) of a row with its paired 95% interval, as text."""
-    v, lo, hi = _num(row.get(f"r@{L}")), _num(row.get(f"r_lo@{L}")), _num(row.get(f"r_hi@{L}"))
-    if math.isnan(v):
-        return "not measured"
-    if math.isnan(lo) or math.isnan(hi):
-        return f"{v:.3f}"
-    return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+from ..results import BREAKS, erf_within_l_tr, lengths_of, row_ppl
+from ..results import EXTRAPOLATION_HORIZON as HORIZON
+from ..results import EXTRAPOLATION_TOLERANCE as TOL
+from .notation import Prose, _bullets, _erf, _join, _label, _mult, _num, _r, _top, tex
 
 
 def _breaks(row, L: int) -> bool:
     return _num(row.get(f"r_lo@{L}")) >= BREAKS
-
-
-def _label(row) -> str:
-    return tex(str(row["label"]))
-
-
-def _top(df: pd.DataFrame, row) -> int:
-    """The longest measured length of a row, at most HORIZON L_tr."""
-    l_tr = int(row["l_tr"])
-    lengths = [L for L in lengths_of(df, "r") if L <= HORIZON * l_tr and not math.isnan(_num(row.get(f"r@{L}")))]
-    return max(lengths) if lengths else l_tr
-
-
-def _mult(L: int, l_tr: int) -> str:
-    return f"{L // l_tr} $L_{{tr}}$" if L % l_tr == 0 else f"$L$ = {L}"
-
-
-# --------------------------------------------------------------------------------------
-# claims
-# --------------------------------------------------------------------------------------
-_WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided at this scale",
-         "not run": "was not checked"}
-
-
-def verdicts(rows: list[dict], scale: str) -> Prose:
-    """The computed verdict of each claim in ``rows`` (from :func:`rflens.claims.check`):
-    what the paper says, the fixed criterion, and what this build measured."""
-    out = [f"Computed at the `{scale}` scale:", ""]
-    for c in rows:
-        out.append(f"- **Claim {c['id']} {_WORD[c['result']]}.** {tex(c['statement'])} "
-                   f"*Criterion:* {tex(c['criterion'])}. *Measured:* {tex(c['measured'])}.")
-    return Prose("\n".join(out))
-
-
-def held(rows: list[dict], scale: str) -> Prose:
-    """A chapter summary's list of its claims that held, did not hold, or were not checked."""
-    groups = {k: [c for c in rows if c["result"] == k] for k in RESULTS}
-    heads = {"pass": "Held", "fail": "Did not hold",
-             "not decided": "Not decided (the interval straddles the criterion's threshold)",
-             "not run": "Not checked (the scale does not produce the data)"}
-    out = []
-    for key, items in groups.items():
-        if items:
-            out.append(f"- {heads[key]} at the `{scale}` scale:")
-            out += [f"  - claim {c['id']}: {tex(c['statement'])}" for c in items]
-    return Prose("\n".join(out))
-
-
-def board(rows: list[dict], scale: str) -> Prose:
-    """Chapter 9's count of the board, and the claims of each result by number."""
-    groups = {k: [str(c["id"]) for c in rows if c["result"] == k] for k in RESULTS}
-    parts = [f"{len(v)} {w}" + (f" (claim{'s' if len(v) > 1 else ''} {_join(v)})" if v else "")
-             for v, w in ((groups["pass"], "pass"), (groups["fail"], "fail"),
-                          (groups["not decided"], "not decided"),
-                          (groups["not run"], "were not run"))]
-    return Prose(f"At the `{scale}` scale, of {len(rows)} claims: {'; '.join(parts)}.")
-
-
-def by_scale(boards: dict[str, list[dict]]) -> Prose:
-    """Chapter 9's count at each scale, and the claims whose result differs between them."""
-    out = []
-    for name, rows in boards.items():
-        n = {k: sum(c["result"] == k for c in rows) for k in RESULTS}
-        out.append(f"`{name}`: {n['pass']} pass, {n['fail']} fail, {n['not decided']} not decided, {n['not run']} not run")
-    names = list(boards)
-    differ = [str(c["id"]) for i, c in enumerate(boards[names[0]])
-              if len({boards[s][i]["result"] for s in names if boards[s][i]["result"] in ("pass", "fail")}) > 1]
-    text = f"Of the {len(boards[names[0]])} claims, " + "; ".join(out) + "."
-    if differ:
-        text += f" Decided at more than one scale with different results: claim{'s' if len(differ) > 1 else ''} {_join(differ)}."
-    return Prose(text)
-
-
-def long_run(experiment: str, rows: list[dict], lacking: list[str]) -> Prose:
-    """The long run's verdicts on an experiment read from its bundle, or what the bundle
-    still lacks for it (:func:`rflens.shipped.experiment`)."""
-    if lacking:
-        more = f" and {len(lacking) - 1} more" if len(lacking) > 1 else ""
-        return Prose(f"The long run's {experiment} is not complete yet: the bundle lacks {tex(lacking[0])}{more}. "
-                     f"Its verdicts appear here once it holds them; chapter 10 lists the shipped models and how far "
-                     f"each has trained.")
-    return verdicts(rows, "long")
 
 
 # --------------------------------------------------------------------------------------
@@ -180,11 +33,11 @@ def table1(t1: pd.DataFrame, scale, *, n_layer: int | None = None, pilot: pd.Dat
     if t1 is None or t1.empty:
         return Prose("Table 1 was not run at this scale.")
     if n_layer is None:
-        from .scales import get
+        from ..scales import get
 
         n_layer = get(scale).model.n_layer
     if pilot is None:
-        from .pilot import pilot_table
+        from ..pilot import pilot_table
 
         pilot = pilot_table()
     t1 = t1[t1["extrapolates"].notna()]
@@ -445,161 +298,3 @@ def log_like(family: pd.DataFrame, scale: str) -> Prose:
         return Prose(f"At the `{scale}` scale none of the log-like schemes extrapolates: {_join(rise)}.")
     return Prose(f"At the `{scale}` scale the log-like schemes split: {_join(flat)} extrapolate, while {_join(rise)} "
                  "do not; a logarithmic decay alone does not make a model extrapolate here.")
-
-
-# --------------------------------------------------------------------------------------
-# chapter 8: protocols
-# --------------------------------------------------------------------------------------
-def protocols(pr: pd.DataFrame, *, brief: bool = False) -> Prose:
-    """Per model: the non-overlapping and sliding perplexity against the last-token one at
-    L_ex = L_tr, and how the non-overlapping value moves from L_tr to the longest chunk.
-    ``brief``: the first sentence only (for a summary)."""
-    if pr is None or pr.empty:
-        return Prose("No protocol comparison was run at this scale.")
-    out, higher, n = [], 0, 0
-    for label in dict.fromkeys(pr["label"]):
-        sub = pr[pr["label"] == label]
-        l_tr = int(sub["l_tr"].iloc[0])
-        at = sub[sub["l_ex"] == l_tr].set_index("protocol")["ppl"]
-        if "last_token" not in at or "non_overlapping" not in at:
-            continue
-        n += 1
-        gap = at["non_overlapping"] / at["last_token"] - 1
-        higher += gap > 0
-        non = sub[sub["protocol"] == "non_overlapping"].sort_values("l_ex")
-        first, last = non.iloc[0], non.iloc[-1]
-        move = last["ppl"] / first["ppl"] - 1
-        overlap = last["ci_low"] <= first["ci_high"] and first["ci_low"] <= last["ci_high"]
-        text = (f"{tex(label)}: at $L_{{ex}}$ = $L_{{tr}}$ the non-overlapping perplexity is {gap:+.1%} against the "
-                f"last-token one")
-        if "sliding" in at:
-            text += f" (sliding {at['sliding'] / at['last_token'] - 1:+.1%})"
-        text += (f"; from $L_{{ex}}$ = {int(first['l_ex'])} to {int(last['l_ex'])} it {'falls' if move < 0 else 'rises'} "
-                 f"by {abs(move):.1%}" + (", within the overlap of the two 95% intervals" if overlap else
-                                         ", beyond the overlap of the two 95% intervals"))
-        out.append("- " + text + ".")
-    if not n:
-        return Prose("The comparison lacks the last-token or non-overlapping numbers.")
-    head = (f"The non-overlapping perplexity at $L_{{tr}}$ is above the last-token one for {higher} of {n} models"
-            + (" (the early-token curse shows for every model):" if higher == n else
-               " (the early-token curse does not show for every model):"))
-    if brief:
-        return Prose("- " + head[:-1] + ".")
-    return Prose("\n".join([head, ""] + out))
-
-
-# --------------------------------------------------------------------------------------
-# the long run (chapter 10)
-# --------------------------------------------------------------------------------------
-def _tokens(n: float) -> str:
-    return f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n / 1e3:.0f}k"
-
-
-def emergence(em: pd.DataFrame) -> Prose:
-    """Per long-run model: r(16 L_tr) at its first and last measured size, whether and from
-    which size it breaks (the lower end of the paired interval >= 2) or extrapolates (the
-    upper end <= 1.10), and its ERF against L_tr; an unfinished run says how far it got."""
-    if em.empty:
-        return Prose("No long-run model is shipped yet (`python -m rflens emergence --list`).")
-    out = []
-    for name in dict.fromkeys(em["name"]):
-        d = em[em["name"] == name].sort_values("tokens")
-        first, last = d.iloc[0], d.iloc[-1]
-        l_tr = int(last["l_tr"])
-        top = _top(em, last)
-        broke = d[d[f"r_lo@{top}"] >= BREAKS]
-        flat = d[d[f"r_hi@{top}"] <= TOL]
-        where = _mult(top, l_tr)
-        s = (f"{_label(last)}: r({where}) = {_r(first, top)} at {_tokens(first['tokens'])} tokens, "
-             f"{_r(last, top)} at {_tokens(last['tokens'])}; ")
-        if len(broke):
-            s += f"it breaks from {_tokens(broke.iloc[0]['tokens'])} tokens on"
-        elif len(flat) == len(d):
-            s += f"it stays within {TOL:.2f} at every size"
-        elif _num(last[f"r_hi@{top}"]) <= TOL:
-            s += f"it stays within {TOL:.2f} from {_tokens(flat.iloc[0]['tokens'])} tokens on"
-        else:
-            s += f"it has not broken by {_tokens(last['tokens'])} tokens"
-        side = "inside" if int(last["erf"]) <= l_tr else "beyond"
-        capped = f" (a lower bound: the {int(last['erf_length'])}-token segment capped it)" if bool(last["erf_capped"]) else ""
-        s += f"; its ERF is {_erf(last)} tokens{capped}, {side} $L_{{tr}}$ = {l_tr}"
-        if not bool(last["complete"]):
-            s += f" (the run stopped part-way; its last measured size is {_tokens(last['tokens'])})"
-        out.append(s + ".")
-    return _bullets(out)
-
-
-def schedule_check(sc: pd.DataFrame | None) -> Prose:
-    """Whether a cooled-down point of the long run agrees with a cosine run of its size, at
-    the longest length: the paired interval of the ratio of their r(L)."""
-    if sc is None or sc.empty:
-        return Prose("The schedule check has not been run (`rflens.emergence.schedule_check`).")
-    row = sc.iloc[-1]
-    agree = row["low"] <= 1 <= row["high"]
-    return Prose(
-        f"At {_tokens(row['tokens'])} tokens, r({int(row['L'])}) of the cooled-down point is "
-        f"{row['r wsd']:.3f} [{row['r wsd low']:.3f}, {row['r wsd high']:.3f}] and that of a cosine run of the same "
-        f"size {row['r cosine']:.3f} [{row['r cosine low']:.3f}, {row['r cosine high']:.3f}]; their ratio over the same "
-        f"segments is {row['wsd / cosine']:.4f} [{row['low']:.4f}, {row['high']:.4f}], "
-        + ("an interval that holds 1: the two schedules agree at this size." if agree else
-           "an interval that excludes 1: the schedules differ at this size, and the curves are read as the "
-           "warmup-stable-decay runs they are."))
-
-
-# --------------------------------------------------------------------------------------
-# chapter 11
-# --------------------------------------------------------------------------------------
-def thesis_verdict(df: pd.DataFrame) -> str:
-    """Computed sentences (Markdown) on rows with Table 1's columns and an ERF: whether each
-    model stays flat up to the longest length (the paired interval of r within 1.10), its
-    ERF against L_tr, and for how many rows the paper's thesis holds (flat exactly when the
-    ERF fits in L_tr)."""
-    if df is None or df.empty:
-        return "Nothing was measured."
-    longest = max(lengths_of(df))
-    parts, agree = [], 0
-    for _, row in df.iterrows():
-        l_tr = int(row["l_tr"])
-        flat, fits = bool(row["extrapolates"]), int(row["erf"]) <= l_tr
-        agree += flat == fits
-        where = f" ({row['corpus']})" if df["corpus"].nunique() > 1 else ""
-        parts.append(f"- **{row['label']}**{where}: r({longest // l_tr} L<sub>tr</sub>) = {row[f'r@{longest}']:.2f} "
-                     f"[{row[f'r_lo@{longest}']:.2f}, {row[f'r_hi@{longest}']:.2f}], "
-                     f"{'flat' if flat else 'not flat'}; ERF {_erf(row)} tokens, "
-                     f"{'inside' if fits else 'beyond'} L<sub>tr</sub> = {l_tr}.")
-    return "\n".join(parts) + (f"\n\nThe thesis (flat exactly when the ERF fits in L<sub>tr</sub>) describes "
-                               f"{agree} of these {len(df)} models.")
-
-
-# --------------------------------------------------------------------------------------
-# the index page: what this build is
-# --------------------------------------------------------------------------------------
-def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int) -> str:
-    """The "this build" box of the index page (MyST): the scale's model and tokens a model,
-    the scoreboard's counts (``counts``, None when the board was not computed), and from the
-    long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
-    shipped and from how many tokens its first model breaks."""
-    from .scales import get
-
-    sc = get(scale)
-    m, t = sc.model, sc.train
-    tokens = t.steps * t.batch_size * t.l_tr
-    lines = [f"Scale `{scale}`: R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}, "
-             f"$L_{{tr}}$ = {t.l_tr}; {_tokens(tokens)} training tokens a model."]
-    if counts is None:
-        lines.append("The claims scoreboard was not computed in this build (chapter 9 computes it).")
-    else:
-        parts = ", ".join(f"{counts.get(k, 0)} {k}" for k in RESULTS)
-        lines.append(f"Of the paper's {sum(counts.values())} claims, at this scale: {parts} "
-                     f"([chapter 9](09_claims.ipynb)).")
-    names = long.loc[long["complete"].astype(bool), "name"].nunique() if not long.empty else 0
-    top = f"r_lo@{HORIZON * int(long['l_tr'].iloc[0])}" if not long.empty else None  # at the long run's own L_tr
-    broke = long[long[top] >= BREAKS] if top in long else long.iloc[0:0]
-    if not broke.empty and tokens < broke["tokens"].min():
-        lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
-                     f"(r({HORIZON} $L_{{tr}}$) >= {BREAKS:g} on the lower bound of its interval) needed "
-                     f"{_tokens(broke['tokens'].min())} training tokens; a model here sees {_tokens(tokens)}.")
-    lines.append(f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
-                 + (f", trained on up to {_tokens(long['tokens'].max())} tokens each." if not long.empty else "."))
-    body = "\n".join(f"- {line}" for line in lines)
-    return f":::{{admonition}} This build\n:class: note\n{body}\n:::\n"

@@ -1,0 +1,113 @@
+"""What the claim checks share: their outcomes and their readers of the experiment tables.
+
+A check of :mod:`rflens.claims` returns True, False or :data:`UNDECIDED` (the 95% interval
+straddles the criterion's threshold), and raises :class:`Missing` when the data it needs
+was not produced (the claim is "not run"). The readers here pick a table, a row or a
+value r(L) with its paired interval out of the results and raise Missing when a piece is
+absent; the three-valued comparisons (:func:`_at_least`, :func:`_all`, :func:`_extrap`)
+turn intervals into outcomes. The helpers keep their leading underscore: they serve the
+checks of rflens.claims alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .results import EXTRAPOLATION_HORIZON as HORIZON
+from .results import EXTRAPOLATION_TOLERANCE as TOL
+from .results import lengths_of
+
+UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
+
+
+class Missing(Exception):
+    """The data a check needs was not produced (the claim is "not run")."""
+
+
+def _table(results: dict, key: str) -> pd.DataFrame:
+    df = results.get(key)
+    if df is None:
+        raise Missing(f"{key} not run")
+    if isinstance(df, Exception):
+        raise Missing(f"{key} failed: {df}")
+    return df
+
+
+def _row(df: pd.DataFrame, what: str, **where):
+    sub = df
+    for k, v in where.items():
+        if k not in sub.columns:
+            raise Missing(f"no column {k!r}")
+        sub = sub[sub[k] == v]
+    if sub.empty:
+        raise Missing(f"no {what}")
+    return sub.iloc[0]
+
+
+def _family(results, family):
+    t1 = _table(results, "table1")
+    sub = t1[t1["family"] == family] if "family" in t1.columns else t1.iloc[0:0]
+    if sub.empty:
+        raise Missing(f"no {family} models in Table 1")
+    return sub.sort_values("value")
+
+
+def _r_at(row, mult: int) -> tuple[float, float, float, str]:
+    """r(mult L_tr) of a row: (point value, lower and upper bound of its paired interval, as text)."""
+    return _r_at_length(row, int(row["l_tr"]) * mult, f"{mult} L_tr")
+
+
+def _r_at_length(row, L: int, name: str | None = None) -> tuple[float, float, float, str]:
+    """r(L) of a row: (point value, lower bound, upper bound, as text). Without per-segment
+    losses (a table built by hand) the bounds are the point value."""
+    name = name or f"L = {L}"
+    v = row.get(f"r@{L}")
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        raise Missing(f"r({name}) of {row['label']} not measured")
+    lo, hi = row.get(f"r_lo@{L}"), row.get(f"r_hi@{L}")
+    if lo is None or (isinstance(lo, float) and math.isnan(lo)):
+        return float(v), float(v), float(v), f"r({name}) = {_fmt(float(v))}"
+    return float(v), float(lo), float(hi), f"r({name}) = {_fmt(float(v))} [{_fmt(float(lo))}, {_fmt(float(hi))}]"
+
+
+def _extrap(row) -> bool | str:
+    """Whether the row stays flat: True when the upper bound of r(L) is within TOL at every
+    L (``extrapolates``), False when the lower bound exceeds TOL at some L up to
+    HORIZON L_tr, else UNDECIDED."""
+    v = row.get("extrapolates")
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        raise Missing(f"r(L) of {row['label']} beyond L_tr not measured")
+    if bool(v):
+        return True
+    l_tr = int(row["l_tr"])
+    lows = [_num(row.get(f"r_lo@{L}"), row.get(f"r@{L}")) for L in lengths_of(pd.DataFrame([row]), "r")
+            if l_tr < L <= HORIZON * l_tr]
+    return False if any(lo > TOL for lo in lows) or not lows else UNDECIDED
+
+
+def _num(v, fallback=None) -> float:
+    """A table cell as a float; NaN or missing reads as ``fallback`` (a point value stands in
+    for its own bounds in a table built without intervals)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return float("nan") if fallback is None else _num(fallback)
+    return float(v)
+
+
+def _at_least(lo: float, hi: float, threshold: float) -> bool | str:
+    """Is the value >= threshold? True when the interval's lower bound is, False when its
+    upper bound is below, UNDECIDED when it straddles."""
+    return True if lo >= threshold else (False if hi < threshold else UNDECIDED)
+
+
+def _all(*outcomes) -> bool | str:
+    """Three-valued AND: False if any is False, else UNDECIDED if any is, else True."""
+    if any(o is False for o in outcomes):
+        return False
+    return UNDECIDED if any(o == UNDECIDED for o in outcomes) else True
+
+
+def _fmt(v: float) -> str:
+    return "inf" if not np.isfinite(v) else f"{v:.2f}"

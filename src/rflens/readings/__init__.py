@@ -1,0 +1,35 @@
+"""The book's sentences about its own results, each computed from the table it describes.
+
+A chapter never states a measured fact in fixed prose: it shows the reading of this package
+for the tables it has just computed, so the text agrees with the numbers on the page at
+whatever scale the chapter was built. Every function returns :class:`Prose`, a Markdown
+string that a notebook displays as formatted text (with the book's notation typeset by
+MathJax); the tests call the same functions on synthetic tables. Chapters reach them all
+from here (``from rflens import readings as rd``).
+
+Readings by chapter: :func:`verdicts` and :func:`held` (every chapter with claims),
+:func:`table1` (3), :func:`erf_agreement` and :func:`table2` (4), :func:`figure7` (5),
+:func:`table3` (6), :func:`log_fit` and :func:`log_like` (7), :func:`protocols` (8),
+:func:`board` (9). By module: ``notation`` (:class:`Prose`, :func:`tex` and the shared
+number formats), ``claim_verdicts`` (the claims' verdicts), ``paper_results`` (chapters 3
+to 7), ``checking`` (chapters 8, 10 and 11) and ``index_box`` (the index page's "this
+build" box).
+"""
+
+from __future__ import annotations
+
+from ..results import EXTRAPOLATION_HORIZON as HORIZON
+from ..results import EXTRAPOLATION_TOLERANCE as TOL
+from .checking import emergence, protocols, schedule_check, thesis_verdict
+from .claim_verdicts import board, by_scale, held, long_run, verdicts
+from .index_box import this_build
+from .notation import Prose, tex
+from .paper_results import erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1, table2, table3
+
+__all__ = [
+    "TOL", "HORIZON", "Prose", "tex",
+    "verdicts", "held", "board", "by_scale", "long_run",
+    "table1", "pilot_growth", "erf_agreement", "table2", "figure7", "table3", "speed", "log_fit", "log_like",
+    "protocols", "emergence", "schedule_check", "thesis_verdict",
+    "this_build",
+]

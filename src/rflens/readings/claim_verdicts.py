@@ -1,0 +1,77 @@
+"""The claims' verdicts as the book states them.
+
+Every chapter with claims shows their computed verdicts (:func:`verdicts`) and lists in
+its summary those that held or did not (:func:`held`); chapter 9 counts the board at one
+scale (:func:`board`) and across scales (:func:`by_scale`); chapter 10 reads the long
+run's verdicts from its bundle (:func:`long_run`). The rows come from
+:func:`rflens.claims.check`.
+"""
+
+from __future__ import annotations
+
+from ..claims import RESULTS
+from .notation import Prose, _join, tex
+
+
+_WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided at this scale",
+         "not run": "was not checked"}
+
+
+def verdicts(rows: list[dict], scale: str) -> Prose:
+    """The computed verdict of each claim in ``rows`` (from :func:`rflens.claims.check`):
+    what the paper says, the fixed criterion, and what this build measured."""
+    out = [f"Computed at the `{scale}` scale:", ""]
+    for c in rows:
+        out.append(f"- **Claim {c['id']} {_WORD[c['result']]}.** {tex(c['statement'])} "
+                   f"*Criterion:* {tex(c['criterion'])}. *Measured:* {tex(c['measured'])}.")
+    return Prose("\n".join(out))
+
+
+def held(rows: list[dict], scale: str) -> Prose:
+    """A chapter summary's list of its claims that held, did not hold, or were not checked."""
+    groups = {k: [c for c in rows if c["result"] == k] for k in RESULTS}
+    heads = {"pass": "Held", "fail": "Did not hold",
+             "not decided": "Not decided (the interval straddles the criterion's threshold)",
+             "not run": "Not checked (the scale does not produce the data)"}
+    out = []
+    for key, items in groups.items():
+        if items:
+            out.append(f"- {heads[key]} at the `{scale}` scale:")
+            out += [f"  - claim {c['id']}: {tex(c['statement'])}" for c in items]
+    return Prose("\n".join(out))
+
+
+def board(rows: list[dict], scale: str) -> Prose:
+    """Chapter 9's count of the board, and the claims of each result by number."""
+    groups = {k: [str(c["id"]) for c in rows if c["result"] == k] for k in RESULTS}
+    parts = [f"{len(v)} {w}" + (f" (claim{'s' if len(v) > 1 else ''} {_join(v)})" if v else "")
+             for v, w in ((groups["pass"], "pass"), (groups["fail"], "fail"),
+                          (groups["not decided"], "not decided"),
+                          (groups["not run"], "were not run"))]
+    return Prose(f"At the `{scale}` scale, of {len(rows)} claims: {'; '.join(parts)}.")
+
+
+def by_scale(boards: dict[str, list[dict]]) -> Prose:
+    """Chapter 9's count at each scale, and the claims whose result differs between them."""
+    out = []
+    for name, rows in boards.items():
+        n = {k: sum(c["result"] == k for c in rows) for k in RESULTS}
+        out.append(f"`{name}`: {n['pass']} pass, {n['fail']} fail, {n['not decided']} not decided, {n['not run']} not run")
+    names = list(boards)
+    differ = [str(c["id"]) for i, c in enumerate(boards[names[0]])
+              if len({boards[s][i]["result"] for s in names if boards[s][i]["result"] in ("pass", "fail")}) > 1]
+    text = f"Of the {len(boards[names[0]])} claims, " + "; ".join(out) + "."
+    if differ:
+        text += f" Decided at more than one scale with different results: claim{'s' if len(differ) > 1 else ''} {_join(differ)}."
+    return Prose(text)
+
+
+def long_run(experiment: str, rows: list[dict], lacking: list[str]) -> Prose:
+    """The long run's verdicts on an experiment read from its bundle, or what the bundle
+    still lacks for it (:func:`rflens.shipped.experiment`)."""
+    if lacking:
+        more = f" and {len(lacking) - 1} more" if len(lacking) > 1 else ""
+        return Prose(f"The long run's {experiment} is not complete yet: the bundle lacks {tex(lacking[0])}{more}. "
+                     f"Its verdicts appear here once it holds them; chapter 10 lists the shipped models and how far "
+                     f"each has trained.")
+    return verdicts(rows, "long")

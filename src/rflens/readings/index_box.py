@@ -1,0 +1,46 @@
+"""The "this build" box of the index page.
+
+It says at which scale the book was built (the model and the training tokens of each
+model), how the claims scored at that scale, and how far the long run has got, with the
+number of training tokens its first model needed to break.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..claims import RESULTS
+from ..results import BREAKS
+from ..results import EXTRAPOLATION_HORIZON as HORIZON
+from .notation import _tokens
+
+
+def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int) -> str:
+    """The "this build" box of the index page (MyST): the scale's model and tokens a model,
+    the scoreboard's counts (``counts``, None when the board was not computed), and from the
+    long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
+    shipped and from how many tokens its first model breaks."""
+    from ..scales import get
+
+    sc = get(scale)
+    m, t = sc.model, sc.train
+    tokens = t.steps * t.batch_size * t.l_tr
+    lines = [f"Scale `{scale}`: R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}, "
+             f"$L_{{tr}}$ = {t.l_tr}; {_tokens(tokens)} training tokens a model."]
+    if counts is None:
+        lines.append("The claims scoreboard was not computed in this build (chapter 9 computes it).")
+    else:
+        parts = ", ".join(f"{counts.get(k, 0)} {k}" for k in RESULTS)
+        lines.append(f"Of the paper's {sum(counts.values())} claims, at this scale: {parts} "
+                     f"([chapter 9](09_claims.ipynb)).")
+    names = long.loc[long["complete"].astype(bool), "name"].nunique() if not long.empty else 0
+    top = f"r_lo@{HORIZON * int(long['l_tr'].iloc[0])}" if not long.empty else None  # at the long run's own L_tr
+    broke = long[long[top] >= BREAKS] if top in long else long.iloc[0:0]
+    if not broke.empty and tokens < broke["tokens"].min():
+        lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
+                     f"(r({HORIZON} $L_{{tr}}$) >= {BREAKS:g} on the lower bound of its interval) needed "
+                     f"{_tokens(broke['tokens'].min())} training tokens; a model here sees {_tokens(tokens)}.")
+    lines.append(f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
+                 + (f", trained on up to {_tokens(long['tokens'].max())} tokens each." if not long.empty else "."))
+    body = "\n".join(f"- {line}" for line in lines)
+    return f":::{{admonition}} This build\n:class: note\n{body}\n:::\n"
