@@ -363,3 +363,18 @@ def test_flat_is_decided_on_the_upper_bound_of_r():
     shaky = _noisy_row("w=4", 1.05, 3.0, family="window", value=4)
     assert flat["r@256"] <= 1.10 and shaky["r@256"] <= 1.3
     assert flat["extrapolates"] is True and shaky["r_hi@256"] > 1.10 and shaky["extrapolates"] is False
+
+
+def test_claims_that_hold_by_construction_are_tagged_and_counted_apart():
+    from rflens import scoreboard
+
+    assert {c.id for c in claims.CLAIMS if c.evidence == claims.CONSTRUCTION} == {1, 12, 13}
+    assert all(c.paper for c in claims.CLAIMS) and "60%" in claims.BY_ID[11].paper
+    board = [{"id": i, "result": r, "statement": "s", "criterion": "c", "measured": "m"}
+             for i, r in ((1, "pass"), (2, "fail"), (12, "pass"), (16, "not decided"))]
+    assert scoreboard.summary(board) == {"pass": 2, "fail": 1, "not decided": 1, "not run": 0}
+    assert scoreboard.summary(board, claims.TRAINED) == {"pass": 0, "fail": 1, "not decided": 1, "not run": 0}
+    df = scoreboard.frame(board)
+    assert list(df["rests on"]) == [claims.CONSTRUCTION, claims.TRAINED, claims.CONSTRUCTION, claims.TRAINED]
+    assert df.loc[16, "the paper reports"] == claims.BY_ID[16].paper
+    assert "of the 2 that rest on trained models: passed 0, failed 1" in scoreboard.render_scoreboard("x", board=board)

@@ -49,10 +49,12 @@ def test_verdicts_and_summary_follow_the_results():
     text = rd.verdicts(rows, "tiny")
     assert "**Claim 1 holds.**" in text and "**Claim 2 does not hold.**" in text
     assert "**Claim 7 was not checked.**" in text and _no_plain_notation(text)
+    assert "It holds by construction" in text.split("**Claim 2")[0] and "The paper reports:* w" in text
     summary = rd.held(rows, "tiny")
     held, failed, unchecked = (summary.split(head)[1] for head in ("- Held", "- Did not hold", "- Not checked"))
-    assert "claim 1:" in held and "claim 2" not in held.split("- Did")[0]
-    assert "claim 2:" in failed and "claim 7:" in unchecked
+    assert "claim 1." in held and "claim 2" not in held.split("- Did")[0]
+    assert "claim 2." in failed and "claim 7." in unchecked
+    assert rows[0]["statement"] not in summary  # stated once, with its verdict
 
 
 def test_board_counts_each_result_by_number():
@@ -60,7 +62,8 @@ def test_board_counts_each_result_by_number():
             {"id": 4, "result": "not decided"}]
     assert rd.board(rows, "tiny") == ("At the `tiny` scale, of 4 claims: 2 pass (claims 1 and 3); 1 fail (claim 2); "
                                       "1 not decided (claim 4); "
-                                      "0 were not run.")
+                                      "0 were not run. Claim 1 holds by construction; of the 3 that rest on trained "
+                                      "models, 1 pass, 1 fail, 1 are not decided and 0 were not run.")
 
 
 def test_claim_statements_name_what_their_criterion_tests():
@@ -254,7 +257,9 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     long = pd.DataFrame([{"name": "a", "complete": True, "l_tr": 32, "tokens": 8_388_608, "r_lo@512": 2.1},
                          {"name": "a", "complete": True, "l_tr": 32, "tokens": 4_194_304, "r_lo@512": 1.5},
                          {"name": "b", "complete": False, "l_tr": 32, "tokens": 1_048_576, "r_lo@512": 1.0}])
-    box = rd.this_build("tiny", {"pass": 5, "fail": 7, "not decided": 2, "not run": 2}, long, 40)
+    box = rd.this_build("tiny", {"pass": 5, "fail": 7, "not decided": 2, "not run": 2}, long, 40,
+                        {"pass": 3, "fail": 7, "not decided": 1, "not run": 2})
+    assert "of the 13 that rest on trained models (the others hold by construction): 3 pass, 7 fail" in box
     assert box.startswith(":::{admonition} This build") and box.rstrip().endswith(":::")
     assert "5 pass, 7 fail, 2 not decided, 2 not run" in box and "16 claims" in box
     assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "1 of its 40 models shipped" in box

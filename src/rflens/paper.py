@@ -27,3 +27,8 @@ D_BAR = (32, 64, 128, 256)
 # a * log(1 + k) + b over the distances k = 0 .. LOG_FIT_LENGTH - 1
 LOG_FIT_LENGTH = 8192
 SMOOTHED_SANDWICH = (-0.825, -0.8)  # the paper's (a, b)
+
+# Figure 11: the share of Sandwich's cumulative gradient on the last L_tr tokens
+SANDWICH_SHARE_IN_LTR = 0.6
+# Section 6: T5's training is this much slower than Sandwich's
+T5_SLOWDOWN = 0.10

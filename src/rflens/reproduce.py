@@ -282,16 +282,17 @@ def assemble(scale: str) -> Path:
 def write_this_build(index: Path, scale: str) -> None:
     """Put the "this build" box (:func:`rflens.readings.this_build`) under the index page's
     title: the scale, the scoreboard this build computed, the long run's state."""
-    from . import bundle, emergence, scales, scoreboard
+    from . import bundle, claims, emergence, scales, scoreboard
     from .readings import this_build
 
     if scale not in scales.SCALES:
         return  # a build folder that is not a preset's has no scale to describe
     try:
-        counts = scoreboard.summary(scoreboard.load_scoreboard(scale))
+        board = scoreboard.load_scoreboard(scale)
+        counts, trained = scoreboard.summary(board), scoreboard.summary(board, claims.TRAINED)
     except (UserError, OSError, ValueError, KeyError):
-        counts = None  # chapter 9 was not executed in this build
-    box = this_build(scale, counts, bundle.table("long"), len(emergence.plan("long")))
+        counts = trained = None  # chapter 9 was not executed in this build
+    box = this_build(scale, counts, bundle.table("long"), len(emergence.plan("long")), trained)
     title, _, rest = index.read_text().partition("\n")
     index.write_text(f"{title}\n\n{box}{rest}")
 

@@ -49,13 +49,19 @@ def load_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> list[d
     return json.loads(path.read_text())["claims"]
 
 
-def summary(board: list[dict]) -> dict:
-    return {k: sum(1 for c in board if c["result"] == k) for k in claims.RESULTS}
+def summary(board: list[dict], evidence: str | None = None) -> dict:
+    """How many claims of ``board`` have each result; with ``evidence`` (``claims.TRAINED``
+    or ``claims.CONSTRUCTION``), only the claims that rest on it."""
+    kept = [c for c in board if evidence is None or claims.BY_ID[int(c["id"])].evidence == evidence]
+    return {k: sum(1 for c in kept if c["result"] == k) for k in claims.RESULTS}
 
 
 def frame(board: list[dict]) -> pd.DataFrame:
-    """The board as a DataFrame (chapter 9)."""
+    """The board as a DataFrame (chapter 9): each claim's result, what it rests on, the
+    claim, its criterion, what this scale measured and what the paper reports."""
     df = pd.DataFrame(board)[["id", "result", "statement", "criterion", "measured"]]
+    df.insert(2, "rests on", [claims.BY_ID[int(i)].evidence for i in df["id"]])
+    df["the paper reports"] = [claims.BY_ID[int(i)].paper for i in df["id"]]
     return df.rename(columns={"statement": "claim"}).set_index("id")
 
 
@@ -94,8 +100,9 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
             lines.append(indent + part)
         for part in textwrap.wrap(f"measured: {c['measured']}", width - 14):
             lines.append(indent + part)
-    s = summary(board)
+    s, t = summary(board), summary(board, claims.TRAINED)
     lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not decided {s['not decided']}, not run {s['not run']} "
-                              f"(of {len(board)})"]
+                              f"(of {len(board)}); of the {sum(t.values())} that rest on trained models: passed "
+                              f"{t['pass']}, failed {t['fail']}, not decided {t['not decided']}, not run {t['not run']}"]
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ run's verdicts from its bundle (:func:`long_run`). The rows come from
 
 from __future__ import annotations
 
-from ..claims import RESULTS
+from ..claims import BY_ID, CONSTRUCTION, RESULTS, TRAINED
 from .notation import Prose, _join, tex
 
 
@@ -22,33 +22,45 @@ def verdicts(rows: list[dict], scale: str) -> Prose:
     what the paper says, the fixed criterion, and what this build measured."""
     out = [f"Computed at the `{scale}` scale:", ""]
     for c in rows:
+        claim = BY_ID[int(c["id"])]
+        rests = " It holds by construction, at any scale." if claim.evidence == CONSTRUCTION else ""
         out.append(f"- **Claim {c['id']} {_WORD[c['result']]}.** {tex(c['statement'])} "
-                   f"*Criterion:* {tex(c['criterion'])}. *Measured:* {tex(c['measured'])}.")
+                   f"*Criterion:* {tex(c['criterion'])}. *Measured:* {tex(c['measured'])}. "
+                   f"*The paper reports:* {tex(claim.paper)}.{rests}")
     return Prose("\n".join(out))
 
 
 def held(rows: list[dict], scale: str) -> Prose:
-    """A chapter summary's list of its claims that held, did not hold, or were not checked."""
-    groups = {k: [c for c in rows if c["result"] == k] for k in RESULTS}
+    """A chapter summary's list of its claims, by number, that held, did not hold, were not
+    decided or not checked (each claim is stated once, with its verdict above)."""
     heads = {"pass": "Held", "fail": "Did not hold",
              "not decided": "Not decided (the interval straddles the criterion's threshold)",
              "not run": "Not checked (the scale does not produce the data)"}
     out = []
-    for key, items in groups.items():
-        if items:
-            out.append(f"- {heads[key]} at the `{scale}` scale:")
-            out += [f"  - claim {c['id']}: {tex(c['statement'])}" for c in items]
+    for key in RESULTS:
+        ids = [str(c["id"]) for c in rows if c["result"] == key]
+        if ids:
+            out.append(f"- {heads[key]} at the `{scale}` scale: claim{'s' if len(ids) > 1 else ''} {_join(ids)}.")
     return Prose("\n".join(out))
 
 
 def board(rows: list[dict], scale: str) -> Prose:
-    """Chapter 9's count of the board, and the claims of each result by number."""
+    """Chapter 9's count of the board, the claims of each result by number, and the count of
+    the claims that rest on trained models."""
     groups = {k: [str(c["id"]) for c in rows if c["result"] == k] for k in RESULTS}
     parts = [f"{len(v)} {w}" + (f" (claim{'s' if len(v) > 1 else ''} {_join(v)})" if v else "")
              for v, w in ((groups["pass"], "pass"), (groups["fail"], "fail"),
                           (groups["not decided"], "not decided"),
                           (groups["not run"], "were not run"))]
-    return Prose(f"At the `{scale}` scale, of {len(rows)} claims: {'; '.join(parts)}.")
+    text = f"At the `{scale}` scale, of {len(rows)} claims: {'; '.join(parts)}."
+    built = [str(c["id"]) for c in rows if BY_ID[int(c["id"])].evidence == CONSTRUCTION]
+    if built:
+        trained = [c for c in rows if BY_ID[int(c["id"])].evidence == TRAINED]
+        n = {k: sum(c["result"] == k for c in trained) for k in RESULTS}
+        text += (f" Claim{'s' if len(built) > 1 else ''} {_join(built)} hold{'' if len(built) > 1 else 's'} by "
+                 f"construction; of the {len(trained)} that rest on trained models, {n['pass']} pass, {n['fail']} fail, "
+                 f"{n['not decided']} are not decided and {n['not run']} were not run.")
+    return Prose(text)
 
 
 def by_scale(boards: dict[str, list[dict]]) -> Prose:

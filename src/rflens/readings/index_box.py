@@ -15,9 +15,10 @@ from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from .notation import _tokens
 
 
-def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int) -> str:
+def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int, trained: dict | None = None) -> str:
     """The "this build" box of the index page (MyST): the scale's model and tokens a model,
-    the scoreboard's counts (``counts``, None when the board was not computed), and from the
+    the scoreboard's counts (``counts``, None when the board was not computed; ``trained``,
+    the counts of the claims that rest on trained models), and from the
     long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
     shipped and from how many tokens its first model breaks."""
     from ..scales import get
@@ -31,8 +32,11 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
         lines.append("The claims scoreboard was not computed in this build (chapter 9 computes it).")
     else:
         parts = ", ".join(f"{counts.get(k, 0)} {k}" for k in RESULTS)
-        lines.append(f"Of the paper's {sum(counts.values())} claims, at this scale: {parts} "
-                     f"([chapter 9](09_claims.ipynb)).")
+        line = f"Of the paper's {sum(counts.values())} claims, at this scale: {parts}"
+        if trained is not None:
+            line += (f"; of the {sum(trained.values())} that rest on trained models (the others hold by "
+                     f"construction): " + ", ".join(f"{trained.get(k, 0)} {k}" for k in RESULTS))
+        lines.append(line + " ([chapter 9](09_claims.ipynb)).")
     names = long.loc[long["complete"].astype(bool), "name"].nunique() if not long.empty else 0
     top = f"r_lo@{HORIZON * int(long['l_tr'].iloc[0])}" if not long.empty else None  # at the long run's own L_tr
     broke = long[long[top] >= BREAKS] if top in long else long.iloc[0:0]
