@@ -152,6 +152,14 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
         # no menu covers a title, a label or a legend, and none sticks out of its figure
         covered = [(f["index"], o["element"], o["text"]) for f in visit.page.evaluate(OVERLAPS_JS) for o in f["overlaps"]]
         assert covered == [], f"{chapter}: menus cover {covered[:5]}"
+        # rendered tables read in words: no header a reader must decode, no NaN for "not measured"
+        heads, cells = visit.page.evaluate("""() => {
+            const tables = [...document.querySelectorAll('.cell_output table')];
+            return [tables.flatMap(t => [...t.querySelectorAll('th')].map(th => th.textContent.trim())),
+                    tables.flatMap(t => [...t.querySelectorAll('td')].map(td => td.textContent.trim()))]; }""")
+        coded = [h for h in heads if re.search(r"^[a-z]+(_[a-z]+)+$|@", h)]
+        assert coded == [], f"{chapter}: code-name headers {coded[:5]}"
+        assert not any(c.lower() == "nan" for c in cells), f"{chapter} shows NaN in a table"
         # no control that needs a kernel: on a static page it would move without redrawing anything
         assert visit.page.locator(".jupyter-widgets, .widget-slider").count() == 0, f"{chapter} shows a dead widget"
         # in every figure, the curves its legend lists (as first drawn) have one colour each
@@ -226,3 +234,14 @@ def test_index_page_says_what_this_build_is_with_the_boards_numbers(browser, ser
         assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
                 f"{counts['not run']} not run") in text, text
         assert box.bounding_box()["y"] < 900  # on the first screen
+
+
+def test_citations_link_to_the_references_page(browser, server):
+    with Visit(browser, f"{server}/book/03_alibi_dissected.html") as visit:
+        links = visit.page.locator("a[href*='references.html#']")
+        assert links.count() >= 1, "chapter 3 cites nothing that links to the references page"
+        href = links.first.get_attribute("href")
+    with Visit(browser, f"{server}/book/{href.split('#')[0]}") as visit:
+        text = visit.page.content()
+        assert "Dissecting Transformer Length Extrapolation" in text and "Train Short, Test Long" in text
+        assert visit.errors == []

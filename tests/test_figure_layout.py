@@ -160,3 +160,14 @@ def test_sliders_sit_below_the_plot_area_and_its_axis_title(name):
         # tick labels (about 20 px) and the axis title (about 20 px) come first
         assert (slider.pad.t or 0) >= 45
     assert not fig.layout.updatemenus
+
+
+@pytest.mark.parametrize("name", ["ppl_curves", "table3", "protocol"])
+def test_figures_with_perplexity_error_bars_say_they_are_unpaired(name):
+    fig = MENU_FIGURES[name]()
+    assert any(t.error_y is not None and t.error_y.array is not None for t in fig.data)
+    notes = [a.text for a in fig.layout.annotations if a.text == fr.INTERVAL_NOTE]
+    assert notes and "paired interval of r(L)" in notes[0]
+    # under the plot area, in a bottom margin kept for it
+    note = next(a for a in fig.layout.annotations if a.text == fr.INTERVAL_NOTE)
+    assert note.y == 0 and note.yanchor == "top" and note.yshift < -40 and fig.layout.margin.b >= 90

@@ -77,3 +77,4 @@ def setup(**params) -> None:
     offer_tables(params.get("scale"))  # under reproduce: each table also as CSV, linked below it
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.width", 160)
+    pd.set_option("display.max_colwidth", None)  # a table's text is shown whole, never cut with "..."

@@ -112,6 +112,18 @@ def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: 
             "label": {"text": text, "textposition": "start", "font": {"size": 11, "color": color}}}
 
 
+INTERVAL_NOTE = ("Bars: each perplexity's own 95% interval. The verdicts read the paired interval of r(L) "
+                 "on the same tokens, which is narrower.")
+
+
+def _interval_note(fig: go.Figure) -> go.Figure:
+    """Say under the plot what its error bars are (unpaired intervals of each perplexity)."""
+    fig.add_annotation(text=INTERVAL_NOTE, xref="paper", yref="paper", x=0, y=0, xanchor="left", yanchor="top",
+                       yshift=-58, showarrow=False, align="left", font={"size": 11, "color": "#555"})
+    fig.update_layout(margin={"b": 90})
+    return fig
+
+
 def _log2_axis(lengths) -> dict:
     return {"type": "log", "tickvals": list(lengths), "ticktext": [str(L) for L in lengths]}
 
@@ -152,7 +164,7 @@ def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None =
                       xaxis={"title": {"text": "L_ex (tokens of context)"}, **_log2_axis(lengths)},
                       yaxis={"title": {"text": "perplexity"}, "type": "log"},
                       shapes=shapes[groups[0]], updatemenus=[_menu(buttons, band=band)])
-    return fig
+    return _interval_note(fig)
 
 
 def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)", limit: float = EXTRAPOLATION_TOLERANCE) -> go.Figure:
@@ -355,7 +367,7 @@ def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
                       shapes=lines, updatemenus=[_menu(buttons, band=band)])
     fig.update_xaxes(title_text="L_ex", row=1, col=1, **_log2_axis(lengths))
     fig.update_yaxes(type="log", title_text="perplexity", row=1, col=1)
-    return fig
+    return _interval_note(fig)
 
 
 def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") -> go.Figure:
@@ -383,7 +395,7 @@ def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") ->
                       xaxis={"title": {"text": "L_ex"}, **_log2_axis(lengths)},
                       yaxis={"title": {"text": "perplexity"}, "type": "log"},
                       shapes=lines, updatemenus=[_menu(buttons, band=band)])
-    return fig
+    return _interval_note(fig)
 
 
 def table2_figure(t1: pd.DataFrame, t2: pd.DataFrame, *, title: str = "Table 2: retrained with a longer L_tr") -> go.Figure:
