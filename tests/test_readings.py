@@ -225,10 +225,10 @@ def _cells(chapter):
     return json.loads(next(BOOK.glob(f"{chapter}_*.ipynb")).read_text())["cells"]
 
 
-@pytest.mark.parametrize("chapter", ["01", "02", "03", "04", "05", "06", "07", "08", "09", "11"])
+@pytest.mark.parametrize("chapter", sorted(p.name[:2] for p in BOOK.glob("[0-9][0-9]_*.ipynb")))
 def test_chapter_prose_states_no_measured_number(chapter):
-    """Numbers a build measures are computed into the page (rflens.readings), never typed into
-    its prose. Chapter 10 still states its pilot's and the long run's design numbers in prose."""
+    """Numbers a build measures, and the presets' design numbers, are computed into the page
+    (rflens.readings), never typed into its prose."""
     for cell in _cells(chapter):
         if cell["cell_type"] == "markdown":
             text = re.sub(r"`[^`]*`", "", "".join(cell["source"]))
@@ -268,3 +268,43 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     assert "blow-ups" not in rd.this_build("smoke", None, long.assign(**{"r_lo@512": 1.5}), 40)
     empty = rd.this_build("smoke", None, long.iloc[0:0], 40)
     assert "not computed in this build" in empty and "0 of its 40 models shipped." in empty and "blow-ups" not in empty
+
+
+# ----------------------------------------------------------------------------- chapter 10
+def _pilot_row(model, tokens, r16, R=4, d=128, l_tr=32, lo=None, hi=None, minutes=3.0):
+    return {"stage": "s", "R": R, "d": d, "l_tr": l_tr, "tokens": tokens, "model": model, "pos": "alibi",
+            "ppl(L_tr)": 50.0, "r(2 L_tr)": 1 + (r16 - 1) / 4, "r(16 L_tr)": r16,
+            "r(16 L_tr) low": r16 - 0.1 if lo is None else lo, "r(16 L_tr) high": r16 + 0.1 if hi is None else hi,
+            "max r high": r16 + 0.1 if hi is None else hi, "ERF": 100, "minutes": minutes}
+
+
+def test_pilot_findings_read_the_token_trend_and_the_knobs():
+    sweep = pd.DataFrame([
+        _pilot_row("alibi_max", "1M", 1.1), _pilot_row("alibi_max", "4M", 1.4, minutes=12.0),
+        _pilot_row("alibi_max", "1M", 1.15, R=6), _pilot_row("alibi_min", "1M", 1.0, hi=1.002),
+        _pilot_row("win1", "1M", 1.0, hi=1.001), _pilot_row("win3", "1M", 1.03), _pilot_row("win45", "1M", 1.05),
+        _pilot_row("nope", "1M", 1.2), _pilot_row("nope", "4M", 1.5)])
+    text = rd.pilot_findings(sweep)
+    assert "No configuration within reach of two CPU cores meets the rule." in text
+    assert "highest upper bound of r is 1.002" in text
+    assert "r(16 $L_{tr}$) = 1.10 at 1M and 1.40 at 4M tokens (the last [1.30, 1.50])" in text
+    assert "two more layers +0.05" in text
+    # r - 1 goes 0.1 -> 0.4 over 4x the tokens: as tokens^1.0, so r = 2 at 10M, 30 minutes at 12 min per 4M
+    assert "tokens$^{1.0}$" in text and "near 10.0M tokens, about 30 minutes" in text
+    assert "NoPE rises the same way: 1.20 at 1M and 1.50 at 4M tokens" in text
+    assert "between 1.03 and 1.05" in text and _no_plain_notation(re.sub(r"\$[^$]*\$", "", text))
+    assert "not in this checkout" in rd.pilot_findings(pd.DataFrame())
+
+
+def test_the_presets_design_is_read_from_the_presets():
+    from rflens import scales
+
+    tiny, long = scales.get("tiny"), scales.get("long")
+    text = rd.tiny_design()
+    assert f"R = {tiny.model.n_layer} layers" in text and f"d = {tiny.model.d_model}" in text
+    assert f"{tiny.train.steps} steps of {tiny.train.batch_size} × {tiny.train.l_tr} tokens" in text
+    text = rd.long_design()
+    tokens = long.train.steps * long.train.batch_size * long.train.l_tr
+    assert f"{tokens / 1e6:.1f}M tokens" in text and f"fixed {long.train.warmup}-step warm-up" in text
+    assert f"last {long.train.cooldown_frac:.0%} of the steps" in text
+    assert f"segments of {long.eval.erf_length_mult} $L_{{tr}}$ = {long.eval.erf_length_mult * long.train.l_tr} tokens" in text

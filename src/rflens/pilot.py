@@ -41,6 +41,7 @@ def pilot_table(path=None) -> pd.DataFrame:
 # stable-side model stays flat (upper bound of r(L) <= 1.10 at every length).
 PILOT_FAILING = ("alibi_max", "win3", "win45")  # the paper's Delta = 8; R*w/L_tr = 3 and 4.5
 PILOT_STABLE = ("win1", "alibi_min")  # R*w/L_tr = 1; the paper's Delta = -3
+PILOT_WINDOW_RATIO = {"win1": 1, "win3": 3, "win45": 4.5}  # R*w/L_tr of the pilot's windowed models
 
 
 def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:

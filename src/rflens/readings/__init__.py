@@ -12,7 +12,8 @@ Readings by chapter: :func:`verdicts` and :func:`held` (every chapter with claim
 :func:`table3` (6), :func:`log_fit` and :func:`log_like` (7), :func:`protocols` (8),
 :func:`board` (9). By module: ``notation`` (:class:`Prose`, :func:`tex` and the shared
 number formats), ``claim_verdicts`` (the claims' verdicts), ``paper_results`` (chapters 3
-to 7), ``checking`` (chapters 8, 10 and 11) and ``index_box`` (the index page's "this
+to 7), ``checking`` (chapters 8, 10 and 11), ``full_size`` (chapter 10's pilot and
+presets) and ``index_box`` (the index page's "this
 build" box).
 """
 
@@ -22,6 +23,7 @@ from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..results import EXTRAPOLATION_TOLERANCE as TOL
 from .checking import emergence, protocols, schedule_check, thesis_verdict
 from .claim_verdicts import board, by_scale, held, long_run, verdicts
+from .full_size import long_design, pilot_findings, pilot_rule, tiny_design
 from .index_box import this_build
 from .notation import Prose, tex
 from .paper_results import erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1, table2, table3
@@ -31,5 +33,6 @@ __all__ = [
     "verdicts", "held", "board", "by_scale", "long_run",
     "table1", "pilot_growth", "erf_agreement", "table2", "figure7", "table3", "speed", "log_fit", "log_like",
     "protocols", "emergence", "schedule_check", "thesis_verdict",
+    "pilot_rule", "pilot_findings", "tiny_design", "long_design",
     "this_build",
 ]
