@@ -121,7 +121,9 @@ def test_erf_explorer_switches_models_and_marks_l_tr_and_erf():
     fig = fr.erf_figure(curves)
     assert len(fig.data) == 6  # normalised + cumulative per model
     buttons = fig.layout.updatemenus[0].buttons
-    assert [b.label for b in buttons] == ["a", "b", "c", "all (cumulative)"]
+    assert [b.label for b in buttons] == ["a", "b", "c", "all"]
+    # "all" draws both panels of every model, with a legend entry each (their first trace)
+    assert all(buttons[-1].args[0]["visible"]) and all(fig.data[2 * i].showlegend is not False for i in range(3))
     _menus_use_title_text(fig)
     shapes = buttons[1].args[1]["shapes"]
     assert {s["x0"] for s in shapes if s.get("xref") == "x"} >= {16, 11}  # L_tr and ERF of "b"

@@ -202,7 +202,7 @@ def ratio_heatmap(df: pd.DataFrame, *, title: str = "r(L) = ppl(L) / ppl(L_tr)",
 def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x: bool = True) -> go.Figure:
     """Normalised gradient (top) and cumulative curve (bottom) against "tokens back" k from
     the predicted token, with L_tr, the ERF and the threshold marked; a dropdown selects
-    the model, and a last entry overlays every model's cumulative curve."""
+    the model, and a last entry overlays every model's curves."""
     labels = list(curves)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("normalised gradient", "cumulative (from the most recent token)"))
@@ -233,10 +233,9 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
 
     buttons = [_button(lab, [o == i for o in owner], head(lab, curves[lab]), {"shapes": shapes(curves[lab])})
                for i, lab in enumerate(labels)]
-    if len(labels) > 1:
+    if len(labels) > 1:  # every model's two curves, named in the legend (click an entry to hide it)
         thr = curves[labels[0]]["threshold"]
-        buttons.append(_button("all (cumulative)", [j % 2 == 1 for j in range(len(owner))],
-                               f"{title}: every model's cumulative curve",
+        buttons.append(_button("all", [True] * len(owner), f"{title}: every model",
                                {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2")]}))
     first = curves[labels[0]]
     band = _label_band(*(shapes(rf) for rf in curves.values()))
