@@ -171,3 +171,12 @@ def test_figures_with_perplexity_error_bars_say_they_are_unpaired(name):
     # under the plot area, in a bottom margin kept for it
     note = next(a for a in fig.layout.annotations if a.text == fr.INTERVAL_NOTE)
     assert note.y == 0 and note.yanchor == "top" and note.yshift < -40 and fig.layout.margin.b >= 90
+
+
+def test_erf_figures_name_their_panels_on_the_axes_clear_of_the_line_labels():
+    fig = fr.erf_figure(curves(), title="Figure 5")
+    # nothing shares the band above the plot with the L_tr, ERF and R·w labels
+    assert not fig.layout.annotations
+    assert fig.layout.yaxis.title.text == "normalised gradient" and fig.layout.yaxis2.title.text.startswith("cumulative")
+    threshold = [s for s in fig.layout.shapes if s.label.text and s.label.text.startswith("threshold")]
+    assert threshold and threshold[0].label.textposition == "end"

@@ -106,10 +106,10 @@ def _vline(x: float, text: str, color: str = "gray", dash: str = "dash", yref: s
             "label": {"text": text, "textposition": "end", "font": {"size": 11, "color": color}}}
 
 
-def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: str = "y") -> dict:
+def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: str = "y", at: str = "start") -> dict:
     return {"type": "line", "x0": 0, "x1": 1, "y0": y, "y1": y, "xref": xref, "yref": yref,
             "line": {"color": color, "dash": "dot", "width": 1.5},
-            "label": {"text": text, "textposition": "start", "font": {"size": 11, "color": color}}}
+            "label": {"text": text, "textposition": at, "font": {"size": 11, "color": color}}}
 
 
 INTERVAL_NOTE = ("Bars: each perplexity's own 95% interval. The verdicts read the paired interval of r(L) "
@@ -204,8 +204,9 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     the predicted token, with L_tr, the ERF and the threshold marked; a dropdown selects
     the model, and a last entry overlays every model's curves."""
     labels = list(curves)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("normalised gradient", "cumulative (from the most recent token)"))
+    # the panels are named by their y axes: a subplot title would sit in the band above the plot
+    # where the labels of the L_tr, ERF and R·w lines are, and run into them
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     owner = []
     for i, lab in enumerate(labels):
         rf = curves[lab]
@@ -221,7 +222,7 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     def shapes(rf) -> list[dict]:
         out = [_vline(rf["l_tr"], f"L_tr={rf['l_tr']}", "black", "dash"),
                _vline(rf["erf"], f"ERF{'≥' if flag(rf.get('capped')) else '='}{rf['erf']}", "firebrick", "solid"),
-               _hline(rf["threshold"], f"threshold {rf['threshold']:g}", "gray", yref="y2")]
+               _hline(rf["threshold"], f"threshold {rf['threshold']:g}", "gray", yref="y2", at="end")]
         if rf.get("theoretical"):
             out.append(_vline(rf["theoretical"], f"R·w={rf['theoretical']}", "seagreen", "dot"))
         return out
@@ -236,15 +237,15 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     if len(labels) > 1:  # every model's two curves, named in the legend (click an entry to hide it)
         thr = curves[labels[0]]["threshold"]
         buttons.append(_button("all", [True] * len(owner), f"{title}: every model",
-                               {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2")]}))
+                               {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2", at="end")]}))
     first = curves[labels[0]]
     band = _label_band(*(shapes(rf) for rf in curves.values()))
     fig.update_layout(template=TEMPLATE, height=ERF_HEIGHT, **_top(head(labels[0], first), ERF_HEIGHT, band, lines=2),
                       shapes=shapes(first), updatemenus=[_menu(buttons, band=band)])
     fig.update_xaxes(type="log" if log_x else "linear", row=1, col=1)
     fig.update_xaxes(type="log" if log_x else "linear", title_text="k: tokens back from the predicted token", row=2, col=1)
-    fig.update_yaxes(type="log", row=1, col=1, exponentformat="power")
-    fig.update_yaxes(range=[0, 1.02], row=2, col=1)
+    fig.update_yaxes(type="log", row=1, col=1, exponentformat="power", title_text="normalised gradient")
+    fig.update_yaxes(range=[0, 1.02], row=2, col=1, title_text="cumulative, newest first")
     return fig
 
 
