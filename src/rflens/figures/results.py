@@ -8,10 +8,13 @@ erases the whole title for a bare ``title``).
 
 - :func:`ppl_curves`      perplexity against L_ex, one menu entry per family of models
 - :func:`ratio_heatmap`   the r(L) = ppl(L) / ppl(L_tr) table as a heat map (menu: r or ppl)
-- :func:`erf_explorer`    normalised gradient and cumulative curves, L_tr, ERF and threshold
-- :func:`gradient_jump`   Figure 7: normalised gradient against absolute position
+- :func:`erf_figure`      normalised gradient and cumulative curves, L_tr, ERF and threshold
+- :func:`erf_threshold_figure` a slider over the threshold, moving every model's ERF
+- :func:`gradient_jump_figure` Figure 7: normalised gradient against absolute position
+- :func:`table2_figure`   Table 2: each retrained model beside its Table 1 original
 - :func:`table3_figure`   Table 3 by corpus: perplexity curves and training speed
 - :func:`protocol_figure` the three evaluation protocols on the same models
+- :func:`emergence_figure` the long run: r(16 L_tr) and the ERF against training tokens
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Live ERF explorer for a Jupyter kernel (Chi et al., ACL 2023, Section 4.1).
 
-The static book has plotly dropdowns over precomputed curves
-(:func:`rflens.figures.results.erf_explorer`). With a kernel, this explorer recomputes the
+The static book has plotly menus and sliders over precomputed curves
+(:func:`rflens.figures.results.erf_figure` and :func:`rflens.figures.results.erf_threshold_figure`). With a kernel, this explorer recomputes the
 effective receptive field from the cached normalised gradients while the threshold slider
 moves: choose models, see their normalised-gradient and cumulative curves, their ERF at the
 chosen threshold and their L_tr.
@@ -62,8 +62,7 @@ def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = ERF_
         chosen = [lab for lab in labels if lab in chooser.value]
         thr = float(slider.value)
         rows = erf_table(curves, chosen, thr)
-        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                            subplot_titles=("normalised gradient", "cumulative"))
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
         shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y2", "y0": thr, "y1": thr,
                    "line": {"color": "gray", "dash": "dot"}}]
         for lab, row in zip(chosen, rows):
@@ -77,8 +76,8 @@ def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = ERF_
                                "y1": 1, "line": {"color": color, "dash": dash, "width": 1.5}})
         fig.update_layout(template="plotly_white", height=520, margin={"t": 50}, shapes=shapes,
                           title={"text": f"ERF at threshold {thr:.3f} (solid) and L_tr (dashed)"})
-        fig.update_yaxes(type="log", row=1, col=1, exponentformat="power")
-        fig.update_yaxes(range=[0, 1.02], row=2, col=1)
+        fig.update_yaxes(type="log", row=1, col=1, exponentformat="power", title_text="normalised gradient")
+        fig.update_yaxes(range=[0, 1.02], row=2, col=1, title_text="cumulative, newest first")
         fig.update_xaxes(type="log" if log_x.value else "linear")
         fig.update_xaxes(title_text="k: tokens back from the predicted token", row=2, col=1)
         # the Output's content is set directly (as in rflens.widgets.bias): a plain plotly
