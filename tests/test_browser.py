@@ -134,7 +134,8 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
     with Visit(browser, f"{server}/book/{chapter}.html") as visit:
         assert visit.errors == [], f"page errors in {chapter}: {visit.errors}"
         assert visit.external == [], f"{chapter} asked the network for {visit.external}"
-        assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
+        if chapter != "09_claims":  # the scoreboard is one table
+            assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
         # progress bars and warnings went to the terminal and the log, not onto the page
         assert visit.page.locator(".output.stderr").count() == 0, f"{chapter} shows stderr output"
         bars = visit.page.locator(".cell_output").filter(has_text=re.compile(r"\d+%\|")).count()
@@ -242,6 +243,6 @@ def test_citations_link_to_the_references_page(browser, server):
         assert links.count() >= 1, "chapter 3 cites nothing that links to the references page"
         href = links.first.get_attribute("href")
     with Visit(browser, f"{server}/book/{href.split('#')[0]}") as visit:
-        text = visit.page.content()
-        assert "Dissecting Transformer Length Extrapolation" in text and "Train Short, Test Long" in text
+        text = visit.page.content().lower()  # the bibliography style sets titles in sentence case
+        assert "dissecting transformer length extrapolation" in text and "train short, test long" in text
         assert visit.errors == []
