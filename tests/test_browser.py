@@ -161,6 +161,10 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
         coded = [h for h in heads if re.search(r"^[a-z]+(_[a-z]+)+$|@", h)]
         assert coded == [], f"{chapter}: code-name headers {coded[:5]}"
         assert not any(c.lower() == "nan" for c in cells), f"{chapter} shows NaN in a table"
+        # one search box on the page, not one in the header and another in the sidebar
+        boxes = visit.page.locator(".search-button-field").evaluate_all(
+            "els => els.filter(e => e.getBoundingClientRect().width > 0).length")
+        assert boxes == 1, f"{chapter} shows {boxes} search boxes"
         # no control that needs a kernel: on a static page it would move without redrawing anything
         assert visit.page.locator(".jupyter-widgets, .widget-slider").count() == 0, f"{chapter} shows a dead widget"
         # in every figure, the curves its legend lists (as first drawn) have one colour each

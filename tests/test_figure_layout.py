@@ -179,4 +179,4 @@ def test_erf_figures_name_their_panels_on_the_axes_clear_of_the_line_labels():
     assert not fig.layout.annotations
     assert fig.layout.yaxis.title.text == "normalised gradient" and fig.layout.yaxis2.title.text.startswith("cumulative")
     threshold = [s for s in fig.layout.shapes if s.label.text and s.label.text.startswith("threshold")]
-    assert threshold and threshold[0].label.textposition == "end"
+    assert threshold and threshold[0].label.textposition == "end" and threshold[0].label.yanchor == "top"  # under the line

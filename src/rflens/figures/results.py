@@ -109,10 +109,13 @@ def _vline(x: float, text: str, color: str = "gray", dash: str = "dash", yref: s
             "label": {"text": text, "textposition": "end", "font": {"size": 11, "color": color}}}
 
 
-def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: str = "y", at: str = "start") -> dict:
+def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: str = "y", at: str = "start",
+           side: str = "bottom") -> dict:
+    """A dotted horizontal line, its label at the ``at`` end, above it (``side`` "bottom",
+    the label's bottom on the line) or below it ("top")."""
     return {"type": "line", "x0": 0, "x1": 1, "y0": y, "y1": y, "xref": xref, "yref": yref,
             "line": {"color": color, "dash": "dot", "width": 1.5},
-            "label": {"text": text, "textposition": at, "font": {"size": 11, "color": color}}}
+            "label": {"text": text, "textposition": at, "yanchor": side, "font": {"size": 11, "color": color}}}
 
 
 INTERVAL_NOTE = ("Bars: each perplexity's own 95% interval. The verdicts read the paired interval of r(L) "
@@ -225,7 +228,7 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     def shapes(rf) -> list[dict]:
         out = [_vline(rf["l_tr"], f"L_tr={rf['l_tr']}", "black", "dash"),
                _vline(rf["erf"], f"ERF{'≥' if flag(rf.get('capped')) else '='}{rf['erf']}", "firebrick", "solid"),
-               _hline(rf["threshold"], f"threshold {rf['threshold']:g}", "gray", yref="y2", at="end")]
+               _hline(rf["threshold"], f"threshold {rf['threshold']:g}", "gray", yref="y2", at="end", side="top")]
         if rf.get("theoretical"):
             out.append(_vline(rf["theoretical"], f"R·w={rf['theoretical']}", "seagreen", "dot"))
         return out
@@ -240,7 +243,7 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     if len(labels) > 1:  # every model's two curves, named in the legend (click an entry to hide it)
         thr = curves[labels[0]]["threshold"]
         buttons.append(_button("all", [True] * len(owner), f"{title}: every model",
-                               {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2", at="end")]}))
+                               {"shapes": [_hline(thr, f"threshold {thr:g}", yref="y2", at="end", side="top")]}))
     first = curves[labels[0]]
     band = _label_band(*(shapes(rf) for rf in curves.values()))
     fig.update_layout(template=TEMPLATE, height=ERF_HEIGHT, **_top(head(labels[0], first), ERF_HEIGHT, band, lines=2),

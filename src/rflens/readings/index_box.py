@@ -42,7 +42,7 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
     broke = long[long[top] >= BREAKS] if top in long else long.iloc[0:0]
     if not broke.empty and tokens < broke["tokens"].min():
         lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
-                     f"(r({HORIZON} $L_{{tr}}$) >= {BREAKS:g} on the lower bound of its interval) needed "
+                     f"(r({HORIZON} $L_{{tr}}$) ≥ {BREAKS:g} on the lower bound of its interval) needed "
                      f"{_tokens(broke['tokens'].min())} training tokens; a model here sees {_tokens(tokens)}.")
     lines.append(f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
                  + (f", trained on up to {_tokens(long['tokens'].max())} tokens each." if not long.empty else "."))
