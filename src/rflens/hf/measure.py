@@ -64,6 +64,14 @@ def _about(ref: ModelRef, text: _Text, dtype: torch.dtype) -> dict:
             "dtype": str(dtype).replace("torch.", "")}
 
 
+def _inputs(ref: ModelRef, text, corpus: str, data_cfg: DataConfig, device, seed: int, progress: bool):
+    """The text to measure on, the device and dtype, and the cache parameters every
+    measurement of ``ref`` shares (model, text, seed, dtype)."""
+    src = _Text(text, corpus, data_cfg, progress)
+    device, dtype = device_and_dtype(device)
+    return src, device, dtype, {"model": ref.identity, "text": src.fingerprint, "seed": seed, "dtype": str(dtype)}
+
+
 def default_lengths(ref: ModelRef) -> list[int]:
     """L_tr x (1/4, 1/2, 1, 2, 4), those that fit a learned-absolute model; without an L_tr,
     256 to 4096."""
@@ -95,10 +103,8 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
     resources.check(resources.last_token_bytes(n, max(lengths), len(lengths), N_BOOTSTRAP),
                     f"evaluating {n:,} segments of up to {max(lengths):,} tokens",
                     "ask for fewer segments (--n) or shorter lengths (--lengths)")
-    src = _Text(text, corpus, data_cfg, progress)
-    device, dtype = device_and_dtype(device)
-    params = {"model": ref.identity, "text": src.fingerprint, "lengths": lengths, "n": n, "seed": ev.seed,
-              "dtype": str(dtype), "version": [HF_VERSION, EVAL_VERSION]}
+    src, device, dtype, params = _inputs(ref, text, corpus, data_cfg, device, ev.seed, progress)
+    params.update(lengths=lengths, n=n, version=[HF_VERSION, EVAL_VERSION])
 
     def compute() -> dict:
         t0 = time.perf_counter()
@@ -136,10 +142,8 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
         raise UserError(f"the ERF threshold must be in (0, 1], e.g. {ERF_THRESHOLD}; got {threshold!r}")
     length, n = int(length), int(n)
     ref.check_length(length, "--length")
-    src = _Text(text, corpus, data_cfg, progress)
-    device, dtype = device_and_dtype(device)
-    params = {"model": ref.identity, "text": src.fingerprint, "length": length, "n": n, "seed": ev.seed,
-              "dtype": str(dtype), "version": [HF_VERSION, ERF_VERSION]}
+    src, device, dtype, params = _inputs(ref, text, corpus, data_cfg, device, ev.seed, progress)
+    params.update(length=length, n=n, version=[HF_VERSION, ERF_VERSION])
 
     def compute() -> dict:
         t0 = time.perf_counter()
