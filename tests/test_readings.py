@@ -308,3 +308,14 @@ def test_the_presets_design_is_read_from_the_presets():
     assert f"{tokens / 1e6:.1f}M tokens" in text and f"fixed {long.train.warmup}-step warm-up" in text
     assert f"last {long.train.cooldown_frac:.0%} of the steps" in text
     assert f"segments of {long.eval.erf_length_mult} $L_{{tr}}$ = {long.eval.erf_length_mult * long.train.l_tr} tokens" in text
+
+
+def test_the_board_by_size_says_when_each_claim_is_decided():
+    sizes = [2**19, 2**20, 2**21]
+    grown = pd.DataFrame({sizes[0]: ["pass", "fail", "not run", "pass"], sizes[1]: ["pass", "not decided", "not run", "pass"],
+                          sizes[2]: ["pass", "pass", "not run", "pass"]}, index=pd.Index([1, 4, 7, 12], name="claim"))
+    text = rd.board_by_size(grown)
+    assert "Claim 4 (" in text and "fail at 0.5M; not decided at 1.0M; pass at 2.1M tokens." in text
+    assert "Claim 1 (" not in text and "Claim 12" not in text  # by construction: the same at every size
+    assert "Claim 7" not in text  # not run at any size
+    assert "No claim" in rd.board_by_size(grown.loc[[1, 7, 12]])

@@ -49,6 +49,19 @@ def test_a_shipped_model_is_served_with_the_measurements_of_the_same_model_train
     assert _get() is not None and isinstance(_get(), runs.Run)  # the local store comes first
 
 
+def test_a_shipped_model_is_served_at_each_of_its_measured_sizes(one_shipped):
+    points = bundle.load(SPEC.name, "smoke")["points"]
+    first = points[0]
+    with bundle.at_size(first["tokens"]):
+        ppl = perplexity(_get(), progress=False)
+        assert receptive_field(_get(), progress=False)["erf"] in (first["erf"] - 1, first["erf"], first["erf"] + 1)
+    np.testing.assert_allclose(ppl["ppl"], first["ppl"], rtol=1e-4)  # the point's, not the finished model's
+    assert not np.allclose(ppl["ppl"], points[-1]["ppl"], rtol=1e-4)
+    with bundle.at_size(first["tokens"] + 1), pytest.raises(UserError, match="at .* tokens"):
+        perplexity(_get(), progress=False)  # no such size: not served, and not measured on the final weights
+    np.testing.assert_allclose(perplexity(_get(), progress=False)["ppl"], points[-1]["ppl"], rtol=1e-4)
+
+
 def test_a_shipped_model_is_served_after_the_code_changes(one_shipped, monkeypatch):
     monkeypatch.setattr(runs, "_code_version_cache", "0" * 16)
     served = _get()
@@ -146,6 +159,13 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
     assert board[7]["result"] == "not run" and not any(storage.runs_dir().glob("*/manifest.json"))
     with pytest.raises(UserError, match="unknown shipped experiment"):
         shipped.experiment("table9", "smoke")
+    # the board as training grows: one column a measured size, the last the finished models' board
+    from rflens import scoreboard
+
+    grown = scoreboard.by_size("smoke")
+    assert list(grown.columns) == bundle.sizes("smoke") and list(grown.index) == [c["id"] for c in board]
+    assert list(grown.iloc[:, -1]) == [c["result"] for c in board]
+    assert not any(storage.runs_dir().glob("*/manifest.json"))
 
 
 def _setting(settings, row) -> bool:

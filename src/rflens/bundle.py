@@ -21,6 +21,8 @@ the shipped numbers have gone stale, not the code hash.
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable
 
@@ -187,6 +189,32 @@ def cpu_capability() -> str:
 
 # ----------------------------------------------------------------------------- the run-store layer
 
+# The measured size the run-store layer serves: None for each model's finished point.
+_SIZE: ContextVar[int | None] = ContextVar("rflens_bundle_size", default=None)
+
+
+@contextlib.contextmanager
+def at_size(tokens: int | None):
+    """Serve every shipped model as it was at ``tokens`` training tokens (one of its
+    measured sizes, each a finished run of that size) instead of its finished point, inside
+    the ``with`` block: the book's experiments and claims then read the preset as if it had
+    been trained that long. A model without that size is not served."""
+    token = _SIZE.set(tokens)
+    try:
+        yield
+    finally:
+        _SIZE.reset(token)
+
+
+def sizes(scale: str = "long") -> list[int]:
+    """The training tokens of the measured sizes of the preset's models."""
+    from .emergence import point_steps
+    from .scales import get
+
+    t = get(scale).train
+    return [steps * t.batch_size * t.l_tr for steps in point_steps(t)]
+
+
 class ShippedRun(TrainedModel):
     """A finished model of the shipped bundle, read like a :class:`rflens.runs.Run`."""
 
@@ -207,7 +235,7 @@ class ShippedRun(TrainedModel):
         self.eval_cfg = EvalConfig.from_dict(r["eval"])
         self.data_fingerprint: str = r["data_fingerprint"]
         self._corpus = None
-        self._final: dict | None = None
+        self._points: dict[int | None, dict | None] = {}
 
     def __repr__(self) -> str:
         return f"ShippedRun({self.key}, code {self.result['code_version']}, trained {self.result['finished']} UTC)"
@@ -241,6 +269,9 @@ class ShippedRun(TrainedModel):
         if not self.has_weights:
             raise UserError(f"the shipped model {self.key} carries no weights, only its measurements: "
                             f"train it with `{self.command}` to measure anything else")
+        if _SIZE.get() is not None:
+            raise UserError(f"the shipped weights of {self.key} are the finished model's, not the one at "
+                            f"{_SIZE.get():,} tokens")
         from safetensors.torch import load_model
 
         from .model import TransformerLM
@@ -256,14 +287,19 @@ class ShippedRun(TrainedModel):
             self._corpus = data.prepare(self.data_cfg, progress=False)
         return self._corpus
 
-    def final(self) -> dict:
-        """The finished model's point: NLLs (lengths, N) as float64, normalised gradients."""
-        if self._final is None:
-            point = self.result["points"][-1]
-            with np.load(self.path / NLL) as arrays:
-                nll = arrays[f"steps_{point['steps']}"].astype(np.float64)
-            self._final = {**point, "nll": nll, "lengths": point_lengths(self.result, point)}
-        return self._final
+    def final(self) -> dict | None:
+        """The point served: the finished model's, or the one of :func:`at_size`'s size (None
+        when the model has no such size). NLLs (lengths, N) as float64, normalised gradients."""
+        size = _SIZE.get()
+        if size not in self._points:
+            points = self.result["points"]
+            point = points[-1] if size is None else next((p for p in points if p["tokens"] == size), None)
+            if point is not None:
+                with np.load(self.path / NLL) as arrays:
+                    nll = arrays[f"steps_{point['steps']}"].astype(np.float64)
+                point = {**point, "nll": nll, "lengths": point_lengths(self.result, point)}
+            self._points[size] = point
+        return self._points[size]
 
     def served(self, name: str, params: dict) -> dict | None:
         """The cached result ``name`` for ``params`` built from the shipped measurements, or
@@ -271,6 +307,8 @@ class ShippedRun(TrainedModel):
         from .evaluate import last_token_result
 
         ev, point = self.eval_cfg, self.final()
+        if point is None:
+            return None
         rope = ev.rope_params()
         if name == "perplexity_last_token":
             want = {"protocol": "last_token", "lengths": point["lengths"], "n": ev.n_segments, "seed": ev.seed,
@@ -293,6 +331,9 @@ class ShippedRun(TrainedModel):
         hit = self.served(name, params)
         if hit is not None:
             return hit
+        if _SIZE.get() is not None:  # the weights are the finished model's, not that size's
+            raise UserError(f"the shipped model {self.key} holds only its last-token perplexities and receptive "
+                            f"field at {_SIZE.get():,} tokens, not this measurement")
         folder = storage.runs_dir() / "shipped" / self.scale / self.name
         return storage.cached_file(storage.cache_entry(folder, name, params), name, params, compute)[0]
 

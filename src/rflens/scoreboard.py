@@ -75,6 +75,23 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
             if name != exclude and get(name).shipped}
 
 
+def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
+    """The board of a shipped preset at each measured size of its models (each a finished
+    run of that many tokens, :func:`rflens.bundle.at_size`): one row a claim, one column a
+    size, the result in each cell. Nothing is trained; a claim whose models are not shipped
+    is "not run" at every size."""
+    from .bundle import at_size, sizes
+
+    columns = {}
+    for tokens in sizes(scale):
+        with at_size(tokens):
+            board = claims.check(claims.gather(scale, corpus, compute=False, progress=False))
+        columns[tokens] = [c["result"] for c in board]
+    df = pd.DataFrame(columns, index=pd.Index([c.id for c in claims.CLAIMS], name="claim"))
+    df.columns.name = "training tokens"
+    return df
+
+
 def by_scale(boards: dict[str, list[dict]]) -> pd.DataFrame:
     """One row a claim, the result at each scale, then what was measured at each."""
     scales = list(boards)

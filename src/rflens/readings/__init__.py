@@ -23,7 +23,7 @@ from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..results import EXTRAPOLATION_TOLERANCE as TOL
 from .checking import emergence, protocols, schedule_check, thesis_verdict
 from .claim_verdicts import board, by_scale, held, long_run, verdicts
-from .full_size import long_design, pilot_findings, pilot_rule, tiny_design
+from .full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
 from .index_box import this_build
 from .notation import Prose, tex
 from .paper_results import erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1, table2, table3
@@ -33,6 +33,6 @@ __all__ = [
     "verdicts", "held", "board", "by_scale", "long_run",
     "table1", "pilot_growth", "erf_agreement", "table2", "figure7", "table3", "speed", "log_fit", "log_like",
     "protocols", "emergence", "schedule_check", "thesis_verdict",
-    "pilot_rule", "pilot_findings", "tiny_design", "long_design",
+    "pilot_rule", "pilot_findings", "tiny_design", "long_design", "board_by_size",
     "this_build",
 ]

@@ -152,3 +152,30 @@ def long_design(scale: str = "long", book: str = "tiny") -> Prose:
         f"{ev.n_segments} segments, and the receptive field over segments of {ev.erf_length_mult} L_tr = "
         f"{ev.erf_length_mult * t.l_tr} tokens. Its windowed models keep R = {sc.model.n_layer}: the widest "
         f"window reaches R·w/L_tr = {sc.model.n_layer * widest / t.l_tr:g}."))
+
+
+def board_by_size(grown: pd.DataFrame) -> Prose:
+    """When each claim of the long run is decided as its models train: for every claim
+    checked at some size, its result over the runs of sizes that share it
+    (:func:`rflens.scoreboard.by_size`)."""
+    from ..claims import BY_ID, CONSTRUCTION
+
+    if grown is None or grown.empty:
+        return Prose("The long run's bundle holds no model yet.")
+    out = []
+    for cid, row in grown.iterrows():
+        if (row == "not run").all() or BY_ID[int(cid)].evidence == CONSTRUCTION:
+            continue
+        runs, start = [], 0
+        values = list(row)
+        for i in range(1, len(values) + 1):
+            if i == len(values) or values[i] != values[start]:
+                sizes = list(grown.columns[start:i])
+                span = _tokens(sizes[0]) if len(sizes) == 1 else f"{_tokens(sizes[0])} to {_tokens(sizes[-1])}"
+                runs.append(f"{values[start]} at {span}")
+                start = i
+        out.append(f"- Claim {cid} ({_tex(BY_ID[int(cid)].statement)}): {'; '.join(runs)} tokens.")
+    if not out:
+        return Prose("No claim that rests on trained models is checked by the long run yet: its bundle lacks "
+                     "a model each of them reads.")
+    return Prose("\n".join(out))
