@@ -26,7 +26,7 @@ def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():
     short = cfg.replace(steps=16)
     assert [lr_at(s, short) for s in range(13)] == [lr_at(s, cfg) for s in range(13)]  # cool-down of 16: steps 13-15
     assert lr_at(12, short) == cfg.lr and lr_at(15, short) == pytest.approx(cfg.lr / 3)
-    assert emergence.point_steps(cfg) == [4, 8, 16, 32]  # a point's cool-down starts after the warm-up
+    assert bundle.point_steps(cfg) == [4, 8, 16, 32]  # a point's cool-down starts after the warm-up
 
 
 def test_a_branch_is_the_finished_shorter_run(stores):
@@ -101,8 +101,8 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(name):
     _, model_cfg, data_cfg, train_cfg = runs.resolve("long", spec.pos, spec.corpus, spec.settings())
     assert result["model"] == model_cfg.to_dict() and result["train"] == train_cfg.to_dict()
     steps = [p["steps"] for p in result["points"]]
-    assert steps == sorted(steps) and set(steps) <= set(emergence.point_steps(train_cfg))
-    assert result["complete"] == (steps == emergence.point_steps(train_cfg))
+    assert steps == sorted(steps) and set(steps) <= set(bundle.point_steps(train_cfg))
+    assert result["complete"] == (steps == bundle.point_steps(train_cfg))
     for p in result["points"]:
         assert p["nll"].shape == (len(result["eval"]["length_mults"]), result["eval"]["n_segments"])
         assert p["tokens"] == p["steps"] * train_cfg.batch_size * train_cfg.l_tr

@@ -3,8 +3,8 @@
 The failures Chi et al. (ACL 2023) explain need training: at the tiny preset's 0.6M tokens a
 model whose receptive field outgrows L_tr still extrapolates. Here a model of the ``long``
 preset is trained once to its full budget with a warmup-stable-decay schedule
-(:func:`rflens.train.lr_at`). At each of :data:`POINTS` log-spaced sizes (the budget / 2^6
-.. the budget) the run is *branched*: a copy of its state is cooled down over the last
+(:func:`rflens.train.lr_at`). At each of its log-spaced sizes (:func:`rflens.bundle.point_steps`:
+the budget / 2^6 .. the budget) the run is *branched*: a copy of its state is cooled down over the last
 ``cooldown_frac`` of that size, which is exactly the finished shorter run (same batches, same
 rates, bitwise), and measured; then the main run continues from where it branched. One run
 thus gives every point of an emergence curve at about 1.2 times the cost of its last point.
@@ -37,7 +37,6 @@ from . import bundle, storage
 from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
 
-POINTS = 7  # measured sizes: the budget / 2^6, ..., / 2, the budget
 CHECKPOINT_STATE = "state.json"  # the main run's training curve and seconds, beside its checkpoint
 
 
@@ -124,15 +123,6 @@ def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_
     return f"python -m rflens emergence --scale {scale} (it is not in the plan: --list shows the plan)"
 
 
-def point_steps(cfg: TrainConfig) -> list[int]:
-    """The run's measured sizes in steps: steps / 2^(POINTS-1), ..., steps (whole steps)."""
-    pts = sorted({max(1, cfg.steps >> k) for k in range(POINTS)})
-    from .train import cooldown_steps
-
-    warmup = cfg.warmup or 0
-    return [p for p in pts if p - cooldown_steps(cfg, p) >= warmup]
-
-
 # ----------------------------------------------------------------------------- measuring
 
 def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
@@ -195,7 +185,7 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
                         validate, validation_windows)
 
     cfg = train_cfg
-    points = point_steps(cfg) if points is None else points
+    points = bundle.point_steps(cfg) if points is None else points
     work.mkdir(parents=True, exist_ok=True)
     cpu = torch.device("cpu")
     batches = Batches(corpus.tokens("train"), cfg.l_tr, cfg.batch_size, cfg.seed)
@@ -388,7 +378,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
         "cpu": bundle.cpu_capability(),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "schedule": {"points": point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
+        "schedule": {"points": bundle.point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
         "train_curve": curve,
         "points": sorted(points, key=lambda p: p["steps"]),
