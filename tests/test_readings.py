@@ -319,3 +319,11 @@ def test_the_board_by_size_says_when_each_claim_is_decided():
     assert "Claim 1 (" not in text and "Claim 12" not in text  # by construction: the same at every size
     assert "Claim 7" not in text  # not run at any size
     assert "No claim" in rd.board_by_size(grown.loc[[1, 7, 12]])
+
+
+def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
+    rows = claims.check({"table1": table1()}, [1])
+    assert "**Claim 1 holds.**" in rd.long_run("Table 1", rows, [], "tiny")
+    text = rd.long_run("Table 1", rows, [], "long")
+    assert "built at the `long` scale" in text and "Claim 1" not in text
+    assert "not complete yet" in rd.long_run("Table 1", rows, ["w=8"], "tiny")

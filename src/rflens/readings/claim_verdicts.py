@@ -78,9 +78,13 @@ def by_scale(boards: dict[str, list[dict]]) -> Prose:
     return Prose(text)
 
 
-def long_run(experiment: str, rows: list[dict], lacking: list[str]) -> Prose:
+def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str | None = None) -> Prose:
     """The long run's verdicts on an experiment read from its bundle, or what the bundle
-    still lacks for it (:func:`rflens.shipped.experiment`)."""
+    still lacks for it (:func:`rflens.shipped.experiment`); in a chapter built at the long
+    scale itself (``scale``), a pointer to its verdicts above instead of a second copy."""
+    if scale == "long":
+        return Prose(f"This chapter is built at the `long` scale: its {experiment} and verdicts above are the long "
+                     f"run's.")
     if lacking:
         more = f" and {len(lacking) - 1} more" if len(lacking) > 1 else ""
         return Prose(f"The long run's {experiment} is not complete yet: the bundle lacks {tex(lacking[0])}{more}. "
