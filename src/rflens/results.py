@@ -74,10 +74,14 @@ def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
     return {L: (p / base if np.isfinite(p) else math.inf) for L, p in ppl.items()}
 
 
+def _missing(value) -> bool:
+    return value is None or value != value  # NaN != NaN
+
+
 def flag(value) -> bool:
     """A yes/no cell of a table as a bool: missing (None, or NaN where a row lacks the
     column) reads as no."""
-    return value is not None and value == value and bool(value)  # NaN != NaN
+    return not _missing(value) and bool(value)
 
 
 def erf_text(erf: int, capped) -> str:
@@ -205,7 +209,7 @@ def header(name) -> str:
 
 
 def _cell(value, digits: int) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return "–"
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
@@ -234,9 +238,9 @@ def readable(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
             continue
         values = df[col]
         if col in ("erf", "old_erf") and f"{col}_capped" in df.columns:
-            cells = [("–" if v is None or v != v else erf_text(v, c)) for v, c in zip(values, df[f"{col}_capped"])]
+            cells = ["–" if _missing(v) else erf_text(v, c) for v, c in zip(values, df[f"{col}_capped"])]
         elif col in _SHARES:
-            cells = ["–" if v is None or v != v else f"{float(v):.0%}" for v in values]
+            cells = ["–" if _missing(v) else f"{float(v):.0%}" for v in values]
         else:
             cells = [_cell(v, digits) for v in values]
         name = header(col)
