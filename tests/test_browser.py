@@ -250,3 +250,19 @@ def test_citations_link_to_the_references_page(browser, server):
         text = visit.page.content().lower()  # the bibliography style sets titles in sentence case
         assert "dissecting transformer length extrapolation" in text and "train short, test long" in text
         assert visit.errors == []
+
+
+def test_search_snippets_show_equations_typeset_not_as_tex(browser, server):
+    """Chapter 2's heading on the window of \\bar d is found by "bar": its snippet shows the
+    typeset equation, with no TeX source or half equation left in any snippet."""
+    with Visit(browser, f"{server}/search.html?q=bar") as visit:
+        page = visit.page
+        page.wait_for_selector("#search-results p.context", timeout=30_000)
+        page.wait_for_function("() => document.querySelector('#search-results p.context mjx-container')",
+                               timeout=30_000)
+        snippets = page.locator("#search-results p.context").evaluate_all(
+            "ps => ps.map(p => [p.textContent, p.querySelectorAll('mjx-container').length])")
+        raw = [text[:120] for text, _ in snippets if "\\(" in text or "\\)" in text]
+        assert raw == [], f"search snippets show TeX: {raw}"
+        assert any(n for _, n in snippets), "no search snippet shows a typeset equation"
+        assert visit.errors == [] and visit.external == []

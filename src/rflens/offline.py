@@ -54,6 +54,7 @@ WIDGETS_JS = "jupyter-widgets/embed.js"
 PLOTLY_JS = "plotly.min.js"
 MATHJAX_SHIM_JS = "mathjax_shim.js"  # MathJax 2's Hub.Queue for the widget manager (see the file)
 BOOK_CSS = "book.css"  # wrapping of printed results, wide tables, the CSV links
+SEARCH_MATH_JS = "search_math.js"  # typesets the TeX of the search page's snippets (see the file)
 
 
 def vendor_dir() -> Path:
@@ -151,7 +152,7 @@ def ensure_assets() -> dict:
     """Prepare every offline asset; returns {"dir", "plotly", "mathjax", "widgets", "notes"}."""
     root = vendor_dir()
     copy_plotly_js(root)
-    for name in (MATHJAX_SHIM_JS, BOOK_CSS):  # files of the package itself
+    for name in (MATHJAX_SHIM_JS, BOOK_CSS, SEARCH_MATH_JS):  # files of the package itself
         source = Path(__file__).with_name(name)
         if not (root / name).exists() or (root / name).read_bytes() != source.read_bytes():
             shutil.copyfile(source, root / name)
@@ -207,6 +208,22 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = unique  # in place: handlers after this one still add to the same list
 
 
+def _math_on_search_page(app, pagename, templatename, context, doctree) -> None:
+    """Load MathJax on the search page, whose snippets quote the chapters' equations as TeX.
+
+    Sphinx loads MathJax only on pages with equations, and the search page has none of its
+    own; a script added here reaches this page only.
+    """
+    if pagename != "search" or "sphinx.ext.mathjax" not in app.extensions:
+        return
+    if app.config.mathjax3_config:
+        import json
+
+        app.add_js_file(None, body=f"window.MathJax = {json.dumps(app.config.mathjax3_config)}")
+    app.add_js_file(app.config.mathjax_path, loading_method="defer")
+    app.add_js_file(SEARCH_MATH_JS)
+
+
 def setup(app):
     # plotly.js before any figure: a low priority puts it in <head> ahead of other scripts
     app.add_js_file(PLOTLY_JS, priority=100)
@@ -216,4 +233,5 @@ def setup(app):
     app.connect("config-inited", _config_inited, priority=100)
     # early: html-page-context stops at the first handler that returns a template name
     app.connect("html-page-context", _dedupe_scripts, priority=1)
+    app.connect("html-page-context", _math_on_search_page)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
