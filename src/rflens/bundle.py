@@ -128,23 +128,6 @@ def table(scale: str = "long", names: list[str] | None = None):
     return pd.DataFrame(rows)
 
 
-def minutes_per_model(scale: str = "long") -> tuple[float, str]:
-    """(one-core minutes a model, on what): the median training time (branches and
-    measurements included) of the shipped finished models trained on a machine with this
-    vector unit, else of all of them; None when none is shipped."""
-    times = {}
-    for path in entries(scale).values():
-        res = storage.read_json(path / RESULT)
-        if res.get("complete", True):
-            times.setdefault(res.get("cpu", "an unrecorded vector unit"), []).append(res["train_seconds"] / 60)
-    here = cpu_capability()
-    pool = times.get(here) or [t for ts in times.values() for t in ts]
-    if not pool:
-        return None, "no finished model shipped yet"
-    where = f"{here} CPUs like this one" if here in times else "other machines"
-    return float(np.median(pool)), f"the median of {len(pool)} shipped model(s) trained on {where}"
-
-
 def provenance(scale: str = "long"):
     """Where each shipped model's numbers come from: one row a model (finished or not, its
     last measured size, code version, commit, torch, threads, one-core minutes)."""

@@ -488,3 +488,101 @@ def table1_names(scale: str = "long") -> list[str]:
     names = [Spec(f.pos, ((f.setting, v),)).name for f in FAMILIES.values() for v in getattr(sw, f.setting)]
     have = bundle.entries(scale)
     return [n for n in names if n in have]
+
+
+# ----------------------------------------------------------------------------- cost
+
+def flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> tuple[float, float]:
+    """(training, measuring) FLOPs of one model of the run.
+
+    Training: the main run and the cool-down branches of its smaller sizes, at
+    :meth:`rflens.model.TransformerLM.flops_per_token` for L_tr. Measuring, at each of its
+    sizes: the last-token NLLs of N segments at every length (forward only, a third of the
+    training FLOPs a token) and the input gradients over the ERF segments (forward and
+    backward). The measurement grows with L_tr squared: at L_tr = 512 a size's measurement
+    costs as much as about 3M training tokens.
+    """
+    import torch
+
+    from .model import TransformerLM
+    from .train import cooldown_steps
+
+    with torch.device("meta"):  # sizes only
+        model = TransformerLM(model_cfg)
+    sizes = bundle.point_steps(train_cfg)
+    steps = train_cfg.steps + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1])
+    train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
+    lengths = [train_cfg.l_tr * m for m in ev.length_mults]
+    erf_len = train_cfg.l_tr * ev.erf_length_mult
+    one = (sum(ev.n_segments * L * model.flops_per_token(L) / 3.0 for L in lengths)
+           + ev.erf_samples * erf_len * model.flops_per_token(erf_len))
+    return train, one * len(sizes)
+
+
+@dataclass(frozen=True)
+class Speed:
+    """One core's FLOP/s when training and when measuring, the medians over ``models``
+    finished shipped models trained on ``where``."""
+
+    train: float
+    measure: float
+    models: int
+    where: str
+
+    def minutes(self, model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> float:
+        train, measure = flops(model_cfg, train_cfg, ev)
+        return (train / self.train + measure / self.measure) / 60.0
+
+
+def speed(scale: str = "long") -> Speed | None:
+    """The one-core speed of the shipped finished models trained on a CPU with this vector
+    unit (else of all of them), from their wall times and FLOPs; None when none is shipped.
+    Models whose measurements took no measurable time give no measuring speed; without any,
+    measuring is timed at the training speed."""
+    pools: dict[str, list[tuple[float, float]]] = {}
+    for name in bundle.complete(scale):
+        res = bundle.load(name, scale)
+        measured = sum(p["measure_seconds"] for p in res["points"])
+        train, measure = flops(ModelConfig.from_dict(res["model"]), TrainConfig.from_dict(res["train"]),
+                               EvalConfig.from_dict(res["eval"]))
+        if res["train_seconds"] > measured:
+            pools.setdefault(res.get("cpu") or "an unrecorded vector unit", []).append(
+                (train / (res["train_seconds"] - measured), measure / measured if measured > 0 else np.nan))
+    here = bundle.cpu_capability()
+    pool = pools.get(here) or [r for rs in pools.values() for r in rs]
+    if not pool:
+        return None
+    where = f"{here} CPUs like this one" if here in pools else "other machines"
+    rates = np.array(pool)
+    train = float(np.median(rates[:, 0]))
+    timed = rates[~np.isnan(rates[:, 1]), 1]
+    return Speed(train, float(np.median(timed)) if timed.size else train, len(pool), where)
+
+
+def minutes(specs: list[Spec], scale: str = "long", at: Speed | None = None) -> list[float] | None:
+    """The one-core minutes of each model of ``specs`` at ``at`` (default :func:`speed`,
+    the shipped models' speed on this kind of CPU); None when no model is shipped to time."""
+    from . import runs
+    from .scales import get
+
+    at = at or speed(scale)
+    if at is None:
+        return None
+    ev = get(scale).eval
+    out = []
+    for spec in specs:
+        _, model_cfg, _, train_cfg = runs.resolve(scale, spec.pos, spec.corpus, spec.settings())
+        out.append(at.minutes(model_cfg, train_cfg, ev))
+    return out
+
+
+def cost(specs: list[Spec], scale: str = "long", at: Speed | None = None) -> str:
+    """One line: the time ``specs`` take to train, on one core and on two, and the speed
+    that times them."""
+    at = at or speed(scale)
+    if at is None:
+        return "not timed: no finished model shipped yet"
+    hours = sum(minutes(specs, scale, at)) / 60
+    return (f"about {hours:.1f} hours on one core, {hours / 2:.1f} on 2 (one worker per core; each model's FLOPs at "
+            f"the speed of the {at.models} shipped model(s) trained on {at.where}: {at.train / 1e9:.0f} GFLOP/s "
+            f"training, {at.measure / 1e9:.0f} measuring)")

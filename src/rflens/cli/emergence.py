@@ -26,12 +26,13 @@ def run(args) -> int:
                   f"{r['max_abs_diff']:.2e} (expected {r['expected']})")
         return 0 if all(r["ok"] for r in rows) else 1
     if args.list:
+        at = emergence.speed(args.scale)
+        need = dict(zip([s.name for s in todo], emergence.minutes(todo, args.scale, at) or []))
         for spec in plan:
-            print(f"{'shipped' if spec.name in have else 'to train':9s} {spec.name}")
-        minutes, basis = bundle.minutes_per_model(args.scale)
-        cost = (f"about {len(todo) * minutes / 60:.1f} hours on one core ({minutes:.0f} minutes a model, {basis}; "
-                f"one worker per core)" if minutes else basis)
-        print(f"{len(todo)} to train: {cost}")
+            state = "shipped" if spec.name in have else "to train"
+            when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
+            print(f"{state:9s} {spec.name}{when}")
+        print(f"{len(todo)} to train: {emergence.cost(todo, args.scale, at)}")
         return 0
     if args.minutes is not None and args.minutes <= 0:
         raise UserError(f"--minutes must be positive, not {args.minutes}")
