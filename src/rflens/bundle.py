@@ -88,13 +88,18 @@ def point_lengths(result: dict, point: dict) -> list[int]:
 # ----------------------------------------------------------------------------- reading it
 
 def label(result: dict) -> str:
-    """'ALiBi Δ=4', 'window w=30', 'nope', ...: the model's scheme and swept setting."""
+    """'ALiBi Δ=4', 'window w=30', 'NoPE', 'window w=30 L_tr=128', 'Rotary (code)': the
+    model's scheme, its swept setting and what else differs from the preset."""
     from .scales import FAMILIES
+    from .schemes import title
 
-    names = {"alibi": "ALiBi", "window": "window"}
-    parts = [names.get(result["pos"], result["pos"])]
-    for key, value in result["settings"].items():
-        symbol = FAMILIES[key].symbol if key in FAMILIES else key
+    names = {"alibi": "ALiBi", "window": "window", "nope": "NoPE"}  # Table 1's words
+    symbols = {"l_tr": "L_tr", "batch_size": "batch"}
+    parts = [names.get(result["pos"]) or title(result["pos"])]
+    settings = result["settings"]
+    for key in sorted(settings, key=lambda k: (k not in FAMILIES, k == "batch_size")):  # the swept one first
+        value = settings[key]
+        symbol = FAMILIES[key].symbol if key in FAMILIES else symbols.get(key, key)
         parts.append(f"{symbol}={value}")
     if result.get("corpus", "prose") != "prose":
         parts.append(f"({result['corpus']})")
