@@ -497,13 +497,14 @@ def flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> tup
 
     Training: the main run and the cool-down branches of its smaller sizes, at
     :meth:`rflens.model.TransformerLM.flops_per_token` for L_tr. Measuring, at each of its
-    sizes: the last-token NLLs of N segments at every length (forward only, a third of the
-    training FLOPs a token) and the input gradients over the ERF segments (forward and
-    backward). The measurement grows with L_tr squared: at L_tr = 512 a size's measurement
+    sizes: the last-token NLLs of N segments at every length
+    (:func:`rflens.evaluate.last_token_flops`) and the input gradients over the ERF segments
+    (forward and backward). The measurement grows with L_tr squared: at L_tr = 512 a size's measurement
     costs as much as about 3M training tokens.
     """
     import torch
 
+    from .evaluate import last_token_flops
     from .model import TransformerLM
     from .train import cooldown_steps
 
@@ -514,8 +515,7 @@ def flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> tup
     train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
     lengths = [train_cfg.l_tr * m for m in ev.length_mults]
     erf_len = train_cfg.l_tr * ev.erf_length_mult
-    one = (sum(ev.n_segments * L * model.flops_per_token(L) / 3.0 for L in lengths)
-           + ev.erf_samples * erf_len * model.flops_per_token(erf_len))
+    one = last_token_flops(model, lengths, ev.n_segments) + ev.erf_samples * erf_len * model.flops_per_token(erf_len)
     return train, one * len(sizes)
 
 

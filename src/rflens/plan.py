@@ -52,6 +52,7 @@ def training_cost(scale, *, gpu_tflops: float = 312.0, mfu: float = 0.4) -> list
     ``gpu_tflops`` peak (312: an A100 in bf16) at ``mfu`` utilisation."""
     import torch
 
+    from .evaluate import last_token_flops
     from .model import TransformerLM
     from .runs import resolve
 
@@ -64,7 +65,7 @@ def training_cost(scale, *, gpu_tflops: float = 312.0, mfu: float = 0.4) -> list
         tokens = tcfg.steps * tcfg.batch_size * tcfg.l_tr
         train_flops = model.flops_per_token(tcfg.l_tr) * tokens
         lengths = [tcfg.l_tr * m for m in sc.eval.length_mults]
-        eval_flops = sum(model.flops_per_token(L) / 3.0 * L * sc.eval.n_segments for L in lengths)
+        eval_flops = last_token_flops(model, lengths, sc.eval.n_segments)
         flops = train_flops + eval_flops
         rows.append({**item, "params": model.num_params(non_embedding=False), "l_tr": tcfg.l_tr,
                      "tokens": tokens, "train_flops": train_flops, "eval_flops": eval_flops,
