@@ -146,15 +146,20 @@ def test_claim6_needs_80_percent_agreement(n_wrong, expected):
 def test_claim7_not_run_when_nothing_failed_and_judged_otherwise():
     empty = pd.DataFrame(columns=["family", "label"])
     assert by_id(claims.check({"table2": empty}, [7]))[7]["passed"] is None
-    ok = pd.DataFrame([row("w=64, L_tr=64", FLAT, family="window", value=64, old_erf=100)])
-    bad = pd.DataFrame([row("w=64, L_tr=64", DOUBLING, family="window", value=64, old_erf=100)])
+    ok = pd.DataFrame([row("w=64, L_tr=64", FLAT, family="window", value=64, old_erf=100, old_l_tr=16)])
+    bad = pd.DataFrame([row("w=64, L_tr=64", DOUBLING, family="window", value=64, old_erf=100, old_l_tr=16)])
     assert by_id(claims.check({"table2": ok}, [7]))[7]["passed"] is True
     assert by_id(claims.check({"table2": bad}, [7]))[7]["passed"] is False
     # the measurement carries the ERFs before and after and the new L_tr, bounds marked
     capped = pd.DataFrame([row("w=64, L_tr=64", FLAT, family="window", value=64, old_erf=127, old_erf_capped=True,
-                               erf=495, erf_capped=False, l_tr=64)])
+                               erf=495, erf_capped=False, l_tr=64, old_l_tr=16)])
     text = by_id(claims.check({"table2": capped}, [7]))[7]["measured"]
     assert "ERF ≥ 127 before, 495 after, new L_tr 64" in text
+    # retrained on all of Table 1's lengths: no length of the same absolute horizon lies beyond the new L_tr
+    whole = pd.DataFrame([row("Δ=4, L_tr=512", FLAT, family="slope_shift", value=4, old_erf=512, old_l_tr=32,
+                              l_tr=512)])
+    judged = by_id(claims.check({"table2": pd.concat([ok, whole])}, [7]))[7]
+    assert judged["passed"] is None and "lengths end at 512 (16 x its old L_tr), none beyond" in judged["measured"]
 
 
 # ----------------------------------------------------------------------------- figure 7

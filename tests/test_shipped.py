@@ -46,6 +46,11 @@ def test_a_shipped_model_is_served_with_the_measurements_of_the_same_model_train
     np.testing.assert_allclose(ppl["ci_low"], mine["ci_low"], rtol=1e-5)
     np.testing.assert_allclose(ppl["nll_per_segment"], mine["nll_per_segment"], atol=1e-6)
     assert receptive_field(local, progress=False)["erf"] == erf["erf"]
+    # any of its measured lengths is served (the same last tokens at every length); others are not measured
+    some = ppl["lengths"][1::2]
+    assert served.measurable([1, *some]) == some and local.measurable([1, *some]) == [1, *some]
+    np.testing.assert_allclose(perplexity(served, lengths=some, progress=False)["ppl"],
+                               perplexity(local, lengths=some, progress=False)["ppl"], rtol=1e-6)
     assert _get() is not None and isinstance(_get(), runs.Run)  # the local store comes first
 
 

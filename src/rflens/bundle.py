@@ -265,6 +265,12 @@ class ShippedRun(TrainedModel):
     def has_weights(self) -> bool:
         return (self.path / WEIGHTS).is_file()
 
+    def measurable(self, lengths) -> list[int]:
+        """The lengths of ``lengths`` this model's last-token perplexity can be read at: all
+        of them with weights, else those the served point measured."""
+        point = None if self.has_weights else self.final()
+        return [int(L) for L in lengths if point is None or int(L) in point["lengths"]]
+
     def load_model(self):
         """The finished model (drift models only): UserError naming the command otherwise."""
         if not self.has_weights:
@@ -312,11 +318,13 @@ class ShippedRun(TrainedModel):
             return None
         rope = ev.rope_params()
         if name == "perplexity_last_token":
-            want = {"protocol": "last_token", "lengths": point["lengths"], "n": ev.n_segments, "seed": ev.seed,
-                    "stride": None, **rope}
-            if {k: params.get(k) for k in want} != want:
+            # any of the measured lengths: every length scores the same last tokens
+            want = {"protocol": "last_token", "n": ev.n_segments, "seed": ev.seed, "stride": None, **rope}
+            lengths = [int(L) for L in params.get("lengths") or ()]
+            if {k: params.get(k) for k in want} != want or not lengths or not set(lengths) <= set(point["lengths"]):
                 return None
-            out = last_token_result(point["nll"], point["lengths"], self.l_tr, ev.seed)
+            rows = [point["lengths"].index(L) for L in lengths]
+            out = last_token_result(point["nll"][rows], lengths, self.l_tr, ev.seed)
             return {**out, "seconds": point["measure_seconds"]}
         if name == "input_gradients":
             want = {"length": ev.erf_length_mult * self.l_tr, "n": ev.erf_samples, "seed": ev.seed, **rope}

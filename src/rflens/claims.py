@@ -231,6 +231,10 @@ def _c7(res):
         raise Missing("no Table 1 model failed, so nothing was retrained")
     parts, outcomes = [], []
     for _, row in t2.iterrows():
+        horizon = HORIZON * int(row["old_l_tr"])
+        if horizon <= int(row["l_tr"]):
+            raise Missing(f"{row['label']}: Table 1's lengths end at {horizon} ({HORIZON} x its old L_tr), "
+                          f"none beyond its new L_tr")
         outcomes.append(_extrap(row))
         before = erf_text(int(row["old_erf"]), row.get("old_erf_capped"))
         after = erf_text(int(row["erf"]), row.get("erf_capped")) if "erf" in row else "not measured"

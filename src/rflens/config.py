@@ -363,6 +363,11 @@ class TrainedModel:
     def l_tr(self) -> int:
         return self.train_cfg.l_tr
 
+    def measurable(self, lengths) -> list[int]:
+        """The lengths of ``lengths`` this model's last-token perplexity can be read at (a
+        model with weights: all of them)."""
+        return [int(L) for L in lengths]
+
 
 def _coerce(cls, name: str, text: str):
     """Turn the text of ``--set name=text`` into the type of field ``name`` of ``cls``."""

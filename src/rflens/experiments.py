@@ -264,7 +264,9 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
         fam_pos = FAMILIES[old["family"]].pos
         run = run_of(scale, spec, train=train, progress=progress)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
-        lengths = sorted(set(lengths_of(t1)) | {l_tr})  # same absolute L_ex, plus the new L_tr
+        # same absolute L_ex, plus the new L_tr; a shipped model without weights has only the
+        # lengths its long run measured (L_tr x length_mults), not the shorter ones
+        lengths = run.measurable(sorted(set(lengths_of(t1)) | {l_tr}))
         old_erf, capped = int(old["erf"]), flag(old.get("erf_capped"))
         # a capped ERF is a lower bound: an L_tr at or above it may still fall short of the field
         covers = False if l_tr < old_erf else (None if capped else True)
