@@ -228,6 +228,35 @@ def test_training_speed_is_measured_side_by_side_and_cached(store):
     assert len(list((store / "speed").glob("smoke-*.json"))) == 1
 
 
+def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_speed(store, reference, monkeypatch):
+    """One shipped model sets the speed: timed at it, that model's own spec takes its own
+    wall time; a longer L_tr costs more than its tokens, through the quadratic measurement."""
+    from rflens import bundle, emergence, runs
+    from rflens.config import EvalConfig
+
+    assert book_plan.one_core_speed("smoke") is None and "not timed" in book_plan.one_core_cost([], "smoke")
+    spec = emergence.Spec("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    emergence.run(spec, "smoke", progress=False)
+    shipped = bundle.load(spec.name, "smoke")
+    # wall times fixed, as the run's own (rounded to 0.1 s) can read 0.0 s of measuring
+    timed = {**shipped, "train_seconds": 90.0, "points": [{**p, "measure_seconds": 2.5} for p in shipped["points"]]}
+    monkeypatch.setattr(bundle, "load", lambda name, scale: timed)
+    at = book_plan.one_core_speed("smoke")
+    assert at.models == 1 and at.where.endswith("like this one") and at.measure != at.train
+    assert book_plan.one_core_minutes([spec], "smoke", at)[0] == pytest.approx(1.5, rel=1e-9)
+    _, model_cfg, _, train_cfg = runs.resolve("smoke", "alibi", "prose", dict(spec.overrides))
+    ev = EvalConfig.from_dict(shipped["eval"])
+    train, measure = book_plan.run_flops(model_cfg, train_cfg, ev)
+    longer = train_cfg.replace(l_tr=4 * train_cfg.l_tr, batch_size=train_cfg.batch_size)
+    train4, measure4 = book_plan.run_flops(model_cfg, longer, ev)
+    assert train4 > 4 * train and measure4 > 4 * measure  # 4x the tokens, and longer attention
+    # a model whose measurements took no measurable time is timed at the training speed
+    monkeypatch.setattr(bundle, "load", lambda name, scale: {**shipped, "points": [
+        {**p, "measure_seconds": 0.0} for p in shipped["points"]]})
+    flat = book_plan.one_core_speed("smoke")
+    assert flat.measure == flat.train
+
+
 @pytest.mark.parametrize("name", ["tiny", "full"])
 def test_model_plan_lists_every_model_of_the_book_once(name):
     """Chapter 10's plan comes from the experiments' own model lists: a model two experiments

@@ -376,7 +376,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(), "eval": ev.to_dict(),
         "data_fingerprint": corpus.fingerprint, "code_version": runs.code_version(), "commit": _git_commit(),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
-        "cpu": bundle.cpu_capability(),
+        "cpu": bundle.cpu_capability(), "cpu_features": bundle.cpu_features(),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "schedule": {"points": bundle.point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
@@ -424,15 +424,18 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
 
 CHECK_TOLERANCE = 1e-3  # nats, across torch versions, vector units or thread counts
 DRIFT_TOLERANCE = 1e-5  # nats: a shipped model re-measured with the torch and vector unit it was measured with
-DRIFT_TOLERANCE_ELSEWHERE = 1e-4  # nats: elsewhere (AVX2 against AVX-512 kernels moved NLLs by up to 2.2e-5)
+DRIFT_TOLERANCE_ELSEWHERE = 1e-4  # nats: elsewhere (AVX2 against AVX-512 moved NLLs by up to 2.2e-5; AMX, 3.3e-5)
 
 
 def same_machine(result: dict) -> bool:
-    """Whether this machine computes as the one that shipped ``result`` did: the same torch
-    and the same vector unit (a result that did not record its unit is taken as another)."""
+    """Whether this machine computes as the one that shipped ``result`` did: the same torch,
+    vector unit and instruction-set extensions (a result that did not record them, or a
+    machine that cannot read its own, is taken as another)."""
     import torch
 
-    return result.get("torch") == torch.__version__ and result.get("cpu") == bundle.cpu_capability()
+    features = bundle.cpu_features()
+    return (result.get("torch") == torch.__version__ and result.get("cpu") == bundle.cpu_capability()
+            and bool(features) and result.get("cpu_features") == features)
 
 
 def drift_tolerance(result: dict) -> float:
@@ -488,101 +491,3 @@ def table1_names(scale: str = "long") -> list[str]:
     names = [Spec(f.pos, ((f.setting, v),)).name for f in FAMILIES.values() for v in getattr(sw, f.setting)]
     have = bundle.entries(scale)
     return [n for n in names if n in have]
-
-
-# ----------------------------------------------------------------------------- cost
-
-def flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> tuple[float, float]:
-    """(training, measuring) FLOPs of one model of the run.
-
-    Training: the main run and the cool-down branches of its smaller sizes, at
-    :meth:`rflens.model.TransformerLM.flops_per_token` for L_tr. Measuring, at each of its
-    sizes: the last-token NLLs of N segments at every length
-    (:func:`rflens.evaluate.last_token_flops`) and the input gradients over the ERF segments
-    (forward and backward). The measurement grows with L_tr squared: at L_tr = 512 a size's measurement
-    costs as much as about 3M training tokens.
-    """
-    import torch
-
-    from .evaluate import last_token_flops
-    from .model import TransformerLM
-    from .train import cooldown_steps
-
-    with torch.device("meta"):  # sizes only
-        model = TransformerLM(model_cfg)
-    sizes = bundle.point_steps(train_cfg)
-    steps = train_cfg.steps + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1])
-    train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
-    lengths = [train_cfg.l_tr * m for m in ev.length_mults]
-    erf_len = train_cfg.l_tr * ev.erf_length_mult
-    one = last_token_flops(model, lengths, ev.n_segments) + ev.erf_samples * erf_len * model.flops_per_token(erf_len)
-    return train, one * len(sizes)
-
-
-@dataclass(frozen=True)
-class Speed:
-    """One core's FLOP/s when training and when measuring, the medians over ``models``
-    finished shipped models trained on ``where``."""
-
-    train: float
-    measure: float
-    models: int
-    where: str
-
-    def minutes(self, model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> float:
-        train, measure = flops(model_cfg, train_cfg, ev)
-        return (train / self.train + measure / self.measure) / 60.0
-
-
-def speed(scale: str = "long") -> Speed | None:
-    """The one-core speed of the shipped finished models trained on a CPU with this vector
-    unit (else of all of them), from their wall times and FLOPs; None when none is shipped.
-    Models whose measurements took no measurable time give no measuring speed; without any,
-    measuring is timed at the training speed."""
-    pools: dict[str, list[tuple[float, float]]] = {}
-    for name in bundle.complete(scale):
-        res = bundle.load(name, scale)
-        measured = sum(p["measure_seconds"] for p in res["points"])
-        train, measure = flops(ModelConfig.from_dict(res["model"]), TrainConfig.from_dict(res["train"]),
-                               EvalConfig.from_dict(res["eval"]))
-        if res["train_seconds"] > measured:
-            pools.setdefault(res.get("cpu") or "an unrecorded vector unit", []).append(
-                (train / (res["train_seconds"] - measured), measure / measured if measured > 0 else np.nan))
-    here = bundle.cpu_capability()
-    pool = pools.get(here) or [r for rs in pools.values() for r in rs]
-    if not pool:
-        return None
-    where = f"{here} CPUs like this one" if here in pools else "other machines"
-    rates = np.array(pool)
-    train = float(np.median(rates[:, 0]))
-    timed = rates[~np.isnan(rates[:, 1]), 1]
-    return Speed(train, float(np.median(timed)) if timed.size else train, len(pool), where)
-
-
-def minutes(specs: list[Spec], scale: str = "long", at: Speed | None = None) -> list[float] | None:
-    """The one-core minutes of each model of ``specs`` at ``at`` (default :func:`speed`,
-    the shipped models' speed on this kind of CPU); None when no model is shipped to time."""
-    from . import runs
-    from .scales import get
-
-    at = at or speed(scale)
-    if at is None:
-        return None
-    ev = get(scale).eval
-    out = []
-    for spec in specs:
-        _, model_cfg, _, train_cfg = runs.resolve(scale, spec.pos, spec.corpus, spec.settings())
-        out.append(at.minutes(model_cfg, train_cfg, ev))
-    return out
-
-
-def cost(specs: list[Spec], scale: str = "long", at: Speed | None = None) -> str:
-    """One line: the time ``specs`` take to train, on one core and on two, and the speed
-    that times them."""
-    at = at or speed(scale)
-    if at is None:
-        return "not timed: no finished model shipped yet"
-    hours = sum(minutes(specs, scale, at)) / 60
-    return (f"about {hours:.1f} hours on one core, {hours / 2:.1f} on 2 (one worker per core; each model's FLOPs at "
-            f"the speed of the {at.models} shipped model(s) trained on {at.where}: {at.train / 1e9:.0f} GFLOP/s "
-            f"training, {at.measure / 1e9:.0f} measuring)")

@@ -6,6 +6,7 @@ import time
 
 from .. import bundle, emergence
 from ..errors import UserError
+from ..plan import one_core_cost, one_core_minutes, one_core_speed
 
 
 def run(args) -> int:
@@ -26,13 +27,13 @@ def run(args) -> int:
                   f"{r['max_abs_diff']:.2e} (expected {r['expected']})")
         return 0 if all(r["ok"] for r in rows) else 1
     if args.list:
-        at = emergence.speed(args.scale)
-        need = dict(zip([s.name for s in todo], emergence.minutes(todo, args.scale, at) or []))
+        at = one_core_speed(args.scale)
+        need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at) or []))
         for spec in plan:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
             print(f"{state:9s} {spec.name}{when}")
-        print(f"{len(todo)} to train: {emergence.cost(todo, args.scale, at)}")
+        print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at)}")
         return 0
     if args.minutes is not None and args.minutes <= 0:
         raise UserError(f"--minutes must be positive, not {args.minutes}")
