@@ -9,6 +9,7 @@ never mix with the models of the book a user builds.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,14 @@ ROOT = Path(__file__).resolve().parent
 
 
 def pytest_configure(config):
+    # One thread a test process when xdist runs one per core: torch would otherwise run every
+    # process (and the kernels and command lines it starts) on every core, each slowing the
+    # others down.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
     # The chapters' kernels inherit this process's environment.
     os.environ["RFLENS_SCALE"] = "smoke"
     if "RFLENS_TEST_RUNS" in os.environ:

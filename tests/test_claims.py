@@ -241,6 +241,34 @@ def test_claim14_not_run_without_the_code_corpus():
     assert by_id(claims.check({"table3": t3[t3.corpus == "prose"]}, [14]))[14]["passed"] is None
 
 
+def test_a_table3_complete_on_some_corpora_decides_only_the_claims_of_those():
+    t3 = t3_table()
+    prose = t3[t3.corpus == "prose"].copy()
+    prose.attrs["lacking_corpora"] = ["code"]
+    board = by_id(claims.check({"table3": prose, "corpus": "prose"}, [10, 14, 15]))
+    assert board[10]["passed"] is True  # prose only
+    assert board[14]["passed"] is None and board[15]["passed"] is None
+    assert "no models on code" in board[15]["measured"]
+    assert by_id(claims.check({"table3": t3[t3.corpus == "prose"]}, [15]))[15]["passed"] is True  # nothing lacking
+
+
+def test_table3_stored_keeps_the_complete_corpora_and_names_the_others(monkeypatch):
+    from rflens.runs import NotStored
+
+    def fake(scale, corpora, **kw):
+        if corpora == "code":
+            raise NotStored("the bundle has no finished sandwich on code")
+        return t3_table().query("corpus == @corpora")
+
+    monkeypatch.setattr(ex, "corpora_of", lambda scale, corpora=None: ["prose", "code"])
+    monkeypatch.setattr(ex, "table3", fake)
+    t3 = ex.table3_stored("smoke", progress=False)
+    assert set(t3["corpus"]) == {"prose"} and t3.attrs["lacking_corpora"] == ["code"]
+    monkeypatch.setattr(ex, "corpora_of", lambda scale, corpora=None: ["code"])
+    with pytest.raises(NotStored, match="sandwich on code"):
+        ex.table3_stored("smoke", progress=False)
+
+
 def test_claim16_not_run_without_speeds():
     t3 = t3_table()
     t3["tokens_per_s"] = math.nan

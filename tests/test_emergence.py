@@ -213,6 +213,17 @@ def test_the_emergence_figure_has_both_views_and_a_range_that_shows_the_break_li
     assert labels == ["r(16 L_tr)", "ERF"]
 
 
+def test_every_model_of_the_long_run_has_a_colour_of_its_own():
+    import pandas as pd
+
+    from rflens.figures import results as fr
+
+    one = _synthetic([(1.1, 1.05, 1.15)])
+    many = pd.concat([one.assign(name=f"m{i}", label=f"model {i}") for i in range(40)], ignore_index=True)
+    colours = [t.line.color for t in fr.emergence_figure(many).data if t.visible is None]
+    assert len(colours) == 40 and len(set(colours)) == 40
+
+
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
     from rflens import scales
 

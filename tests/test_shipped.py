@@ -80,12 +80,18 @@ def test_what_the_bundle_lacks_needs_the_weights_and_says_how_to_get_them(one_sh
         perplexity(served, protocol="sliding", progress=False)
     with pytest.raises(UserError, match="carries no weights"):
         perplexity(served, lengths=[16, 24], progress=False)
+    # a receptive field is read on the segment it was measured on, whatever length is asked
+    stored = served.eval_cfg.erf_length_mult * served.l_tr
+    assert served.erf_segment(stored + 8) == stored
+    assert receptive_field(served, length=served.erf_segment(stored + 8), progress=False)["length"] == stored
+    with pytest.raises(UserError, match="carries no weights"):
+        receptive_field(served, length=stored + 8, progress=False)
 
 
 def test_a_model_shipped_with_weights_measures_anything(one_shipped):
     emergence.run(SPEC, "smoke", progress=False, keep_weights=True)
     served = _get()
-    assert served.has_weights
+    assert served.has_weights and served.erf_segment(40) == 40
     sliding = perplexity(served, protocol="sliding", progress=False)
     assert len(sliding["ppl"]) == len(sliding["lengths"])
     assert list((storage.runs_dir() / "shipped" / "smoke" / SPEC.name).glob("perplexity_sliding-*.json"))

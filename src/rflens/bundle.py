@@ -285,6 +285,10 @@ class ShippedRun(TrainedModel):
         point = None if self.has_weights else self.final()
         return [int(L) for L in lengths if point is None or int(L) in point["lengths"]]
 
+    def erf_segment(self, length: int) -> int:
+        """``length`` with weights, else the segment the shipped receptive field was measured on."""
+        return int(length) if self.has_weights else self.eval_cfg.erf_length_mult * self.l_tr
+
     def load_model(self):
         """The finished model (drift models only): UserError naming the command otherwise."""
         if not self.has_weights:

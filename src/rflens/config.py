@@ -368,6 +368,11 @@ class TrainedModel:
         model with weights: all of them)."""
         return [int(L) for L in lengths]
 
+    def erf_segment(self, length: int) -> int:
+        """The segment length this model's receptive field can be measured on when ``length``
+        is asked for (a model with weights: ``length`` itself)."""
+        return int(length)
+
 
 def _coerce(cls, name: str, text: str):
     """Turn the text of ``--set name=text`` into the type of field ``name`` of ``cls``."""

@@ -78,6 +78,14 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "Emulated bf16 on a CPU without AVX512-BF16 is many times slower than fp32 (bench/README.md).",
         "dtype", "bf16"),
     Deviation(
+        "Figure 7's receptive fields in the long run", "each Sinusoidal model read on segments of erf_length_mult "
+        "x its own L_tr (the longer L_tr: a later last token)",
+        "every model read at the same last token",
+        "The long run measures every model's receptive field as it trains, on segments of a fixed multiple of "
+        "its own L_tr, and ships no weights to measure again. The gradient peak is read at its absolute "
+        "position, which a longer segment does not move; the book's own runs read every model at the same "
+        "last token."),
+    Deviation(
         "Evaluation sample", "N = 512 last-token segments at the CPU presets",
         "N = 1000",
         "r(L) is decided on a paired interval of per-segment differences, which 512 segments resolve to a few "

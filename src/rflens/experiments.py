@@ -299,8 +299,9 @@ def figure7_models(scale, corpus: str = "prose") -> list[Spec]:
 
 def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 7: one row per model (Sinusoidal at each L_tr of the sweep, Rotary): perplexity
-    at its own L_tr x length_mults, ERF numbers on segments of 4 x (the scale's L_tr) for
-    every model (the same last token, as in the paper), and the gradient jump."""
+    at its own L_tr x length_mults, ERF numbers on segments of erf_length_mult x (the scale's
+    L_tr) for every model (the same last token, as in the paper; a shipped model without
+    weights gives the segment it was measured on, in ``erf_length``), and the gradient jump."""
     sc = get_scale(scale)
     length = sc.train.l_tr * sc.eval.erf_length_mult
     rows = []
@@ -310,7 +311,7 @@ def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progres
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": l_tr,
                "default_l_tr": l_tr == sc.train.l_tr, "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), l_tr)
-        rf = measure_erf(run, length=length)
+        rf = measure_erf(run, length=run.erf_segment(length))
         add_erf_columns(row, rf)
         row.update(gradient_jump(rf["normalized"], l_tr))
         rows.append(row)
@@ -356,6 +357,26 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
         row["tokens_per_s_rounds"] = list(speed[spec.pos])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def table3_stored(scale: str = scales.DEFAULT_SCALE, *, progress: bool = True) -> pd.DataFrame:
+    """Table 3 over the corpora whose models are all trained or shipped, training nothing;
+    ``attrs["lacking_corpora"]`` names the others, so that a claim over every corpus is not
+    decided on part of them. No corpus complete: the first one's NotStored."""
+    from .runs import NotStored
+
+    parts, lacking, first = [], [], None
+    for corpus in corpora_of(scale):
+        try:
+            parts.append(table3(scale, corpus, progress=progress, train=False))
+        except NotStored as err:
+            lacking.append(corpus)
+            first = first or err
+    if not parts:
+        raise first
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs["lacking_corpora"] = lacking
+    return out
 
 
 def figure11(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:

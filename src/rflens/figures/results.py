@@ -33,7 +33,7 @@ from ..results import EXTRAPOLATION_TOLERANCE, erf_text, flag, lengths_of
 TEMPLATE = "plotly_white"
 HEIGHT = 460
 ERF_HEIGHT = 580
-COLORS = qualitative.Plotly + qualitative.D3
+COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24  # 44 distinct: the long run's every model its own
 
 
 def _color(i: int) -> str:
