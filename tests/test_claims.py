@@ -252,6 +252,18 @@ def test_a_table3_complete_on_some_corpora_decides_only_the_claims_of_those():
     assert by_id(claims.check({"table3": t3[t3.corpus == "prose"]}, [15]))[15]["passed"] is True  # nothing lacking
 
 
+def test_a_shipped_preset_reads_table3_over_the_corpora_it_holds_even_when_asked_to_compute(monkeypatch):
+    seen = []
+    monkeypatch.setattr(ex, "table3", lambda *a, **k: seen.append("table3") or pd.DataFrame())
+    monkeypatch.setattr(ex, "table3_stored", lambda *a, **k: seen.append("stored") or pd.DataFrame())
+    for name in ("table1", "table2", "figure7", "figure11"):
+        monkeypatch.setattr(ex, name, lambda *a, **k: pd.DataFrame())
+    claims.gather("long", compute=True, progress=False)  # a shipped preset: nothing is trained
+    claims.gather("smoke", compute=True, progress=False)
+    claims.gather("smoke", compute=False, progress=False)
+    assert seen == ["stored", "table3", "stored"]
+
+
 def test_table3_stored_keeps_the_complete_corpora_and_names_the_others(monkeypatch):
     from rflens.runs import NotStored
 
