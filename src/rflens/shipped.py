@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import bundle
 from .errors import UserError
-from .runs import resolve
+from .runs import NotStored, resolve
 
 
 def name_of(scale: str, pos: str, corpus: str, settings: dict) -> str | None:
@@ -61,7 +61,7 @@ def experiment(name: str, scale: str = "long", corpus: str = "prose"):
     if name == "table3":  # over the corpora whose models are all shipped; the rest lacking
         try:
             return ex.table3_stored(scale, progress=False), lacking
-        except UserError:
+        except NotStored:
             return None, lacking
     if lacking:
         return None, lacking
