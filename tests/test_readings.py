@@ -190,8 +190,18 @@ def test_log_fit_reading_names_the_closer_fit():
 def test_log_like_reading_splits_the_family():
     fam = pd.DataFrame([{"label": "Sandwich", "extrapolates": True, "max_r": 1.01},
                         {"label": "T5", "extrapolates": False, "max_r": 1.2}])
-    assert "Sandwich extrapolate, while T5 (largest r 1.200) do not" in rd.log_like(fam, "tiny")
+    assert "Sandwich extrapolates, while T5 (largest r 1.200) does not" in rd.log_like(fam, "tiny")
     assert "all 1 log-like" in rd.log_like(fam.iloc[:1], "tiny")
+
+
+def test_log_like_reading_gives_each_corpus_its_sentence():
+    fam = pd.DataFrame([{"corpus": "prose", "label": "Sandwich", "extrapolates": True, "max_r": 1.01},
+                        {"corpus": "prose", "label": "T5", "extrapolates": False, "max_r": 2.5},
+                        {"corpus": "code", "label": "Sandwich", "extrapolates": True, "max_r": 1.0},
+                        {"corpus": "code", "label": "T5", "extrapolates": True, "max_r": 1.02}])
+    text = rd.log_like(fam, "long")
+    assert text.index("on prose the log-like schemes split") < text.index("on code all 2 log-like schemes")
+    assert "on prose" not in rd.log_like(fam[fam.corpus == "prose"], "long")  # one corpus: no corpus named
 
 
 def _protocol_rows(label, last, non, non_top):

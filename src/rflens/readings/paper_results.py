@@ -286,15 +286,25 @@ def log_fit(fit: dict, near: dict, target: tuple[float, float]) -> Prose:
 
 
 def log_like(family: pd.DataFrame, scale: str) -> Prose:
-    """Which of the log-like schemes extrapolate on this corpus at this scale."""
+    """Which of the log-like schemes extrapolate at this scale: one sentence per corpus when
+    ``family`` (rows of Table 3) spans several."""
     if family is None or family.empty:
         return Prose(f"The `{scale}` preset trains none of the log-like schemes.")
+    if "corpus" in family.columns and family["corpus"].nunique() > 1:
+        return Prose(" ".join(_log_like(rows, f"`{scale}` scale on {corpus}")
+                              for corpus, rows in family.groupby("corpus", sort=False)))
+    return Prose(_log_like(family, f"`{scale}` scale"))
+
+
+def _log_like(family: pd.DataFrame, where: str) -> str:
     flat = [tex(r["label"]) for _, r in family.iterrows() if bool(r["extrapolates"])]
     rise = [f"{tex(r['label'])} (largest r {float(r['max_r']):.3f})" for _, r in family.iterrows()
             if not bool(r["extrapolates"])]
     if not rise:
-        return Prose(f"At the `{scale}` scale all {len(family)} log-like schemes extrapolate.")
+        return f"At the {where} all {len(family)} log-like schemes extrapolate."
     if not flat:
-        return Prose(f"At the `{scale}` scale none of the log-like schemes extrapolates: {_join(rise)}.")
-    return Prose(f"At the `{scale}` scale the log-like schemes split: {_join(flat)} extrapolate, while {_join(rise)} "
-                 "do not; a logarithmic decay alone does not make a model extrapolate here.")
+        return f"At the {where} none of the log-like schemes extrapolates: {_join(rise)}."
+    return (f"At the {where} the log-like schemes split: {_join(flat)} "
+            f"{'extrapolates' if len(flat) == 1 else 'extrapolate'}, while {_join(rise)} "
+            f"{'does not' if len(rise) == 1 else 'do not'}; a logarithmic decay alone does not make a model "
+            "extrapolate here.")
