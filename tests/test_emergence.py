@@ -83,6 +83,9 @@ def test_the_plan_starts_with_the_thesis_models():
     names = [s.name for s in emergence.plan("long")]
     assert names[:4] == ["alibi_slope_shift=4", "window_window=30", "alibi_same_slope=4", "nope"]
     assert len(names) == len(set(names))
+    families = emergence.families("long")
+    assert {s.name for specs in families.values() for s in specs} == set(names)  # every model answers a family
+    assert [s.name for s in families["Table 3 on code"]] == [n for n in names if n.endswith("_code")]
     with pytest.raises(UserError, match="choose from"):
         emergence.find("alibi_slope_shift=99")
 
@@ -179,7 +182,8 @@ def _synthetic(r16: list[tuple[float, float, float]], complete: bool = True, erf
     for i, (r, lo, hi) in enumerate(r16):
         rows.append({"name": "m", "label": "ALiBi Δ=4", "pos": "alibi", "l_tr": 32, "tokens": 2**19 * 2**i,
                      "complete": complete, "erf": erf, "erf_length": 512, "erf_capped": erf >= 512,
-                     "r@32": 1.0, "r_lo@32": 1.0, "r_hi@32": 1.0, "r@512": r, "r_lo@512": lo, "r_hi@512": hi})
+                     "r@32": 1.0, "r_lo@32": 1.0, "r_hi@32": 1.0, "r@512": r, "r_lo@512": lo, "r_hi@512": hi,
+                     "r_horizon": r, "r_horizon_lo": lo, "r_horizon_hi": hi, "ppl_l_tr": 30.0, "val_loss": 3.4})
     return pd.DataFrame(rows)
 
 
@@ -213,6 +217,23 @@ def test_the_emergence_figure_has_both_views_and_a_range_that_shows_the_break_li
     assert labels == ["r(16 L_tr)", "ERF"]
 
 
+def test_the_emergence_figure_reads_each_model_at_16_times_its_own_l_tr():
+    import pandas as pd
+
+    from rflens.figures import results as fr
+
+    short = _synthetic([(1.1, 1.05, 1.15), (1.3, 1.2, 1.4)])
+    long_ = short.assign(name="l", label="ALiBi Δ=4 L_tr=512", l_tr=512, erf=6000, erf_length=8192,
+                         r_horizon=[1.0, 1.07], r_horizon_lo=[0.99, 1.03], r_horizon_hi=[1.01, 1.11])
+    fig = fr.emergence_figure(pd.concat([short, long_], ignore_index=True), ["l", "m"], title="Table 2")
+    r_traces = [t for t in fig.data if t.visible is None]
+    assert [t.name for t in r_traces] == ["ALiBi Δ=4 L_tr=512", "ALiBi Δ=4"]  # the order asked for
+    assert list(r_traces[0].y) == [1.0, 1.07] and list(r_traces[1].y) == [1.1, 1.3]
+    erf = [t for t in fig.data if t.visible is False]
+    assert list(erf[0].y) == [6000 / 512] * 2 and list(erf[1].y) == [100 / 32] * 2  # in units of L_tr
+    assert fig.layout.title.text.startswith("Table 2")
+
+
 def test_every_model_of_the_long_run_has_a_colour_of_its_own():
     import pandas as pd
 
@@ -242,6 +263,10 @@ def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
     spec = emergence.Spec("alibi", WSD)
     emergence.run(spec, "smoke", progress=False)
     assert bundle.table("smoke", names=[]).empty and len(bundle.table("smoke")) == 4
+    em = bundle.table("smoke")
+    l_tr = int(em["l_tr"].iloc[0])
+    assert em["r_horizon"].tolist() == em[f"r@{16 * l_tr}"].tolist()
+    assert em["ppl_l_tr"].tolist() == em[f"ppl@{l_tr}"].tolist()
     prov = bundle.provenance("smoke")
     assert list(prov["finished"]) == [True] and prov["points"].iloc[0] == 4 and prov["threads"].iloc[0] >= 1
     assert emergence.table1_names("long") == []  # nothing shipped in this store
@@ -258,3 +283,16 @@ def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
     assert emergence.drift_tolerance({k: here[k] for k in ("torch", "cpu")}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({"torch": torch.__version__}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.DRIFT_TOLERANCE < emergence.DRIFT_TOLERANCE_ELSEWHERE < emergence.CHECK_TOLERANCE
+
+
+def test_the_last_sizes_give_each_shipped_model_once_per_family_at_its_largest_size():
+    import pandas as pd
+
+    em = pd.concat([_synthetic([(1.1, 1.05, 1.15), (1.3, 1.2, 1.4)]).assign(name=name, label=name)
+                    for name in ("sinusoidal", "nope")], ignore_index=True)
+    last = emergence.last_sizes(em, "long")
+    assert list(last.index) == [("NoPE and Figure 7: no bias, absolute positions", "nope"),
+                                ("NoPE and Figure 7: no bias, absolute positions", "sinusoidal"),
+                                ("Table 3 on prose", "sinusoidal")]  # Sinusoidal answers Figure 7 and Table 3
+    assert last["r_horizon"].tolist() == [1.3] * 3 and last["tokens"].tolist() == [2**20] * 3
+    assert emergence.last_sizes(em.iloc[:0], "long").empty

@@ -112,10 +112,12 @@ def table(scale: str = "long", names: list[str] | None = None):
     interval (r_lo@L, r_hi@L), ERF (and whether the segment capped it, by the current rule of
     :func:`rflens.receptive.erf_capped`), the share of
     the gradient inside L_tr, the validation loss; in the column names of
-    :mod:`rflens.results`."""
+    :mod:`rflens.results`. ``ppl_l_tr`` and ``r_horizon`` (with ``r_horizon_lo``,
+    ``r_horizon_hi``) are each model's ppl(L_tr) and r(16 L_tr) at its own L_tr."""
     import pandas as pd
 
     from .receptive import erf_capped, theoretical_field
+    from .results import EXTRAPOLATION_HORIZON
 
     rows = []
     for name in list(entries(scale)) if names is None else names:
@@ -127,9 +129,13 @@ def table(scale: str = "long", names: list[str] | None = None):
                    "tokens": p["tokens"], "complete": res["complete"], "val_loss": p["val_loss"], "erf": p["erf"],
                    "erf_length": p["erf_length"], "erf_capped": erf_capped(p["erf"], p["erf_length"], field),
                    "share_in_ltr": p["share_in_ltr"]}
-            for i, L in enumerate(point_lengths(res, p)):
+            lengths = point_lengths(res, p)
+            for i, L in enumerate(lengths):
                 row.update({f"ppl@{L}": p["ppl"][i], f"r@{L}": p["r"][i], f"r_lo@{L}": p["r_low"][i],
                             f"r_hi@{L}": p["r_high"][i]})
+            top = lengths.index(max(L for L in lengths if L <= EXTRAPOLATION_HORIZON * l_tr))
+            row.update({"ppl_l_tr": row.get(f"ppl@{l_tr}"), "r_horizon": p["r"][top], "r_horizon_lo": p["r_low"][top],
+                        "r_horizon_hi": p["r_high"][top]})
             rows.append(row)
     return pd.DataFrame(rows)
 

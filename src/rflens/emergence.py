@@ -61,20 +61,17 @@ class Spec:
         return dict(self.overrides)
 
 
-def plan(scale: str = "long") -> list[Spec]:
-    """The models of the long run, in the order they are trained: the failing side of
-    Table 1 and NoPE first (the thesis), then the rest of Table 1, Figure 7's Sinusoidal
-    and Rotary, and Table 3 on every corpus."""
+def families(scale: str = "long") -> dict[str, list[Spec]]:
+    """The long run's models by the experiment they answer, failing and stable sides
+    together: Table 1's three sweeps, Table 2's retrainings (once their failures are
+    shipped), NoPE with Figure 7's absolute positions, and Table 3 on each corpus. A model
+    may answer two (Figure 7's Sinusoidal is also Table 3's on prose)."""
     from . import scales
 
-    sw = scales.get(scale).sweeps
-    first = [Spec("alibi", (("slope_shift", max(sw.slope_shift)),)), Spec("window", (("window", max(sw.window)),)),
-             Spec("alibi", (("same_slope", max(sw.same_slope)),)), Spec("nope")]
-    table1 = ([Spec("alibi", (("slope_shift", v),)) for v in sw.slope_shift]
-              + [Spec("alibi", (("same_slope", v),)) for v in sw.same_slope]
-              + [Spec("window", (("window", v),)) for v in sw.window])
     sc = scales.get(scale)
-    l_tr = sc.train.l_tr
+    sw, l_tr = sc.sweeps, sc.train.l_tr
+    out = {f"Table 1: {f.title}": [Spec(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)]
+           for f in scales.FAMILIES.values()}
     table2 = []  # the failures of the shipped Table 1, retrained with an L_tr that covers their ERF
     for entry in sw.table2:
         failing = _failing(Spec(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),)), scale)
@@ -82,13 +79,42 @@ def plan(scale: str = "long") -> list[Spec]:
             over = entry.training(l_tr, sc.train.batch_size, failing)
             table2.append(Spec(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),
                                            *sorted(over.items()))))
-    figure7 = [Spec("sinusoidal", (("l_tr", v),) if v != l_tr else ()) for v in sw.sinusoidal_l_tr] + [Spec("rotary")]
-    table3 = [Spec(p, (), c) for c in sw.corpora for p in sw.table3_pos]
-    out: list[Spec] = []
-    for spec in first + table1 + table2 + figure7 + table3:
-        if spec not in out:
-            out.append(spec)
+    if table2:
+        out["Table 2: the failures retrained on a longer L_tr"] = table2
+    out["NoPE and Figure 7: no bias, absolute positions"] = (
+        [Spec("nope")] + [Spec("sinusoidal", (("l_tr", v),) if v != l_tr else ()) for v in sw.sinusoidal_l_tr]
+        + [Spec("rotary")])
+    for c in sw.corpora:
+        out[f"Table 3 on {c}"] = [Spec(p, (), c) for p in sw.table3_pos]
     return out
+
+
+def plan(scale: str = "long") -> list[Spec]:
+    """The models of the long run, in the order they are trained: the failing side of
+    Table 1 and NoPE first (the thesis), then the rest of Table 1, Table 2's retrainings,
+    Figure 7's Sinusoidal and Rotary, and Table 3 on every corpus (:func:`families`)."""
+    from . import scales
+
+    sw = scales.get(scale).sweeps
+    first = [Spec("alibi", (("slope_shift", max(sw.slope_shift)),)), Spec("window", (("window", max(sw.window)),)),
+             Spec("alibi", (("same_slope", max(sw.same_slope)),)), Spec("nope")]
+    return list(dict.fromkeys(first + [spec for specs in families(scale).values() for spec in specs]))
+
+
+LAST_SIZE_COLUMNS = ["l_tr", "tokens", "ppl_l_tr", "r_horizon", "r_horizon_lo", "r_horizon_hi", "erf", "erf_capped",
+                     "erf_length", "val_loss"]
+
+
+def last_sizes(em, scale: str = "long"):
+    """One row per shipped model at its largest measured size, indexed by (family, label) in
+    the order of :func:`families`. ``em``: rows of :func:`rflens.bundle.table`."""
+    import pandas as pd
+
+    rows = [em[em["name"] == spec.name].sort_values("tokens").iloc[-1].to_dict() | {"family": family}
+            for family, specs in families(scale).items() for spec in specs if (em["name"] == spec.name).any()]
+    if not rows:
+        return pd.DataFrame(columns=["family", "label", *LAST_SIZE_COLUMNS]).set_index(["family", "label"])
+    return pd.DataFrame(rows).set_index(["family", "label"])[LAST_SIZE_COLUMNS]
 
 
 def _failing(spec: Spec, scale: str) -> int | None:

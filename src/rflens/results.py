@@ -188,6 +188,8 @@ HEADERS = {
     "old_erf": "ERF before", "covers_erf": "L_tr covers that ERF", "theoretical": "R·w", "share_in_ltr": "gradient in L_tr",
     "erf_within_l_tr": "ERF ≤ L_tr", "few": "recent tokens skipped", "jump_abs_pos": "gradient peak at",
     "jump_ok": "peak at L_tr", "learnable": "learnable", "tokens_per_s": "tokens/s", "tokens": "training tokens", "erf_length": "ERF segment",
+    "ppl_l_tr": "ppl(L_tr)", "r_horizon": f"r({EXTRAPOLATION_HORIZON} L_tr)",
+    "r_horizon_lo": f"r({EXTRAPOLATION_HORIZON} L_tr) low", "r_horizon_hi": f"r({EXTRAPOLATION_HORIZON} L_tr) high",
     "l_ex": "L_ex", "vs_plain": "r ÷ plain", "vs_plain_lo": "r ÷ plain, low", "vs_plain_hi": "r ÷ plain, high", "val_loss": "validation loss",
 }
 _WIDE_HEADERS = {"ppl": "ppl({})", "r": "r({})", "r_lo": "r({}) low", "r_hi": "r({}) high", "ci_low": "ppl({}) low",

@@ -28,7 +28,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .. import experiments as ex
-from ..results import EXTRAPOLATION_TOLERANCE, erf_text, flag, lengths_of
+from ..results import EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, flag, lengths_of
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
@@ -434,48 +434,55 @@ def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per mod
 
 
 
-def emergence_figure(em: pd.DataFrame, *, title: str = "The long run: r(16 L_tr) as training grows") -> go.Figure:
+def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title: str = "The long run") -> go.Figure:
     """Chapter 10: each long-run model's r(16 L_tr) with its paired 95% interval against its
-    training tokens (a menu switches to the ERF), from :func:`rflens.bundle.table`."""
-    top = max(int(c.split("@")[1]) for c in em.columns if c.startswith("r@"))
+    training tokens, each at its own L_tr (``r_horizon``); a menu switches to the ERF in units of L_tr (the
+    segment is 16 L_tr for every model). ``em``: rows of :func:`rflens.bundle.table`;
+    ``names``: the models to draw, in this order (default: all of them)."""
     fig = go.Figure()
-    names = list(dict.fromkeys(em["name"]))
+    names = list(dict.fromkeys(em["name"])) if names is None else [n for n in names if n in set(em["name"])]
+    lows, highs = [], []
     for i, name in enumerate(names):
         d = em[em["name"] == name].sort_values("tokens")
-        color = _color(i)
+        label, r, lo, hi = d["label"].iloc[0], d["r_horizon"], d["r_horizon_lo"], d["r_horizon_hi"]
+        lows.append(float(lo.min()))
+        highs.append(float(hi.max()))
         fig.add_trace(go.Scatter(
-            x=d["tokens"], y=d[f"r@{top}"], mode="lines+markers", name=d["label"].iloc[0], line={"color": color},
-            error_y={"type": "data", "symmetric": False, "array": d[f"r_hi@{top}"] - d[f"r@{top}"],
-                     "arrayminus": d[f"r@{top}"] - d[f"r_lo@{top}"]},
-            hovertemplate="%{x:.3s} tokens: r = %{y:.3f}<extra>" + d["label"].iloc[0] + "</extra>"))
+            x=d["tokens"], y=r, mode="lines+markers", name=label, line={"color": _color(i)},
+            error_y={"type": "data", "symmetric": False, "array": hi - r, "arrayminus": r - lo},
+            hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}<extra>{label}</extra>"))
+    segments = set()
     for i, name in enumerate(names):
         d = em[em["name"] == name].sort_values("tokens")
         capped = d["erf_capped"].map(flag)  # a lower bound: an open triangle pointing up
+        segments |= set(d["erf_length"] / d["l_tr"])
         fig.add_trace(go.Scatter(
-            x=d["tokens"], y=d["erf"], mode="lines+markers", name=d["label"].iloc[0], visible=False,
+            x=d["tokens"], y=d["erf"] / d["l_tr"], mode="lines+markers", name=d["label"].iloc[0], visible=False,
             line={"color": _color(i)}, marker={"symbol": ["triangle-up-open" if c else "circle" for c in capped],
                                                "size": [10 if c else 6 for c in capped]},
-            text=[erf_text(e, c) for e, c in zip(d["erf"], capped)],
+            text=[f"{erf_text(e, c)} of L_tr = {l}" for e, c, l in zip(d["erf"], capped, d["l_tr"])],
             hovertemplate="%{x:.3s} tokens: ERF %{text}<extra>" + d["label"].iloc[0] + "</extra>"))
     n = len(names)
-    l_tr = int(em["l_tr"].iloc[0])
     breaks = _hline(2.0, "2: breaks", color="firebrick")
     breaks["label"]["textposition"] = "end"
     r_lines = [_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolates"), breaks]
-    cap = _hline(int(em["erf_length"].iloc[0]), "segment length", color="firebrick")
-    cap["label"]["textposition"] = "end"
-    erf_lines = [_hline(l_tr, "L_tr"), cap]
-    erf_title = "The long run: ERF (99% of the gradient) as training grows"
-    erf_axis = f"ERF (tokens of a {int(em['erf_length'].iloc[0])}-token segment; ▵ ≥, capped by it)"
-    r_range = [min(0.95, float(em[f"r_lo@{top}"].min()) - 0.05), max(2.3, float(em[f"r_hi@{top}"].max()) + 0.1)]
-    buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, title,
-                       {"yaxis.title.text": f"r({top}) = ppl({top}) / ppl({l_tr})", "shapes": r_lines,
-                        "yaxis.range": r_range, "yaxis.autorange": False}),
+    erf_lines = [_hline(1, "L_tr")]
+    for seg in sorted(segments):  # 16 for every model of the long run
+        erf_lines.append(_hline(seg, f"segment length ({seg:g} L_tr)", color="firebrick"))
+        erf_lines[-1]["label"]["textposition"] = "end"
+    r_title, erf_title = f"{title} — r(16 L_tr) as training grows", f"{title} — ERF (99% of the gradient) as training grows"
+    r_axis = "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)"
+    erf_axis = "ERF / L_tr (▵ ≥: capped by the segment)"
+    r_range = [min(0.95, min(lows) - 0.05), max(2.3, max(highs) + 0.1)]
+    buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, r_title,
+                       {"yaxis.title.text": r_axis, "shapes": r_lines, "yaxis.range": r_range,
+                        "yaxis.autorange": False, "yaxis.type": "linear"}),
                _button("ERF", [False] * n + [True] * n, erf_title,
-                       {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": True})]
-    head = _top(title, HEIGHT)
+                       {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": True,
+                        "yaxis.type": "log"})]
+    head = _top(r_title, HEIGHT)
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
-                      yaxis={"title": f"r({top}) = ppl({top}) / ppl({l_tr})", "range": r_range}, shapes=r_lines,
+                      yaxis={"title": r_axis, "range": r_range}, shapes=r_lines,
                       updatemenus=[_menu(buttons)], showlegend=True, legend={"orientation": "h", "y": -0.2})
     return fig
