@@ -269,6 +269,7 @@ def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
     assert em["ppl_l_tr"].tolist() == em[f"ppl@{l_tr}"].tolist()
     prov = bundle.provenance("smoke")
     assert list(prov["finished"]) == [True] and prov["points"].iloc[0] == 4 and prov["threads"].iloc[0] >= 1
+    assert list(prov["device"]) == [emergence.device_name(emergence.device())]  # "cpu" here
     assert emergence.table1_names("long") == []  # nothing shipped in this store
 
 
@@ -282,6 +283,8 @@ def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
     assert emergence.drift_tolerance({**here, "cpu_features": "avx2 fma"}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({k: here[k] for k in ("torch", "cpu")}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({"torch": torch.__version__}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
+    assert emergence.drift_tolerance({**here, "device": "NVIDIA H200"}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
+    assert emergence.drift_tolerance({**here, "device": "cpu"}) == expected
     assert emergence.DRIFT_TOLERANCE < emergence.DRIFT_TOLERANCE_ELSEWHERE < emergence.CHECK_TOLERANCE
 
 

@@ -255,6 +255,9 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
         {**p, "measure_seconds": 0.0} for p in shipped["points"]]})
     flat = book_plan.one_core_speed("smoke")
     assert flat.measure == flat.train
+    # a model trained on a GPU says nothing of a core's speed
+    monkeypatch.setattr(bundle, "load", lambda name, scale: {**timed, "device": "NVIDIA H200"})
+    assert book_plan.one_core_speed("smoke") is None
 
 
 @pytest.mark.parametrize("name", ["tiny", "full"])

@@ -142,7 +142,7 @@ def table(scale: str = "long", names: list[str] | None = None):
 
 def provenance(scale: str = "long"):
     """Where each shipped model's numbers come from: one row a model (finished or not, its
-    last measured size, code version, commit, torch, threads, one-core minutes)."""
+    last measured size, code version, commit, torch, CPU, device, threads, minutes)."""
     import pandas as pd
 
     rows = []
@@ -151,7 +151,7 @@ def provenance(scale: str = "long"):
         rows.append({"model": label(res), "finished": res["complete"], "tokens": res["points"][-1]["tokens"],
                      "points": len(res["points"]), "code version": res["code_version"],
                      "commit": (res["commit"] or "")[:10], "torch": res["torch"], "cpu": res.get("cpu", "not recorded"),
-                     "threads": res["threads"],
+                     "device": res.get("device", "cpu"), "threads": res["threads"],
                      "minutes": round(res["train_seconds"] / 60), "finished at (UTC)": res["finished"]})
     return pd.DataFrame(rows)
 

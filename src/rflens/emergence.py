@@ -195,10 +195,30 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.time() > deadline
 
 
+def device():
+    """Where the long run trains and measures: the GPU when torch sees one (as the trainer
+    does), else the CPU. Only numbers of one kind of device compare bitwise."""
+    import torch
+
+    from .settings import cuda_available
+
+    return torch.device("cuda") if cuda_available() else torch.device("cpu")
+
+
+def device_name(where) -> str:
+    """"cpu", or the GPU's name (a shipped result records it)."""
+    import torch
+
+    return torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu"
+
+
 def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, corpus, work: Path,
-                 on_point, *, deadline: float | None = None, progress: bool = True, points: list[int] | None = None):
-    """Train the main run to ``train_cfg.steps``; at each point branch, cool down, call
-    ``on_point(steps, model, val_loss)`` and continue. Resumes from ``work``'s checkpoint.
+                 on_point, *, deadline: float | None = None, progress: bool = True, points: list[int] | None = None,
+                 where=None):
+    """Train the main run to ``train_cfg.steps`` on ``where`` (default :func:`device`); at
+    each point branch, cool down, call ``on_point(steps, model, val_loss)`` and continue.
+    Resumes from ``work``'s checkpoint. bf16 autocast only on a GPU and only when the
+    settings ask for it (``dtype=bf16``); a CPU trains in fp32.
 
     Returns the per-step training losses of the main run (the branches' own steps are not
     in it). Raises :class:`OutOfTime` after checkpointing when ``deadline`` (a
@@ -213,15 +233,15 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
     cfg = train_cfg
     points = bundle.point_steps(cfg) if points is None else points
     work.mkdir(parents=True, exist_ok=True)
-    cpu = torch.device("cpu")
+    where = device() if where is None else where
     batches = Batches(corpus.tokens("train"), cfg.l_tr, cfg.batch_size, cfg.seed)
     val = validation_windows(corpus.tokens("validation"), cfg.l_tr, cfg.eval_batches * cfg.batch_size, cfg.seed)
-    model, optimizer = build(model_cfg, cfg, cpu)
-    off = torch.autocast("cpu", enabled=False)
+    model, optimizer = build(model_cfg, cfg, where)
+    cast = torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda" and cfg.dtype == "bf16")
     state = {"step": 0, "train_loss": [], "done": [], "seconds": 0.0}
     info = read_checkpoint_pointer(work)
     if info is not None:
-        saved = torch.load(work / info["file"], map_location="cpu", weights_only=False)
+        saved = torch.load(work / info["file"], map_location=where, weights_only=False)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         batches.set_state(saved["batches"])
@@ -238,8 +258,8 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
     def run_steps(first: int, last: int, schedule: TrainConfig, losses: list | None, bar) -> None:
         pending = []
         for step in range(first, last):
-            chunk = torch.from_numpy(batches.next())
-            pending.append(train_step(model.loss, model, optimizer, chunk, lr_at(step, schedule), cfg, off))
+            chunk = torch.from_numpy(batches.next()).to(where, non_blocking=True)
+            pending.append(train_step(model.loss, model, optimizer, chunk, lr_at(step, schedule), cfg, cast))
             if len(pending) == 50 or step == last - 1:
                 values = [float(v) for v in pending]
                 _check_finite(values, step - len(values) + 2)
@@ -269,14 +289,14 @@ def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainC
                 if nxt < stop or target != cfg.steps:
                     checkpoint()
             if target == cfg.steps:
-                on_point(target, model, validate(model, val, cfg.batch_size, off, cpu))
+                on_point(target, model, validate(model, val, cfg.batch_size, cast, where))
             else:
                 keep = (copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict()), batches.state())
                 branch = tqdm(total=target - start, disable=not progress, unit="step", dynamic_ncols=True,
                               desc=f"cool-down to {target} steps", file=sys.stderr, leave=False)
                 run_steps(start, target, cfg.replace(steps=target), None, branch)
                 branch.close()
-                on_point(target, model, validate(model, val, cfg.batch_size, off, cpu))
+                on_point(target, model, validate(model, val, cfg.batch_size, cast, where))
                 model.load_state_dict(keep[0])
                 optimizer.load_state_dict(keep[1])
                 batches.set_state(keep[2])
@@ -385,9 +405,10 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
 
     final: dict = {}
     stopped = None
+    where = device()
     try:
         losses, seconds = train_points(model_cfg, data_cfg, train_cfg, corpus, work, on_point, deadline=deadline,
-                                       progress=progress)
+                                       progress=progress, where=where)
     except OutOfTime as stop:
         if not points:
             raise
@@ -402,7 +423,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(), "eval": ev.to_dict(),
         "data_fingerprint": corpus.fingerprint, "code_version": runs.code_version(), "commit": _git_commit(),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
-        "cpu": bundle.cpu_capability(), "cpu_features": bundle.cpu_features(),
+        "cpu": bundle.cpu_capability(), "cpu_features": bundle.cpu_features(), "device": device_name(where),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "schedule": {"points": bundle.point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
@@ -423,9 +444,10 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
 def check(names: list[str], scale: str = "long", *, progress: bool = True) -> list[dict]:
     """Retrain shipped models from scratch and compare every measured NLL with the bundle.
 
-    Bitwise equality is expected with the torch version and thread count the bundle
-    records; otherwise the largest difference is reported against a tolerance of 1e-3
-    nats (float rounding grows over tens of thousands of steps). Returns one row a model.
+    Bitwise equality is expected on a CPU like the bundle's, with the torch version and
+    thread count it records; otherwise (another CPU, or a GPU) the largest difference is
+    reported against a tolerance of 1e-3 nats (float rounding grows over tens of thousands
+    of steps). Returns one row a model.
     """
     import tempfile
 
@@ -438,7 +460,8 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
             run(find(name, scale), scale, progress=progress, keep_weights=False, root=Path(tmp))
             with np.load(bundle.bundle_dir(scale, Path(tmp)) / name / bundle.NLL) as z:
                 again = {k: z[k] for k in z.files}
-        same_setup = same_machine(shipped_result) and shipped_result["threads"] == torch.get_num_threads()
+        same_setup = (device().type == "cpu" and same_machine(shipped_result)
+                      and shipped_result["threads"] == torch.get_num_threads())
         diffs = [float(np.abs(again[f"steps_{p['steps']}"].astype(np.float64) - p["nll"]).max())
                  for p in shipped_result["points"]]
         worst = max(diffs)
@@ -454,14 +477,15 @@ DRIFT_TOLERANCE_ELSEWHERE = 1e-4  # nats: elsewhere (AVX2 against AVX-512 moved 
 
 
 def same_machine(result: dict) -> bool:
-    """Whether this machine computes as the one that shipped ``result`` did: the same torch,
-    vector unit and instruction-set extensions (a result that did not record them, or a
-    machine that cannot read its own, is taken as another)."""
+    """Whether this machine's CPU computes as the one that shipped ``result`` did: a result
+    measured on a CPU, the same torch, vector unit and instruction-set extensions (a result
+    that did not record them, or a machine that cannot read its own, is taken as another)."""
     import torch
 
     features = bundle.cpu_features()
-    return (result.get("torch") == torch.__version__ and result.get("cpu") == bundle.cpu_capability()
-            and bool(features) and result.get("cpu_features") == features)
+    return (result.get("device", "cpu") == "cpu" and result.get("torch") == torch.__version__
+            and result.get("cpu") == bundle.cpu_capability() and bool(features)
+            and result.get("cpu_features") == features)
 
 
 def drift_tolerance(result: dict) -> float:

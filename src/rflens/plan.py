@@ -136,6 +136,8 @@ def one_core_speed(scale: str = "long") -> Speed | None:
     pools: dict[str, list[tuple[float, float]]] = {}
     for name in bundle.complete(scale):
         res = bundle.load(name, scale)
+        if res.get("device", "cpu") != "cpu":  # a GPU's wall time says nothing of a core's
+            continue
         measured = sum(p["measure_seconds"] for p in res["points"])
         train, measure = run_flops(ModelConfig.from_dict(res["model"]), TrainConfig.from_dict(res["train"]),
                                EvalConfig.from_dict(res["eval"]))
