@@ -337,3 +337,12 @@ def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
     text = rd.long_run("Table 1", rows, [], "long")
     assert "built at the `long` scale" in text and "Claim 1" not in text
     assert "not complete yet" in rd.long_run("Table 1", rows, ["w=8"], "tiny")
+
+
+def test_a_long_run_still_lacking_models_gives_the_verdicts_it_can_decide():
+    rows = claims.check({"table1": table1()}, [1, 15])  # 15 needs Table 3: not run
+    text = rd.long_run("Table 3", rows, ["ALiBi (math)", "T5 (math)"], "tiny")
+    assert "lacks ALiBi (math) and 1 more" in text and "Claim 15 waits for it" in text
+    assert "**Claim 1 holds.**" in text and "**Claim 15" not in text
+    not_run = [r for r in rows if r["result"] == "not run"]
+    assert "appear here once" in rd.long_run("Table 3", not_run, ["T5 (math)"], "tiny")

@@ -87,7 +87,13 @@ def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str |
                      f"run's.")
     if lacking:
         more = f" and {len(lacking) - 1} more" if len(lacking) > 1 else ""
-        return Prose(f"The long run's {experiment} is not complete yet: the bundle lacks {tex(lacking[0])}{more}. "
-                     f"Its verdicts appear here once it holds them; chapter 10 lists the shipped models and how far "
-                     f"each has trained.")
+        note = f"The long run's {experiment} is not complete yet: the bundle lacks {tex(lacking[0])}{more}. "
+        ran = [c for c in rows if c["result"] != "not run"]
+        if not ran:
+            return Prose(note + "Its verdicts appear here once it holds them; chapter 10 lists the shipped models and "
+                                "how far each has trained.")
+        waiting = [str(c["id"]) for c in rows if c["result"] == "not run"]
+        wait = f"Claim{'s' if len(waiting) > 1 else ''} {_join(waiting)} wait{'' if len(waiting) > 1 else 's'} for it; " \
+            if waiting else ""
+        return Prose(note + wait + "what it holds already decides the rest.\n\n" + verdicts(ran, "long"))
     return verdicts(rows, "long")
