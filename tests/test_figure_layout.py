@@ -53,6 +53,13 @@ def protocols():
                          for m in ("ALiBi", "Sandwich") for p in ex.PROTOCOLS for L in LENGTHS])
 
 
+def emergence():
+    return pd.DataFrame([{"name": f"m{m}", "label": f"ALiBi Δ={m}", "l_tr": 32, "tokens": 2**19 * 2**i, "erf": 100 * m,
+                          "erf_length": 512, "erf_capped": False, "r_horizon": 1 + m * i / 10,
+                          "r_horizon_lo": 1 + m * i / 12, "r_horizon_hi": 1 + m * i / 8}
+                         for m in (1, 2) for i in range(4)])
+
+
 MENU_FIGURES = {
     "ppl_curves": lambda: fr.ppl_curves(t1()),
     "ratio_heatmap": lambda: fr.ratio_heatmap(t1()),
@@ -63,6 +70,7 @@ MENU_FIGURES = {
     "gradient_jump": lambda: fr.gradient_jump_figure(curves(), f7(curves())),
     "table3": lambda: fr.table3_figure(t3(), title="FIRE beside Sandwich, KERPLE and T5"),
     "protocol": lambda: fr.protocol_figure(protocols()),
+    "emergence": lambda: fr.emergence_figure(emergence(), title="Table 1: ALiBi, slope exponents shifted by Δ"),
 }
 
 

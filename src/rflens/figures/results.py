@@ -470,7 +470,8 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
     for seg in sorted(segments):  # 16 for every model of the long run
         erf_lines.append(_hline(seg, f"segment length ({seg:g} L_tr)", color="firebrick"))
         erf_lines[-1]["label"]["textposition"] = "end"
-    r_title, erf_title = f"{title} — r(16 L_tr) as training grows", f"{title} — ERF (99% of the gradient) as training grows"
+    r_title = title + _subtitle("r(16 L_tr) as training grows")
+    erf_title = title + _subtitle("ERF (99% of the gradient) as training grows")
     r_axis = "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)"
     erf_axis = "ERF / L_tr (▵ ≥: capped by the segment)"
     r_range = [min(0.95, min(lows) - 0.05), max(2.3, max(highs) + 0.1)]
