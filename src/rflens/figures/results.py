@@ -451,11 +451,12 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
             x=d["tokens"], y=r, mode="lines+markers", name=label, line={"color": _color(i)},
             error_y={"type": "data", "symmetric": False, "array": hi - r, "arrayminus": r - lo},
             hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}<extra>{label}</extra>"))
-    segments = set()
+    segments, ratios = set(), []
     for i, name in enumerate(names):
         d = em[em["name"] == name].sort_values("tokens")
         capped = d["erf_capped"].map(flag)  # a lower bound: an open triangle pointing up
         segments |= set(d["erf_length"] / d["l_tr"])
+        ratios += list(d["erf"] / d["l_tr"])
         fig.add_trace(go.Scatter(
             x=d["tokens"], y=d["erf"] / d["l_tr"], mode="lines+markers", name=d["label"].iloc[0], visible=False,
             line={"color": _color(i)}, marker={"symbol": ["triangle-up-open" if c else "circle" for c in capped],
@@ -475,12 +476,14 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
     r_axis = "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)"
     erf_axis = "ERF / L_tr (▵ ≥: capped by the segment)"
     r_range = [min(0.95, min(lows) - 0.05), max(2.3, max(highs) + 0.1)]
+    # a log axis takes its range in decades: from below the smallest ERF to above the segment's line
+    erf_range = [math.log10(min(min(ratios), 1.0) / 1.5), math.log10(max(segments) * 2.0)]
     buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, r_title,
                        {"yaxis.title.text": r_axis, "shapes": r_lines, "yaxis.range": r_range,
                         "yaxis.autorange": False, "yaxis.type": "linear"}),
                _button("ERF", [False] * n + [True] * n, erf_title,
-                       {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": True,
-                        "yaxis.type": "log"})]
+                       {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": False,
+                        "yaxis.type": "log", "yaxis.range": erf_range})]
     head = _top(r_title, HEIGHT)
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
