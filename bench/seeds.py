@@ -58,7 +58,8 @@ def cmd_run(args) -> int:
 
     from rflens.runs import get_run
 
-    result = {"scale": sc.name, "seeds": seeds, "table3": [], "claims": {}, "table1": []}
+    result = {"scale": sc.name, "seeds": seeds, "table3": [], "claims": {}, "table1": [],
+              "criteria": {str(cid): claims.BY_ID[cid].criterion for cid in (14, 15)}}
     for seed in seeds:
         t3 = ex.table3(sc.name, seed=seed, progress=False, train=False)
         for c in claims.check({"table3": t3, "corpus": "prose"}, [14, 15]):

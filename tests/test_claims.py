@@ -236,6 +236,32 @@ def test_table3_claims_pass_and_fail():
     assert by_id(claims.check({"table3": t3_table(t5_speed=980.0)}, [16]))[16]["passed"] is True
 
 
+def _scored_on_shared_segments(t3, spread, n=400, seed=0):
+    """Table 3 with per-segment NLLs: every scheme scores the same segments (a shared
+    difficulty per segment) plus its own noise of sd ``spread``."""
+    rng = np.random.default_rng(seed)
+    hard = rng.normal(0, 1, n)
+    out = t3.copy()
+    out["nll"] = [{L: np.log(r[f"ppl@{L}"]) + hard + spread * rng.normal(0, 1, n) for L in rs.lengths_of(t3)}
+                  for _, r in t3.iterrows()]
+    return out
+
+
+def test_claims_14_and_15_compare_schemes_over_the_same_segments():
+    """The same point values decide the claims when the schemes agree segment by segment,
+    and leave them undecided when their own noise is larger than the gaps."""
+    sure = by_id(claims.check({"table3": _scored_on_shared_segments(t3_table(), 0.05)}, [14, 15]))
+    assert sure[14]["passed"] is True and sure[15]["passed"] is True, sure
+    assert "ALiBi / Sandwich" in sure[14]["measured"] and "closest pair" in sure[15]["measured"]
+    noisy = by_id(claims.check({"table3": _scored_on_shared_segments(t3_table(), 1.0)}, [14, 15]))
+    assert noisy[14]["passed"] == claims.UNDECIDED and noisy[15]["passed"] == claims.UNDECIDED, noisy
+    worse = _scored_on_shared_segments(t3_table(learned_base=10.5), 0.05)
+    assert by_id(claims.check({"table3": worse}, [15]))[15]["passed"] is False
+    uneven = _scored_on_shared_segments(t3_table(), 0.05)
+    uneven.at[uneven.index[-1], "nll"] = {L: v[:10] for L, v in uneven["nll"].iloc[-1].items()}
+    assert "different segments" in by_id(claims.check({"table3": uneven}, [15]))[15]["measured"]
+
+
 def test_claim14_not_run_without_the_code_corpus():
     t3 = t3_table()
     assert by_id(claims.check({"table3": t3[t3.corpus == "prose"]}, [14]))[14]["passed"] is None

@@ -320,3 +320,15 @@ def test_chapter_experiments_match_what_the_chapters_call():
         text = next(book.glob(f"{chapter}_*.ipynb")).read_text()
         used = {e for f in re.findall(r"(?:ex|beyond)\.(\w+)\(", text) if f in calls for e in calls[f]}
         assert used == set(named), chapter
+
+
+def test_the_seed_spread_says_when_its_verdicts_were_checked_under_another_criterion(tmp_path):
+    from rflens import claims, pilot, storage
+
+    record = {"scale": "tiny", "seeds": [0, 1], "claims": {"14": {"0": {"result": "fail", "measured": "m"}}},
+              "table1": [{"label": "w=30", "seed": 0, "r_top": 1.3, "r_lo": 1.2, "r_hi": 1.4}],
+              "table3": [{"seed": 0, "corpus": "prose", "pos": "alibi", "label": "ALiBi", "ppl_l_tr": 9.0, "ppl_top": 9.5}]}
+    storage.write_json(tmp_path / "old.json", record)
+    assert pilot.seed_spread(tmp_path / "old.json")["claims"]["criterion"].iloc[0].startswith("an earlier one")
+    storage.write_json(tmp_path / "new.json", {**record, "criteria": {"14": claims.BY_ID[14].criterion}})
+    assert list(pilot.seed_spread(tmp_path / "new.json")["claims"]["criterion"]) == ["today's"]

@@ -5,7 +5,8 @@ straddles the criterion's threshold), and raises :class:`Missing` when the data 
 was not produced (the claim is "not run"). The readers here pick a table, a row or a
 value r(L) with its paired interval out of the results and raise Missing when a piece is
 absent; the three-valued comparisons (:func:`_at_least`, :func:`_all`, :func:`_extrap`)
-turn intervals into outcomes. The helpers keep their leading underscore: they serve the
+turn intervals into outcomes, and :func:`_ppl_ratio` compares two schemes on the same
+segments. The helpers keep their leading underscore: they serve the
 checks of rflens.claims alone.
 """
 
@@ -18,7 +19,7 @@ import pandas as pd
 
 from .results import EXTRAPOLATION_HORIZON as HORIZON
 from .results import EXTRAPOLATION_TOLERANCE as TOL
-from .results import lengths_of
+from .results import lengths_of, paired_ratio
 
 UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
 
@@ -71,6 +72,20 @@ def _r_at_length(row, L: int, name: str | None = None) -> tuple[float, float, fl
     if lo is None or (isinstance(lo, float) and math.isnan(lo)):
         return float(v), float(v), float(v), f"r({name}) = {_fmt(float(v))}"
     return float(v), float(lo), float(hi), f"r({name}) = {_fmt(float(v))} [{_fmt(float(lo))}, {_fmt(float(hi))}]"
+
+
+def _ppl_ratio(row_a, row_b, L: int) -> tuple[float, float, float]:
+    """ppl_a(L) / ppl_b(L) of two rows of one table with its 95% interval, paired over the
+    segments both scored (``nll``: {L: per-segment NLLs}, :func:`rflens.results.segment_nlls`).
+    Without per-segment losses (a table built by hand) the bounds are the point value."""
+    a, b = row_a.get("nll"), row_b.get("nll")
+    if not isinstance(a, dict) or not isinstance(b, dict) or L not in a or L not in b:
+        ratio = float(row_a[f"ppl@{L}"]) / float(row_b[f"ppl@{L}"])
+        return ratio, ratio, ratio
+    if len(a[L]) != len(b[L]):
+        raise Missing(f"{row_a['label']} and {row_b['label']} were scored on different segments at L = {L}")
+    r, lo, hi = paired_ratio(np.stack([b[L], a[L]]))
+    return float(r[1]), float(lo[1]), float(hi[1])
 
 
 def _extrap(row) -> bool | str:

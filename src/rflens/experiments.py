@@ -45,7 +45,7 @@ from . import paper, scales
 from .config import PROTOCOLS
 from .errors import UserError
 from .receptive import gradient_jump
-from .results import EXTRAPOLATION_HORIZON, add_erf_columns, add_ppl_columns, flag, lengths_of
+from .results import EXTRAPOLATION_HORIZON, add_erf_columns, add_ppl_columns, flag, lengths_of, segment_nlls
 from .speed import training_speed
 from .scales import FAMILIES
 from .storage import package_repo
@@ -352,7 +352,9 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
         run = run_of(scale, spec, train=train, progress=progress)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
                "learnable": schemes.learnable(spec.pos), "l_tr": _l_tr(run), "run_key": run.key}
-        add_ppl_columns(row, measure_ppl(run), _l_tr(run))
+        res = measure_ppl(run)
+        add_ppl_columns(row, res, _l_tr(run))
+        row["nll"] = segment_nlls(res)  # for the claims' paired comparisons between schemes
         row["tokens_per_s"] = float(np.median(speed[spec.pos]))  # measured side by side (training_speed)
         row["tokens_per_s_rounds"] = list(speed[spec.pos])
         rows.append(row)

@@ -114,6 +114,15 @@ def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
     return bool(all(np.isfinite(v) and v <= tol + 1e-12 for v in beyond.values()))  # 1e-12: binary rounding
 
 
+def segment_nlls(res: dict) -> dict[int, np.ndarray] | None:
+    """{L: the per-segment last-token NLLs at L} of a perplexity result, or None when it holds
+    none (another protocol). Two models measured on one corpus with the same evaluation
+    settings score the same segments, so their NLLs pair up segment by segment."""
+    if res.get("nll_per_segment") is None:
+        return None
+    return {int(L): np.asarray(v, dtype=np.float64) for L, v in zip(res["lengths"], res["nll_per_segment"])}
+
+
 def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATION_HORIZON) -> dict:
     """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row, and, when the
     result holds per-segment NLLs (the last-token protocol), the paired 95% interval of r(L):
