@@ -169,6 +169,10 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
     assert main(["emergence", "--scale", "smoke", "--list"]) == 0
     out = capsys.readouterr().out
     assert "hours on one core" in out and "1 shipped model(s) trained on other machines" in out
+    shipped = emergence.Spec("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    monkeypatch.setattr(emergence, "plan", lambda scale="long": [shipped])
+    assert main(["emergence", "--scale", "smoke", "--list"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "nothing to train: the bundle holds every model of the plan (1)"
     assert main(["emergence", "--minutes", "-1"]) == 2
     assert main(["emergence", "--only", "nonsense"]) == 2
     assert main(["emergence", "--check", "1"]) == 2

@@ -33,7 +33,8 @@ def run(args) -> int:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
             print(f"{state:9s} {spec.name}{when}")
-        print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at)}")
+        print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at)}" if todo
+              else f"nothing to train: the bundle holds every model of the plan ({len(plan)})")
         return 0
     if args.minutes is not None and args.minutes <= 0:
         raise UserError(f"--minutes must be positive, not {args.minutes}")
