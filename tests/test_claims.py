@@ -252,7 +252,7 @@ def test_claims_14_and_15_compare_schemes_over_the_same_segments():
     and leave them undecided when their own noise is larger than the gaps."""
     sure = by_id(claims.check({"table3": _scored_on_shared_segments(t3_table(), 0.05)}, [14, 15]))
     assert sure[14]["passed"] is True and sure[15]["passed"] is True, sure
-    assert "ALiBi / Sandwich" in sure[14]["measured"] and "closest pair" in sure[15]["measured"]
+    assert "ALiBi / Sandwich" in sure[14]["measured"] and "least favourable pair" in sure[15]["measured"]
     noisy = by_id(claims.check({"table3": _scored_on_shared_segments(t3_table(), 1.0)}, [14, 15]))
     assert noisy[14]["passed"] == claims.UNDECIDED and noisy[15]["passed"] == claims.UNDECIDED, noisy
     worse = _scored_on_shared_segments(t3_table(learned_base=10.5), 0.05)

@@ -386,13 +386,13 @@ def _c15(res):
         learned = {p: r for p, r in rows.items() if p in LEARNED}
         if not free or len(learned) < len(LEARNED):
             raise Missing(f"Table 3 on {c} lacks parameter-free or learnable models")
-        # each learnable scheme against every parameter-free one; the pair whose ratio is least surely below 1
+        # each learnable scheme against every parameter-free one; shown: the pair least surely below 1
         pairs = {(p, q): _ppl_ratio(learned[p], free[q], l_tr) for p in learned for q in free}
         (p, q), (r, lo, hi) = max(pairs.items(), key=lambda kv: kv[1][2])
         outcomes += [True if h < 1 else (False if low > 1 else UNDECIDED) for _, low, h in pairs.values()]
         best = min(free, key=lambda k: row_ppl(free[k])[l_tr])
         parts.append(f"{c}: " + ", ".join(f"{title(k)} {row_ppl(v)[l_tr]:.2f}" for k, v in learned.items())
-                     + f" vs best parameter-free {title(best)} {row_ppl(free[best])[l_tr]:.2f}; closest pair "
+                     + f" vs best parameter-free {title(best)} {row_ppl(free[best])[l_tr]:.2f}; least favourable pair "
                      f"{title(p)} / {title(q)} {r:.3f} [{lo:.3f}, {hi:.3f}]")
     return "; ".join(parts), _all(*outcomes)
 
