@@ -70,8 +70,7 @@ def families(scale: str = "long") -> dict[str, list[Spec]]:
 
     sc = scales.get(scale)
     sw, l_tr = sc.sweeps, sc.train.l_tr
-    out = {f"Table 1: {f.title}": [Spec(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)]
-           for f in scales.FAMILIES.values()}
+    out = {f"Table 1: {f.title}": specs for f, specs in _table1(scale).items()}
     table2 = []  # the failures of the shipped Table 1, retrained with an L_tr that covers their ERF
     for entry in sw.table2:
         failing = _failing(Spec(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),)), scale)
@@ -87,6 +86,14 @@ def families(scale: str = "long") -> dict[str, list[Spec]]:
     for c in sw.corpora:
         out[f"Table 3 on {c}"] = [Spec(p, (), c) for p in sw.table3_pos]
     return out
+
+
+def _table1(scale: str) -> dict:
+    """{family: its sweep's models}, Table 1's three sweeps in their order."""
+    from .scales import FAMILIES, get
+
+    sw = get(scale).sweeps
+    return {f: [Spec(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in FAMILIES.values()}
 
 
 def plan(scale: str = "long") -> list[Spec]:
@@ -535,9 +542,6 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
 
 def table1_names(scale: str = "long") -> list[str]:
     """The shipped models that belong to Table 1's three sweeps, in the sweeps' order."""
-    from .scales import FAMILIES, get
-
-    sw = get(scale).sweeps
-    names = [Spec(f.pos, ((f.setting, v),)).name for f in FAMILIES.values() for v in getattr(sw, f.setting)]
+    names = [spec.name for specs in _table1(scale).values() for spec in specs]
     have = bundle.entries(scale)
     return [n for n in names if n in have]
