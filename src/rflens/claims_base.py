@@ -13,6 +13,7 @@ checks of rflens.claims alone.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from .results import EXTRAPOLATION_TOLERANCE as TOL
 from .results import lengths_of, paired_ratio
 
 UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
+LEVEL = 0.95  # every claim's verdict rests on intervals that hold together with this probability
 
 
 class Missing(Exception):
@@ -56,14 +58,28 @@ def _family(results, family):
     return sub.sort_values("value")
 
 
-def _r_at(row, mult: int) -> tuple[float, float, float, str]:
+def simultaneous(r: float, lo: float, hi: float, k: int) -> tuple[float, float]:
+    """The bounds of a 95% interval (``lo``, ``hi`` around the point value ``r``) widened to
+    1 - 0.05 / k, so that k intervals read by one verdict hold together with 95% probability
+    (Bonferroni). Each side's distance from ``r`` on the log scale grows by
+    z(1 - 0.025 / k) / z(0.975), a normal approximation of the bootstrap interval at the
+    adjusted level (the 1000 stored replicates leave too few in the tails to read it
+    directly). k = 1 returns the bounds unchanged."""
+    if k <= 1 or not all(map(np.isfinite, (r, lo, hi))) or min(r, lo, hi) <= 0:
+        return lo, hi
+    f = NormalDist().inv_cdf(1 - (1 - LEVEL) / 2 / k) / NormalDist().inv_cdf(1 - (1 - LEVEL) / 2)
+    return r * (lo / r) ** f, r * (hi / r) ** f
+
+
+def _r_at(row, mult: int, k: int = 1) -> tuple[float, float, float, str]:
     """r(mult L_tr) of a row: (point value, lower and upper bound of its paired interval, as text)."""
-    return _r_at_length(row, int(row["l_tr"]) * mult, f"{mult} L_tr")
+    return _r_at_length(row, int(row["l_tr"]) * mult, f"{mult} L_tr", k)
 
 
-def _r_at_length(row, L: int, name: str | None = None) -> tuple[float, float, float, str]:
-    """r(L) of a row: (point value, lower bound, upper bound, as text). Without per-segment
-    losses (a table built by hand) the bounds are the point value."""
+def _r_at_length(row, L: int, name: str | None = None, k: int = 1) -> tuple[float, float, float, str]:
+    """r(L) of a row: (point value, lower bound, upper bound, as text), the bounds of the
+    paired interval widened for ``k`` simultaneous intervals (:func:`simultaneous`). Without
+    per-segment losses (a table built by hand) the bounds are the point value."""
     name = name or f"L = {L}"
     v = row.get(f"r@{L}")
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -71,13 +87,22 @@ def _r_at_length(row, L: int, name: str | None = None) -> tuple[float, float, fl
     lo, hi = row.get(f"r_lo@{L}"), row.get(f"r_hi@{L}")
     if lo is None or (isinstance(lo, float) and math.isnan(lo)):
         return float(v), float(v), float(v), f"r({name}) = {_fmt(float(v))}"
-    return float(v), float(lo), float(hi), f"r({name}) = {_fmt(float(v))} [{_fmt(float(lo))}, {_fmt(float(hi))}]"
+    lo, hi = simultaneous(float(v), float(lo), float(hi), k)
+    return float(v), lo, hi, f"r({name}) = {_fmt(float(v))} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
-def _ppl_ratio(row_a, row_b, L: int) -> tuple[float, float, float]:
-    """ppl_a(L) / ppl_b(L) of two rows of one table with its 95% interval, paired over the
-    segments both scored (``nll``: {L: per-segment NLLs}, :func:`rflens.results.segment_nlls`).
-    Without per-segment losses (a table built by hand) the bounds are the point value."""
+def _beyond(row, horizon: int = HORIZON) -> list[int]:
+    """The measured lengths L_tr < L <= horizon L_tr of a row."""
+    l_tr = int(row["l_tr"])
+    return [L for L in lengths_of(pd.DataFrame(columns=[str(c) for c in dict(row)]), "r")
+            if l_tr < L <= horizon * l_tr and not _missing(row.get(f"r@{L}"))]
+
+
+def _ppl_ratio(row_a, row_b, L: int, k: int = 1) -> tuple[float, float, float]:
+    """ppl_a(L) / ppl_b(L) of two rows of one table with its interval, paired over the
+    segments both scored (``nll``: {L: per-segment NLLs}, :func:`rflens.results.segment_nlls`),
+    widened for ``k`` simultaneous intervals (:func:`simultaneous`). Without per-segment
+    losses (a table built by hand) the bounds are the point value."""
     a, b = row_a.get("nll"), row_b.get("nll")
     if not isinstance(a, dict) or not isinstance(b, dict) or L not in a or L not in b:
         ratio = float(row_a[f"ppl@{L}"]) / float(row_b[f"ppl@{L}"])
@@ -85,22 +110,26 @@ def _ppl_ratio(row_a, row_b, L: int) -> tuple[float, float, float]:
     if len(a[L]) != len(b[L]):
         raise Missing(f"{row_a['label']} and {row_b['label']} were scored on different segments at L = {L}")
     r, lo, hi = paired_ratio(np.stack([b[L], a[L]]))
-    return float(r[1]), float(lo[1]), float(hi[1])
+    return (float(r[1]), *simultaneous(float(r[1]), float(lo[1]), float(hi[1]), k))
 
 
-def _extrap(row) -> bool | str:
+def _extrap(row, k: int | None = None) -> bool | str:
     """Whether the row stays flat: True when the upper bound of r(L) is within TOL at every
-    L (``extrapolates``), False when the lower bound exceeds TOL at some L up to
-    HORIZON L_tr, else UNDECIDED."""
-    v = row.get("extrapolates")
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    measured L_tr < L <= HORIZON L_tr, False when the lower bound exceeds TOL at one of them
+    (or r is not finite), else UNDECIDED. The intervals are widened for ``k`` simultaneous
+    ones (default: the lengths read here; a claim reading more passes its own count)."""
+    Ls = _beyond(row)
+    if not Ls:
         raise Missing(f"r(L) of {row['label']} beyond L_tr not measured")
-    if bool(v):
-        return True
-    l_tr = int(row["l_tr"])
-    lows = [_num(row.get(f"r_lo@{L}"), row.get(f"r@{L}")) for L in lengths_of(pd.DataFrame([row]), "r")
-            if l_tr < L <= HORIZON * l_tr]
-    return False if any(lo > TOL for lo in lows) or not lows else UNDECIDED
+    k = len(Ls) if k is None else k
+    bounds = [_r_at_length(row, L, k=k) for L in Ls]
+    if any(not np.isfinite(r) or lo > TOL + 1e-12 for r, lo, _, _ in bounds):
+        return False
+    return True if all(hi <= TOL + 1e-12 for _, _, hi, _ in bounds) else UNDECIDED
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _num(v, fallback=None) -> float:

@@ -14,6 +14,7 @@ N_LAYER = 12
 SLOPE_SHIFT = (-3, 0, 3, 6, 8)  # (a) every ALiBi exponent h moved by Delta
 SAME_SLOPE = (0, 2, 4, 6, 8)  # (b) one exponent h for every head
 WINDOW = (40, 80, 100, 120, 160, 320)  # (c) windowed attention of width w
+WINDOW_STABLE = 100  # Section 3: windowed attention extrapolates "up to w = 100" (it diverges from 120)
 
 # Section 4: the effective receptive field is where the cumulative normalised gradient
 # (most recent token first) reaches this share
@@ -27,6 +28,7 @@ D_BAR = (32, 64, 128, 256)
 # a * log(1 + k) + b over the distances k = 0 .. LOG_FIT_LENGTH - 1
 LOG_FIT_LENGTH = 8192
 SMOOTHED_SANDWICH = (-0.825, -0.8)  # the paper's (a, b)
+LOG_FIT_RECENT = 50  # footnote 7: the fit uses "the most recent 50 points" of Sandwich
 
 # Figure 11: the share of Sandwich's cumulative gradient on the last L_tr tokens
 SANDWICH_SHARE_IN_LTR = 0.6

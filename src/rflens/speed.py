@@ -5,7 +5,9 @@ trained, so schemes are compared here instead: every model takes the same traini
 (:func:`rflens.train.train_step`: forward, backward, clipping, AdamW) on the same random
 tokens, in interleaved rounds whose order rotates, so that a slow moment of the machine
 falls on every model alike. Table 3 of Chi et al. (ACL 2023) reports such speeds beside the
-perplexities; ``bench/train_throughput.py`` uses the same function.
+perplexities; ``bench/train_throughput.py`` uses the same function. :func:`record_speed`
+times them once and keeps the result beside the models, with the machine named: what the
+claims read (:mod:`rflens.claims`, claim 16).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: 
                    progress: bool = True, refresh: bool = False) -> dict[str, list[float]]:
     """Training tokens/s of each scheme at this scale's model size, one value per round of
     steps timed side by side (:func:`rflens.speed.time_steps`), so that two schemes can be
-    compared round by round. ``positions`` default to the scale's Table 3 schemes. Cached
+    compared round by round. (The claims read :func:`record_speed`'s record instead.) ``positions`` default to the scale's Table 3 schemes. Cached
     in the run store (``speed/``) by scale, schemes, code version and thread count.
     """
     import hashlib
@@ -103,3 +105,69 @@ def speed_ratio(a: list[float], b: list[float], level: float = 0.95, n_boot: int
     idx = np.random.default_rng(0).integers(0, len(logs), size=(n_boot, len(logs)))
     lo, hi = np.quantile(logs[idx].mean(1), [(1 - level) / 2, (1 + level) / 2])
     return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))
+
+
+# ----------------------------------------------------------------------------- a record kept with the models
+RECORD_FILE = "speed-record.json"  # in a shipped bundle's folder, beside its models
+
+
+def speed_record_path(scale):
+    """Where the recorded training speed of ``scale`` lives: beside the models, in the
+    bundle's folder for a shipped preset, else in the run store (``speed/record-<scale>.json``)."""
+    from . import storage
+
+    sc = scales.get(scale) if isinstance(scale, str) else scale
+    if sc.shipped:
+        from .bundle import bundle_dir
+
+        return bundle_dir(sc.name) / RECORD_FILE
+    return storage.runs_dir() / "speed" / f"record-{sc.name}.json"
+
+
+def machine_name() -> str:
+    """The machine a timing ran on, in words: CPU model, logical cores, torch threads, host."""
+    import os
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, host {platform.node()}"
+
+
+def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
+                 progress: bool = True) -> dict:
+    """Time the scale's Table 3 schemes side by side (:func:`time_steps`, interleaved rounds)
+    once, and keep the result beside its models (:func:`speed_record_path`) with the machine
+    named and the time of the recording. The claims read this record and never time anything
+    themselves, so a verdict does not move with the load of the machine that reads it.
+    Returns the record."""
+    import torch
+
+    from . import runs, storage
+
+    sc = scales.get(scale) if isinstance(scale, str) else scale
+    positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
+    seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
+                         progress=progress)
+    tokens = sc.train.batch_size * sc.train.l_tr
+    record = {"scale": sc.name, "machine": machine_name(), "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "rounds": rounds, "steps": steps, "threads": torch.get_num_threads(), "code": runs.code_version(),
+              "tokens_per_s": {p: [tokens / t for t in s] for p, s in seconds.items()}}
+    path = speed_record_path(sc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage.write_json(path, record)
+    return record
+
+
+def load_speed_record(scale) -> dict | None:
+    """The recorded training speed of ``scale`` (:func:`record_speed`), or None when none was recorded."""
+    from . import storage
+
+    path = speed_record_path(scale)
+    return storage.read_json(path) if path.is_file() else None

@@ -163,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
     p.add_argument("--corpus", default="prose", help="corpus of the Table 1 experiments (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the scoreboard as JSON")
+    p.add_argument("--record-speed", action="store_true",
+                   help="time the Table 3 schemes' training side by side once and keep it beside the models (claim 16)")
     return parser
 
 

@@ -16,6 +16,11 @@ def run(args) -> int:
     scales.get(args.scale)  # one line for an unknown scale, before anything is computed or written
     if args.corpus not in CORPORA:
         raise UserError(f"unknown corpus {args.corpus!r}: choose one of {', '.join(CORPORA)}")
+    if getattr(args, "record_speed", False):
+        from ..speed import record_speed, speed_record_path
+
+        rec = record_speed(args.scale, progress=not getattr(args, "quiet", False))
+        emit(f"training speed recorded on {rec['machine']}: {speed_record_path(args.scale)}")
     board = scoreboard.scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
     if getattr(args, "json", False):
         emit(json.dumps(board, indent=2, default=scoreboard.jsonable))
