@@ -1,6 +1,11 @@
 """The claims scoreboard: the sixteen checks of :mod:`rflens.claims` run on a scale's results,
 stored in the run store (``scoreboard-<scale>.json``), and shown as a table, one column per
-scale, or plain text for the terminal."""
+scale, or plain text for the terminal.
+
+Each row carries the paper's sentence the claim tests, how many intervals its verdict reads
+(all widened to hold together with 95% probability) and, for a claim whose criterion was
+reworded, the verdict under the earlier criterion (``legacy``): :func:`changes` sets the two
+side by side."""
 
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ def scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", compute: bool 
     path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, {
         "scale": scale, "corpus": corpus, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "summary": summary(board), "claims": board}, default=jsonable)
+        "summary": summary(board), "summary_earlier": summary(earlier(board)), "claims": board}, default=jsonable)
     return board
 
 
@@ -56,12 +61,37 @@ def summary(board: list[dict], evidence: str | None = None) -> dict:
     return {k: sum(1 for c in kept if c["result"] == k) for k in claims.RESULTS}
 
 
+def earlier(board: list[dict]) -> list[dict]:
+    """The board as the earlier criteria decided it: each reworded claim's legacy verdict, the
+    others' own."""
+    return [{**c, **c["legacy"]} if c.get("legacy") else c for c in board]
+
+
+def changes(boards: dict[str, list[dict]]) -> pd.DataFrame:
+    """One row a claim: the paper's sentence, the criterion now and before, and at each scale
+    of ``boards`` ({scale: board}) the verdict under the earlier criterion beside the one now
+    ("–" where the criterion did not change)."""
+    ids = [c["id"] for c in next(iter(boards.values()))]
+    df = pd.DataFrame({"the paper": [claims.BY_ID[int(i)].sentence for i in ids],
+                       "criterion now": [claims.BY_ID[int(i)].criterion for i in ids],
+                       "criterion before": [claims.BY_ID[int(i)].legacy_criterion or "(unchanged)" for i in ids]},
+                      index=pd.Index(ids, name="claim"))
+    for name, board in boards.items():
+        df[f"earlier ({name})"] = [c["legacy"]["result"] if c.get("legacy") else "–" for c in board]
+        df[f"now ({name})"] = [c["result"] for c in board]
+        df[f"intervals read ({name})"] = [c.get("comparisons") if c.get("comparisons") is not None else "–"
+                                          for c in board]
+    return df
+
+
 def frame(board: list[dict]) -> pd.DataFrame:
     """The board as a DataFrame (chapter 9): each claim's result, what it rests on, the
     claim, its criterion, what this scale measured and what the paper reports."""
     df = pd.DataFrame(board)[["id", "result", "statement", "criterion", "measured"]]
     df.insert(2, "rests on", [claims.BY_ID[int(i)].evidence for i in df["id"]])
     df["the paper reports"] = [claims.BY_ID[int(i)].paper for i in df["id"]]
+    df["intervals read"] = [c.get("comparisons") if c.get("comparisons") is not None else "–" for c in board]
+    df["earlier criterion's result"] = [c["legacy"]["result"] if c.get("legacy") else "–" for c in board]
     return df.rename(columns={"statement": "claim"}).set_index("id")
 
 
@@ -117,6 +147,12 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
             lines.append(indent + part)
         for part in textwrap.wrap(f"measured: {c['measured']}", width - 14):
             lines.append(indent + part)
+        if c.get("comparisons"):
+            lines.append(indent + f"intervals read: {c['comparisons']} (together at 95%)")
+        if c.get("legacy"):
+            for part in textwrap.wrap(f"earlier criterion: {c['legacy']['result']} ({c['legacy']['criterion']})",
+                                      width - 14):
+                lines.append(indent + part)
     s, t = summary(board), summary(board, claims.TRAINED)
     lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not decided {s['not decided']}, not run {s['not run']} "
                               f"(of {len(board)}); of the {sum(t.values())} that rest on trained models: passed "
