@@ -61,6 +61,15 @@ def summary(board: list[dict], evidence: str | None = None) -> dict:
     return {k: sum(1 for c in kept if c["result"] == k) for k in claims.RESULTS}
 
 
+def sentences() -> pd.DataFrame:
+    """One row a claim: the paper's sentence it tests, the criterion that reads it, and
+    whether the verdict rests on trained models or holds by construction."""
+    return pd.DataFrame({"the paper": [c.sentence for c in claims.CLAIMS],
+                         "criterion": [c.criterion for c in claims.CLAIMS],
+                         "rests on": [c.evidence for c in claims.CLAIMS]},
+                        index=pd.Index([c.id for c in claims.CLAIMS], name="claim"))
+
+
 def earlier(board: list[dict]) -> list[dict]:
     """The board as the earlier criteria decided it: each reworded claim's legacy verdict, the
     others' own."""
