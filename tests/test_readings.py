@@ -49,7 +49,7 @@ def test_verdicts_and_summary_follow_the_results():
     text = rd.verdicts(rows, "tiny")
     assert "**Claim 1 holds.**" in text and "**Claim 2 does not hold.**" in text
     assert "**Claim 7 was not checked.**" in text and _no_plain_notation(text)
-    assert "It holds by construction" in text.split("**Claim 2")[0] and "The paper reports:* w" in text
+    assert "It holds by construction" not in text.split("**Claim 2")[0] and "The paper reports:* w" in text
     summary = rd.held(rows, "tiny")
     held, failed, unchecked = (summary.split(head)[1] for head in ("- Held", "- Did not hold", "- Not checked"))
     assert "claim 1." in held and "claim 2" not in held.split("- Did")[0]
@@ -58,11 +58,11 @@ def test_verdicts_and_summary_follow_the_results():
 
 
 def test_board_counts_each_result_by_number():
-    rows = [{"id": 1, "result": "pass"}, {"id": 2, "result": "fail"}, {"id": 3, "result": "pass"},
+    rows = [{"id": 13, "result": "pass"}, {"id": 2, "result": "fail"}, {"id": 3, "result": "pass"},
             {"id": 4, "result": "not decided"}]
-    assert rd.board(rows, "tiny") == ("At the `tiny` scale, of 4 claims: 2 pass (claims 1 and 3); 1 fail (claim 2); "
+    assert rd.board(rows, "tiny") == ("At the `tiny` scale, of 4 claims: 2 pass (claims 13 and 3); 1 fail (claim 2); "
                                       "1 not decided (claim 4); "
-                                      "0 were not run. Claim 1 holds by construction; of the 3 that rest on trained "
+                                      "0 were not run. Claim 13 holds by construction; of the 3 that rest on trained "
                                       "models, 1 pass, 1 fail, 1 are not decided and 0 were not run.")
 
 
@@ -323,12 +323,12 @@ def test_the_presets_design_is_read_from_the_presets():
 def test_the_board_by_size_says_when_each_claim_is_decided():
     sizes = [2**19, 2**20, 2**21]
     grown = pd.DataFrame({sizes[0]: ["pass", "fail", "not run", "pass"], sizes[1]: ["pass", "not decided", "not run", "pass"],
-                          sizes[2]: ["pass", "pass", "not run", "pass"]}, index=pd.Index([1, 4, 7, 12], name="claim"))
+                          sizes[2]: ["pass", "pass", "not run", "pass"]}, index=pd.Index([13, 4, 7, 12], name="claim"))
     text = rd.board_by_size(grown)
     assert "Claim 4 (" in text and "fail at 0.5M; not decided at 1.0M; pass at 2.1M tokens." in text
-    assert "Claim 1 (" not in text and "Claim 12" not in text  # by construction: the same at every size
+    assert "Claim 13 (" not in text and "Claim 12" not in text  # by construction: the same at every size
     assert "Claim 7" not in text  # not run at any size
-    assert "No claim" in rd.board_by_size(grown.loc[[1, 7, 12]])
+    assert "No claim" in rd.board_by_size(grown.loc[[13, 7, 12]])
 
 
 def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
