@@ -293,4 +293,4 @@ def test_the_board_stores_both_verdicts_and_the_comparisons(tmp_path, monkeypatc
     assert list(df.loc[1, ["earlier (smoke)", "now (smoke)"]]) == ["pass", "fail"]
     assert df.loc[2, "earlier (smoke)"] == "–" and "w=100" in df.loc[1, "the paper"]
     text = scoreboard.render_scoreboard("smoke", board=board)
-    assert "earlier criterion: pass" in text and "intervals read: 12" in text
+    assert "earlier criterion: pass" in text and "intervals read: 12 (widened" in text

@@ -246,7 +246,8 @@ def _c3(res):
     bounds = {L: _r_at_length(row, L, k=k) for L in Ls}
     outcome = _all(*(_at_least(lo, hi, RISES) for _, lo, hi, _ in bounds.values()))
     L = min(bounds, key=lambda n: bounds[n][1])  # the length least surely risen
-    return f"ALiBi {row['label']}: {bounds[L][3]} at L = {L}, the smallest lower bound", outcome, k
+    name = row["label"] if str(row["label"]).startswith("ALiBi") else f"ALiBi {row['label']}"
+    return f"{name}: {bounds[L][3]} at L = {L}, the smallest lower bound", outcome, k
 
 
 def _stable_and_breaking(res, family: str, names: tuple[str, str]):

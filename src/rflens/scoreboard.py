@@ -157,7 +157,8 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
         for part in textwrap.wrap(f"measured: {c['measured']}", width - 14):
             lines.append(indent + part)
         if c.get("comparisons"):
-            lines.append(indent + f"intervals read: {c['comparisons']} (together at 95%)")
+            lines.append(indent + f"intervals read: {c['comparisons']}"
+                         + (" (widened to hold together at 95%)" if c["comparisons"] > 1 else ""))
         if c.get("legacy"):
             for part in textwrap.wrap(f"earlier criterion: {c['legacy']['result']} ({c['legacy']['criterion']})",
                                       width - 14):
