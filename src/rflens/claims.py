@@ -1,4 +1,4 @@
-"""The claims of Chi et al. (ACL 2023), each checked with a fixed criterion.
+"""The claims of Chi et al. (ACL 2023), each checked with a criterion that reads one of its sentences.
 
 Each of the sixteen claims tests one sentence of the paper, quoted in its docstring and
 carried by the claim (``Claim.sentence``, shown in chapter 9); its criterion says how this
@@ -13,14 +13,14 @@ schemes or corpora) decides on intervals widened from 95% to 1 - 0.05 / k
 (Bonferroni, :func:`rflens.claims_base.simultaneous`), so that all k hold together with 95%
 probability whatever the verdict; every claim is treated alike, and the board shows k.
 
-Each claim is a check declared with ``@claim(id, statement, criterion, needs)`` right above
-it; the thresholds are the constants below, from which the criterion texts are formatted.
-Each check reads the tables of :mod:`rflens.experiments` (a dict of results, so the checks
-can be tested on synthetic tables) and returns the measured figure as text and its outcome:
-True (the claim holds), False (it does not), :data:`UNDECIDED` (an interval straddles
-the criterion's threshold: this scale cannot tell), or None when the data it needs is
-missing, and the number of intervals the verdict reads. A missing experiment is reported as "not run", never as passed. The criteria are
-the same either way; only the reading of their intervals has the third value.
+Each claim is a check declared with ``@claim(id, statement, criterion, needs, sentence=...)``
+right above it; the thresholds are the constants below, from which the criterion texts are
+formatted. Each check reads the tables of :mod:`rflens.experiments` (a dict of results, so
+the checks can be tested on synthetic tables) and returns the measured figure as text, its
+outcome: True (the claim holds), False (it does not), :data:`UNDECIDED` (an interval
+straddles the criterion's threshold: this scale cannot tell), and the number of intervals
+the verdict reads; it raises Missing when the data it needs was not produced. A missing
+experiment is reported as "not run", never as passed.
 
 :func:`gather` runs (or reads from the run store) every table the checks need;
 :mod:`rflens.claims_base` holds the outcomes and the readers of the tables the checks

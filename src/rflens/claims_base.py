@@ -1,12 +1,13 @@
 """What the claim checks share: their outcomes and their readers of the experiment tables.
 
-A check of :mod:`rflens.claims` returns True, False or :data:`UNDECIDED` (the 95% interval
+A check of :mod:`rflens.claims` returns True, False or :data:`UNDECIDED` (an interval
 straddles the criterion's threshold), and raises :class:`Missing` when the data it needs
 was not produced (the claim is "not run"). The readers here pick a table, a row or a
 value r(L) with its paired interval out of the results and raise Missing when a piece is
 absent; the three-valued comparisons (:func:`_at_least`, :func:`_all`, :func:`_extrap`)
 turn intervals into outcomes, and :func:`_ppl_ratio` compares two schemes on the same
-segments. The helpers keep their leading underscore: they serve the
+segments. :func:`simultaneous` widens the k intervals one verdict reads so that they hold
+together with 95% probability (Bonferroni). The helpers keep their leading underscore: they serve the
 checks of rflens.claims alone.
 """
 
