@@ -425,22 +425,24 @@ def _corpora(t3: pd.DataFrame, want=None) -> list[str]:
     return have
 
 
-@claim(10, "Sandwich extrapolates and uses tokens beyond L_tr: its perplexity goes below ppl(L_tr), on every corpus.",
-       f"on each corpus of Table 3: {_EX}, and r(L) < 1 at some L_tr < L <= {HORIZON} L_tr (upper bound of its "
-       f"paired interval below 1; fails when every lower bound is >= 1); {_SIM}", ("table3",),
+@claim(10, "Sandwich uses tokens beyond L_tr: on every corpus its perplexity goes below ppl(L_tr) at some longer L_ex.",
+       f"on each corpus of Table 3: r(L) < 1 at some L_tr < L <= {HORIZON} L_tr (upper bound of its paired interval "
+       f"below 1; fails when every lower bound is >= 1); {_SIM}", ("table3",),
        sentence="\"Sandwich is the first parameter-free RPE that truly makes use of distant token information beyond "
                 "$L_{tr}=512$. To see this, notice that lower (better) perplexities occur at $L_{ex}>L_{tr}=512$\" "
                 "(Section 6, on Table 3's three datasets)")
 def _c10(res):
     """Section 6: Sandwich "truly makes use of distant token information beyond L_tr=512. To
     see this, notice that lower (better) perplexities occur at L_ex > L_tr=512", read off
-    Table 3, whose three datasets the sentence covers. Read as: on every corpus, Sandwich
-    stays flat and r(L) < 1 at some L beyond L_tr, each decided on the paired interval. Not by
+    Table 3, whose three datasets the sentence covers. Read as: on every corpus, r(L) < 1 at
+    some L beyond L_tr, decided on the paired interval. Whether Sandwich also stays flat up
+    to 16 L_tr is not part of the sentence (the paper says its perplexity rises again after
+    some L_ex, 4096 on ArXiv): the earlier criterion asked it, this one does not. Not by
     construction."""
     t3 = _table(res, "table3")
     corpora = _corpora(t3)
     rows = {c: _row(t3[t3["corpus"] == c], f"Sandwich on {c}", pos="sandwich") for c in corpora}
-    k = sum(2 * len(_beyond(r)) for r in rows.values())
+    k = sum(len(_beyond(r)) for r in rows.values())
     if not k:
         raise Missing("Sandwich perplexity beyond L_tr not measured")
     parts, outcomes = [], []
@@ -448,8 +450,8 @@ def _c10(res):
         bounds = {L: _r_at_length(row, L, k=k) for L in _beyond(row)}
         L = min(bounds, key=lambda n: bounds[n][2])  # the length most surely below ppl(L_tr)
         lower = True if bounds[L][2] < 1 else (False if all(lo >= 1 for _, lo, _, _ in bounds.values()) else UNDECIDED)
-        outcomes += [_extrap(row, k), lower]
-        parts.append(f"{c}: {_max_r_text(row)}; lowest {bounds[L][3]} at L = {L}")
+        outcomes.append(lower)
+        parts.append(f"{c}: lowest {bounds[L][3]} at L = {L}")
     return "; ".join(parts), _all(*outcomes), k
 
 
