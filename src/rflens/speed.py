@@ -165,6 +165,17 @@ def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: in
     return record
 
 
+def speed_record(scale, *, progress: bool = True) -> dict | None:
+    """The recorded training speed of ``scale``; a preset that trains in the run store
+    records it now when it has none (once: later calls read it). A shipped preset's record
+    is only read, never written here (None when the bundle has none)."""
+    sc = scales.get(scale) if isinstance(scale, str) else scale
+    record = load_speed_record(sc)
+    if record is None and not sc.shipped:
+        record = record_speed(sc, progress=progress)
+    return record
+
+
 def load_speed_record(scale) -> dict | None:
     """The recorded training speed of ``scale`` (:func:`record_speed`), or None when none was recorded."""
     from . import storage
