@@ -159,6 +159,11 @@ def test_deduplication_drops_exact_and_near_repeats_and_keeps_the_first():
     assert dropped == {"y/a-copy": "x/a", "y/a-edit": "x/a", "z/short2": "z/short"}
     # the same input gives the same answer (the shingle sample is a fixed hash, not Python's)
     assert W.deduplicate(list(docs)) == (kept, dropped)
+    # a later document that contains an earlier one (a longer edition, a mail sent twice
+    # with more text) repeats it too, whichever of the two is longer
+    longer = [("m/short", b), ("m/long", essay(5, 300) + b + essay(6, 300)), ("m/other", essay(7, 900))]
+    kept, dropped = W.deduplicate(longer)
+    assert [i for i, _ in kept] == ["m/short", "m/other"] and dropped == {"m/long": "m/short"}
 
 
 def test_a_mail_keeps_its_subject_and_own_words_only():

@@ -265,14 +265,16 @@ def deduplicate(docs, near: float = 0.5, min_shingles: int = 4):
     """``docs`` without exact or near repeats of an earlier document, and what was dropped.
 
     Exact: the same words after lower-casing and dropping punctuation and spacing. Near:
-    at least ``near`` of a document's sampled 8-word shingles (:func:`shingles`) occur in
-    one earlier kept document (a quoted speech, a file copied into a second package, a
-    second edition). Documents with fewer than ``min_shingles`` sampled shingles are
-    compared exactly only. Returns (kept, {dropped id: id of the document it repeats}).
+    a document and one earlier kept document share at least ``near`` of the sampled 8-word
+    shingles (:func:`shingles`) of the shorter of the two (a quoted speech, a file copied
+    into a second package, a mail sent to two lists, a longer second edition). Documents
+    with fewer than ``min_shingles`` sampled shingles are compared exactly only. Returns
+    (kept, {dropped id: id of the document it repeats}).
     """
     kept, dropped = [], {}
     seen_exact: dict[str, str] = {}
     owner: dict[int, list[int]] = {}  # shingle -> indices into kept
+    sizes: list[int] = []  # sampled shingles of each kept document
     for doc_id, text in docs:
         key = hashlib.sha256(_norm(text).encode()).hexdigest()
         if key in seen_exact:
@@ -284,14 +286,14 @@ def deduplicate(docs, near: float = 0.5, min_shingles: int = 4):
             for s in sh:
                 for k in owner.get(s, ()):
                     counts[k] = counts.get(k, 0) + 1
-            if counts:
-                best = max(counts, key=lambda k: (counts[k], -k))
-                if counts[best] >= near * len(sh):
-                    dropped[doc_id] = kept[best][0]
-                    continue
+            repeats = [k for k, c in counts.items() if sizes[k] >= min_shingles and c >= near * min(len(sh), sizes[k])]
+            if repeats:
+                dropped[doc_id] = kept[min(repeats, key=lambda k: (-counts[k], k))][0]
+                continue
         seen_exact[key] = doc_id
         for s in sh:
             owner.setdefault(s, []).append(len(kept))
+        sizes.append(len(sh))
         kept.append((doc_id, text))
     return kept, dropped
 
@@ -376,9 +378,16 @@ def documents(name: str, root: Path, say=None) -> tuple[list[tuple[str, str]], d
     return kept, {"archives": archives, "dropped": dropped, "extracted": len(docs)}
 
 
-def pins(name: str) -> dict[str, str]:
-    """What a build of ``name`` must still match: each archive's pin and its pinned sha256."""
-    return {p.archive.pin: p.archive.sha256 or "" for p in WIDE[name].parts}
+# Bump when a reader, the cleaning or the deduplication changes: the documents are then
+# extracted again (the thresholds below are part of the key as well).
+EXTRACTION = 2
+
+
+def pins(name: str) -> dict:
+    """What a build of ``name`` must still match: each archive's pin and its pinned sha256,
+    and the version of the extraction rules."""
+    rules = f"{EXTRACTION}:{MIN_CHARS}:{MIN_MATH}:{MIN_ENGLISH}"
+    return {**{p.archive.pin: p.archive.sha256 or "" for p in WIDE[name].parts}, "extraction": [rules]}
 
 
 _register(WideCorpus(
