@@ -171,6 +171,9 @@ def test_a_mail_keeps_its_subject_and_own_words_only():
            "I will bring the lemonade.\r\n> You said you would bring cake.\n> Really?\n\nSee you there.\n"
            "_______________________________________________\nList mailing list\nhttp://example.org\n")
     assert W.mail_body(raw) == "Re: garden party\n\nI will bring the lemonade.\n\nSee you there.\n"
+    for rule in ("  ----- Original Message -----", "------------------------ Yahoo! Groups Sponsor ------~-->"):
+        forwarded = raw.replace("> You said", f"{rule}\n  You said")
+        assert W.mail_body(forwarded) == "Re: garden party\n\nI will bring the lemonade.\n"
     spam = {"group": "spam-1", "text": raw}
     ham = {"group": "easy-ham-1", "text": raw}
     members = [("package/data/spam-1/1.json", json.dumps(spam).encode()),

