@@ -282,3 +282,19 @@ def test_the_wide_corpora_are_registered_and_the_embedded_ones_unchanged():
     assert "prose" not in B.MIN_SPLIT_DOCS
     with pytest.raises(UserError):
         DataConfig(corpus="prose-narrow")
+
+
+def test_the_command_line_names_the_wide_corpora_apart_from_all():
+    from types import SimpleNamespace
+
+    from rflens.cli import data as cli_data
+
+    def names(**kw):
+        args = SimpleNamespace(**{"source": "embedded", "vocab_size": 320, "scale": None, **kw})
+        return [c.corpus for c in cli_data._configs_for(args)]
+
+    assert names(corpus="all") == ["prose", "code", "math"]
+    assert names(corpus="wide") == list(WIDE_CORPORA)
+    assert names(corpus="math-tex", scale="long") == ["math-tex"]
+    with pytest.raises(UserError, match="not the hub"):
+        names(corpus="code-wide", source="hub")
