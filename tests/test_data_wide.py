@@ -149,6 +149,11 @@ def test_the_cli_reports_a_missing_client_in_one_line(tmp_path, monkeypatch, cap
 
 # ----------------------------------------------------------------------------- text
 
+def test_text_is_utf8_or_a_latin_code_page_with_one_kind_of_line_end():
+    assert W.decode("  Caf\u00e9 \u00a315\r\nnext\rline  ".encode("utf-8")) == "Caf\u00e9 \u00a315\nnext\nline\n"
+    assert W.decode("Caf\u00e9 \u00a315 \u201cquoted\u201d".encode("cp1252")) == "Caf\u00e9 \u00a315 \u201cquoted\u201d\n"
+
+
 def test_deduplication_drops_exact_and_near_repeats_and_keeps_the_first():
     a, b = essay(1, 400), essay(2, 400)
     near = a.replace(a[:60], "An opening sentence that was rewritten for the second edition ")

@@ -59,16 +59,17 @@ class WideCorpus:
     # are then extracted again (the thresholds MIN_CHARS, MIN_MATH, MIN_ENGLISH are in the key too)
     version: int = 2
 
-    def pins(self) -> dict[str, str]:
-        return {p.archive.pin: p.archive.registry for p in self.parts}
-
 
 # ----------------------------------------------------------------------------- text
 
 def decode(data: bytes) -> str:
-    """UTF-8 (undecodable bytes replaced), ``\\r\\n`` and ``\\r`` as ``\\n``, stripped, one final newline."""
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
-    return text.strip() + "\n"
+    """UTF-8, or Windows-1252 where that fails (older LaTeX sources and news files are in a
+    Latin code page); ``\\r\\n`` and ``\\r`` as ``\\n``, stripped, one final newline."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("cp1252", errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip() + "\n"
 
 
 def _gunzip(name: str, data: bytes) -> tuple[str, bytes]:
@@ -84,12 +85,6 @@ def read_files(members):
     for name, data in members:
         name, data = _gunzip(name, data)
         yield name, decode(data)
-
-
-def read_after_first(members):
-    """Each member a document, its id without the archive's first path component."""
-    for name, text in read_files(members):
-        yield name.split("/", 1)[-1], text
 
 
 _QUOTED = re.compile(r"^\s*(>|\|)")
@@ -417,7 +412,7 @@ _register(WideCorpus(
              "the reStructuredText sources of the Python 3.11 documentation (tutorial, HOWTOs, library "
              "reference): technical prose with code"),
     ),
-    version=3,
+    version=4,
 ))
 
 _register(WideCorpus(
@@ -471,4 +466,5 @@ _register(WideCorpus(
              "the .tex documentation of Maxima's shared packages"),
     ),
     select=select_math,
+    version=3,
 ))
