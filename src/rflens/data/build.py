@@ -30,8 +30,8 @@ import numpy as np
 from .. import storage
 from ..config import WIDE_CORPORA, DataConfig
 from ..errors import UserError
-from .corpus import EOT, SPLITS, Corpus
 from . import wide
+from .corpus import EOT, SPLITS, Corpus
 from .sources import (PINS, SOURCE_PACKAGES, _embedded_documents, _files_documents, _files_key, _hub_documents,
                       _hub_name, _installed, _progress, check_hub)
 
