@@ -31,6 +31,8 @@ KERPLE_INITS = ("uniform", "fixed")
 T5_INITS = ("neox", "zero")
 KERNELS = ("auto", "sdpa", "flex", "chunked")
 CORPORA = ("prose", "code", "math")
+# Larger stand-ins for runs that must not repeat their text (rflens.data.wide); built by name only
+WIDE_CORPORA = ("prose-wide", "code-wide", "math-tex")
 SOURCES = ("embedded", "hub", "files")
 PROTOCOLS = ("last_token", "non_overlapping", "sliding")
 ROPE_SCALINGS = ("pi", "ntk", "yarn")  # rotary stretched at evaluation (rflens.positional.rope_frequencies)
@@ -225,7 +227,7 @@ class DataConfig(_Settings):
         self._canonical_numbers()
         _choice("source", self.source, SOURCES)
         if self.source == "embedded":
-            _choice("corpus", self.corpus, CORPORA)
+            _choice("corpus", self.corpus, CORPORA + WIDE_CORPORA)
         if self.source == "files" and not self.files:
             raise ConfigError("files", self.files, "source='files' needs at least one path")
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 260:

