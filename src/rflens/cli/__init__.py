@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 
+from ..config import CORPORA, WIDE_CORPORA
 from ..errors import UserError
 from ..paper import ERF_THRESHOLD
 from ..parallel import EXECUTORS
@@ -37,7 +38,7 @@ SCALE_HELP = f"preset: {', '.join(SCALES)} (default: {DEFAULT_SCALE})"
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", default=DEFAULT_SCALE, help=SCALE_HELP)
     p.add_argument("--pos", default="alibi", help="positional scheme, e.g. alibi, window, sandwich, t5")
-    p.add_argument("--corpus", default="prose", help="prose, code or math (default: %(default)s)")
+    p.add_argument("--corpus", default="prose", help=f"{', '.join(CORPORA + WIDE_CORPORA)} (default: %(default)s)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. --set window=32 --set train.steps=100 (repeatable)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -81,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print {head: [bias at distance 0..L-1]} as JSON")
 
     p = sub.add_parser("data", help=COMMANDS["data"], description=COMMANDS["data"])
-    p.add_argument("--corpus", default="all", help="prose, code, math or all (default: %(default)s)")
+    p.add_argument("--corpus", default="all", help=f"{', '.join(CORPORA + WIDE_CORPORA)}, all (the first three) or wide "
+                                                    "(the last three) (default: %(default)s)")
     p.add_argument("--source", default="embedded", help="embedded (default), hub or files")
     p.add_argument("--files", nargs="*", default=[], metavar="PATH", help="text, jsonl or parquet files (--source files)")
     p.add_argument("--vocab-size", type=int, default=8192, help="BPE vocabulary size (default: %(default)s)")
