@@ -160,7 +160,7 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     ``threshold = erf_threshold``. The threshold only enters the summary, so changing it
     reuses the stored gradients.
     """
-    from .evaluate import check_rope, eval_config
+    from .evaluate import check_rope, corpus_segments, eval_config
 
     ev = eval_cfg or eval_config(run)
     l_tr = run.train_cfg.l_tr
@@ -183,16 +183,24 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     def compute() -> dict:
         t0 = time.perf_counter()
         model = run.load_model()
-        segments = run.corpus().eval_segments(n, length + 1, ev.seed)  # (N, L + 1)
+        # a bias that is not finite over the segment: one line naming the setting or the file
+        positional.check_bias(model.cfg, length, model.pos)
+        segments, about = corpus_segments(run.corpus(), n, length + 1, ev.seed)  # (N, L + 1)
         with positional.stretched(model, *ev.rope_for(length, l_tr), l_tr):
             norms = input_gradients(model, segments, batch_size=ev.batch_size, progress=progress)
         return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
-                "seconds": round(time.perf_counter() - t0, 3)}
+                "seconds": round(time.perf_counter() - t0, 3), **about}
 
     stored = run.cached("input_gradients", params, compute)
     result = summarize(stored["normalized"], threshold, l_tr, theoretical_field(run.model_cfg))
     result.update(n=stored["n"], seed=stored["seed"], seconds=stored["seconds"])
+    result.update({k: stored[k] for k in SEGMENT_KEYS if k in stored})
     return result
+
+
+# what :func:`rflens.evaluate.draw` says about the segments, kept with the gradients
+SEGMENT_KEYS = ("segment_ends", "segments_distinct", "tokens_covered", "segment_length", "stream_tokens",
+                "region_start", "in_region")
 
 
 # -----------------------------------------------------------------------------

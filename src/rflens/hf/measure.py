@@ -18,16 +18,17 @@ import torch
 from .. import resources, storage
 from ..config import DataConfig, EvalConfig
 from ..errors import UserError
-from ..evaluate import EVAL_VERSION, check_lengths, check_n, last_token_nll, last_token_result, rows_per_pass
+from ..evaluate import (EVAL_VERSION, check_finite, check_lengths, check_n, last_token_nll, last_token_result,
+                        rows_per_pass)
 from ..paper import ERF_THRESHOLD
-from ..receptive import ERF_VERSION, input_gradients, normalize, summarize
+from ..receptive import ERF_VERSION, SEGMENT_KEYS, input_gradients, normalize, summarize
 from ..results import N_BOOTSTRAP
 from .adapter import device_and_dtype, load
 from .hub import ModelRef, resolve
-from .text import _Text, text_segments
+from .text import _Text, text_draw
 
 # Bump when a change in rflens.hf changes the numbers, so cached results are recomputed.
-HF_VERSION = 1
+HF_VERSION = 2  # 2: segments drawn twice resampled together, what the segments rest on recorded
 # Pretrained models are large: the default lengths reach 4 x L_tr (rflens's own models: 16 x)
 LENGTH_MULTS = (0.25, 0.5, 1, 2, 4)
 ERF_LENGTH_MULT = 2
@@ -109,12 +110,16 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
     def compute() -> dict:
         t0 = time.perf_counter()
         lens, tokenizer = load(ref, device=device, progress=progress)
-        segments = text_segments(src.tokens(tokenizer), n, max(lengths) + 1, ev.seed, src.what)  # (N, max L + 1)
+        segments, about = text_draw(src.tokens(tokenizer), n, max(lengths) + 1, ev.seed, src.what)  # (N, max L + 1)
         nll = last_token_nll(lens, segments, lengths, batch_size=ev.batch_size, progress=progress)
-        return {**last_token_result(nll, lengths, ref.l_tr, ev.seed), **_about(ref, src, dtype),
-                "seconds": round(time.perf_counter() - t0, 3)}
+        result = {**last_token_result(nll, lengths, ref.l_tr, ev.seed, about), **_about(ref, src, dtype),
+                  "seconds": round(time.perf_counter() - t0, 3)}
+        check_finite(result, ref.name)  # nothing non-finite is stored
+        return result
 
-    return _cached("perplexity", params, compute)
+    result = _cached("perplexity", params, compute)
+    check_finite(result, ref.name)
+    return result
 
 
 def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int | None = None, n: int | None = None,
@@ -148,12 +153,12 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
     def compute() -> dict:
         t0 = time.perf_counter()
         lens, tokenizer = load(ref, device=device, progress=progress)
-        segments = text_segments(src.tokens(tokenizer), n, length + 1, ev.seed, src.what)  # (N, L + 1)
+        segments, about = text_draw(src.tokens(tokenizer), n, length + 1, ev.seed, src.what)  # (N, L + 1)
         # a backward pass holds every layer's activations: a long segment gets a pass of its own
         batch = rows_per_pass(length, ev.batch_size, ERF_MAX_TOKENS)
         norms = input_gradients(lens, segments, batch_size=batch, progress=progress)
         return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
-                "seconds": round(time.perf_counter() - t0, 3), **_about(ref, src, dtype)}
+                "seconds": round(time.perf_counter() - t0, 3), **_about(ref, src, dtype), **about}
 
     stored = _cached("input_gradients", params, compute)
     result = summarize(stored["normalized"], threshold, stored["l_tr"] or length)
@@ -161,4 +166,5 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
         result.update(l_tr=None, share_in_ltr=None)
     result.update({k: stored[k] for k in ("n", "seed", "seconds", "cached", "model", "model_type", "text",
                                           "l_tr_source", "dtype")})
+    result.update({k: stored[k] for k in SEGMENT_KEYS if k in stored})
     return result
