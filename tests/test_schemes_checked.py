@@ -142,7 +142,7 @@ def test_a_stored_result_that_is_not_finite_is_not_served(monkeypatch):
     ev = EvalConfig(n_segments=4, length_mults=(1, 2))
     res = evaluate.perplexity(run, progress=False, eval_cfg=ev)
     assert np.isfinite(res["ppl"]).all()
-    stored = {**res, "ppl": [res["ppl"][0], float("nan")]}
+    stored = {**res, "ppl": [res["ppl"][0], float("nan")], "nll": [res["nll"][0], float("nan")]}
     monkeypatch.setattr(run, "cached", lambda name, params, compute: stored)
     with pytest.raises(UserError, match="L_ex = 16.*--lengths up to 8"):
         evaluate.perplexity(run, progress=False, eval_cfg=ev)

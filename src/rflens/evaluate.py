@@ -359,27 +359,72 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
             result["stride"] = stride
             result["ci"] = _ci_text(protocol)
         result["seconds"] = round(time.perf_counter() - t0, 3)
-        check_finite(result, f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})")  # nothing non-finite is stored
+        check_finite(result, who)  # nothing non-finite is stored
         return result
 
+    who = f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})"
     result = run.cached(f"perplexity_{protocol}", params, compute)
-    check_finite(result, f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})")  # nor served from an older store or a bundle
+    # nothing damaged or non-finite is served either, from an older store or a bundle
+    check_stored(result, lengths, who, f"the folder {getattr(run, 'path', 'of the model')}/results")
+    check_finite(result, who)
     return result
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_stored(result, lengths, who: str, where: str) -> None:
+    """UserError when a result read back (from the run store, or built from a bundle) is not
+    what this module writes for ``lengths``: it would print wrong numbers, or fail in the
+    printing. ``where`` names what to delete so that it is measured again."""
+    def bad(field: str):
+        raise UserError(f"the stored perplexity of {who} is damaged ({field}): delete {where} to measure it again")
+
+    if not isinstance(result, dict):
+        bad("not a JSON object")
+    if result.get("lengths") != list(lengths):
+        bad("lengths")
+    for key in ("ppl", "ci_low", "ci_high", "nll"):
+        values = result.get(key)
+        if not isinstance(values, list) or len(values) != len(lengths) or not all(_number(v) for v in values):
+            bad(key)
+    for ppl, nll in zip(result["ppl"], result["nll"]):  # ppl = exp(mean NLL), wherever that is a number
+        if np.isfinite(nll) and nll < 700 and not (np.isfinite(ppl) and ppl > 0 and
+                                                   abs(np.log(ppl) - nll) <= 1e-6 * max(1.0, abs(nll))):
+            bad("ppl is not exp of the mean NLL")
+    for key in ("tokens", "units"):
+        values = result.get(key)
+        if not isinstance(values, list) or len(values) != len(lengths) or not all(_count(v) for v in values):
+            bad(key)
+    if not _number(result.get("seconds")) or not isinstance(result.get("ci"), str):
+        bad("seconds" if not _number(result.get("seconds")) else "ci")
+    if "segments_distinct" in result:
+        ends = result.get("segment_ends")
+        if (not isinstance(ends, list) or not all(_count(e) for e in ends) or
+                not all(_count(result.get(k)) for k in ("segments_distinct", "tokens_covered", "segment_length",
+                                                         "stream_tokens", "region_start"))
+                or result["segments_distinct"] != len(set(ends)) or not isinstance(result.get("in_region"), bool)):
+            bad("segments")
 
 
 def check_finite(result: dict, who: str) -> None:
     """UserError naming the first length whose perplexity, interval or NLL is not finite, and
     the longest length below it that is; nothing else when every number is finite."""
     lengths = result["lengths"]
+    keys = ("ppl", "ci_low", "ci_high", "nll")
     for i, length in enumerate(lengths):
-        values = [result[k][i] for k in ("ppl", "ci_low", "ci_high", "nll")]
-        bad = next((v for v in values if v is None or not np.isfinite(v)), "ok")
-        if bad == "ok":
+        bad = next((result[k][i] for k in keys if not np.isfinite(result[k][i])), None)
+        if bad is None:
             continue
-        good = [L for j, L in enumerate(lengths)
-                if all(result[k][j] is not None and np.isfinite(result[k][j]) for k in ("ppl", "ci_low", "ci_high", "nll"))]
-        what = ("its loss is not finite there" if result["nll"][i] is None or not np.isfinite(result["nll"][i])
-                else "exp of its mean loss overflows")
+        good = [L for j, L in enumerate(lengths) if all(np.isfinite(result[k][j]) for k in keys)]
+        what = ("its loss is not finite there" if not np.isfinite(result["nll"][i]) else
+                "exp of its mean loss overflows" if not np.isfinite(result["ppl"][i]) else
+                "its interval is not finite")
         fix = (f"measure --lengths up to {max(good)}" if good else "measure shorter --lengths")
         raise UserError(f"{who} gives a perplexity of {bad} at L_ex = {length} ({what}): no number is reported "
                         f"for it; {fix}, or retrain the model with a scheme and settings that stay finite there")

@@ -192,10 +192,35 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
                 "seconds": round(time.perf_counter() - t0, 3), **about}
 
     stored = run.cached("input_gradients", params, compute)
+    check_gradients(stored, length, f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})",
+                    f"the folder {getattr(run, 'path', 'of the model')}/results")
     result = summarize(stored["normalized"], threshold, l_tr, theoretical_field(run.model_cfg))
     result.update(n=stored["n"], seed=stored["seed"], seconds=stored["seconds"])
     result.update({k: stored[k] for k in SEGMENT_KEYS if k in stored})
     return result
+
+
+def check_gradients(stored, length: int, who: str, where: str) -> None:
+    """UserError when normalised gradients read back (from the run store, or a bundle) are not
+    what :func:`normalize` writes for segments of ``length``: ``length`` finite shares >= 0
+    that sum to 1. ``where`` names what to delete so that they are measured again."""
+    def bad(field: str):
+        raise UserError(f"the stored receptive field of {who} is damaged ({field}): delete {where} to measure it again")
+
+    if not isinstance(stored, dict):
+        bad("not a JSON object")
+    values = stored.get("normalized")
+    if (not isinstance(values, list) or len(values) != length
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+        bad("normalized")
+    values = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(values).all() or (values < 0).any() or abs(values.sum() - 1) > 1e-2:  # shipped shares are rounded
+        bad("normalized: not finite shares summing to 1")
+    for key in ("n", "seed"):
+        if isinstance(stored.get(key), bool) or not isinstance(stored.get(key), int) or stored[key] < 0:
+            bad(key)
+    if isinstance(stored.get("seconds"), bool) or not isinstance(stored.get("seconds"), (int, float)):
+        bad("seconds")
 
 
 # what :func:`rflens.evaluate.draw` says about the segments, kept with the gradients

@@ -18,10 +18,10 @@ import torch
 from .. import resources, storage
 from ..config import DataConfig, EvalConfig
 from ..errors import UserError
-from ..evaluate import (EVAL_VERSION, check_finite, check_lengths, check_n, last_token_nll, last_token_result,
-                        rows_per_pass)
+from ..evaluate import (EVAL_VERSION, check_finite, check_lengths, check_n, check_stored, last_token_nll,
+                        last_token_result, rows_per_pass)
 from ..paper import ERF_THRESHOLD
-from ..receptive import ERF_VERSION, SEGMENT_KEYS, input_gradients, normalize, summarize
+from ..receptive import ERF_VERSION, SEGMENT_KEYS, check_gradients, input_gradients, normalize, summarize
 from ..results import N_BOOTSTRAP
 from .adapter import device_and_dtype, load
 from .hub import ModelRef, resolve
@@ -118,6 +118,7 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
         return result
 
     result = _cached("perplexity", params, compute)
+    check_stored(result, lengths, ref.name, f"the folder {storage.runs_dir() / 'hf'}")
     check_finite(result, ref.name)
     return result
 
@@ -161,6 +162,7 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
                 "seconds": round(time.perf_counter() - t0, 3), **_about(ref, src, dtype), **about}
 
     stored = _cached("input_gradients", params, compute)
+    check_gradients(stored, length, ref.name, f"the folder {storage.runs_dir() / 'hf'}")
     result = summarize(stored["normalized"], threshold, stored["l_tr"] or length)
     if stored["l_tr"] is None:
         result.update(l_tr=None, share_in_ltr=None)
