@@ -127,3 +127,10 @@ def test_a_stored_hf_perplexity_that_is_edited_is_one_line(tiny, tmp_path, store
     tamper(entry, "ci_high", [np.inf, 1.0])
     err = one_line(capsys, argv)
     assert "L_ex = 8" in err or "damaged" in err
+
+
+def test_a_revision_of_a_folder_is_refused_not_ignored(tiny, store, capsys):
+    for argv in (["evaluate", "--lengths", "8", "--n", "2"], ["erf", "--length", "8", "--n", "1"]):
+        err = one_line(capsys, [argv[0], "--hf", tiny["bloom"], "--revision", "main", "--scale", "smoke", "--quiet",
+                                *argv[1:]])
+        assert "--revision" in err and "drop --revision" in err

@@ -169,3 +169,26 @@ def test_a_query_dependent_scheme_is_checked_where_queries_see_keys(registry, tm
     assert scheme.position_bias(64).shape == (2, 64, 64)
     with pytest.raises(UserError, match=r"-inf at head 0, query 99, key 99 \(for 2 heads and 100 positions\)"):
         scheme.position_bias(100)
+
+
+@pytest.mark.parametrize("name, title", [(5, None), ("", None), ("a\nb", None), ("../up", None), ("x" * 65, None),
+                                         ("ok_name", 5), ("ok_name", "two\nlines"), ("ok_name", "")])
+def test_a_scheme_name_or_title_that_is_not_one_word_or_line_is_refused(name, title, registry, tmp_path, capsys):
+    """A name is what --pos takes: "" used to register a scheme that `--pos ""` then trained,
+    and a newline split every error listing the schemes over two lines."""
+    path = tmp_path / "named.py"
+    path.write_text(f"import rflens\n\n\n@rflens.register_scheme({name!r}, title={title!r})\n"
+                    "def bias(distance, n_head):\n    return (-distance).expand(n_head, -1)\n")
+    err = one_line(capsys, ["--schemes", path, "bias", "--pos", "alibi"])
+    assert "register_scheme(" in err
+    assert set(schemes.TABLE) == set(schemes.NAMES) | {n for n in schemes.TABLE if schemes.TABLE[n].source}
+    assert name not in schemes.TABLE or name in schemes.NAMES
+
+
+def test_an_overflowing_bias_of_rflens_s_own_is_not_printed_as_a_mask(capsys):
+    """-inf is a window's mask; a KERPLE bias of -r1 k^r2 that overflows float32 is not one."""
+    err = one_line(capsys, ["bias", "--pos", "kerple_power", "--set", "kerple_init=fixed", "--set", "kerple_r1=1e38",
+                            "--set", "kerple_r2=2", "--length", "4"])
+    assert "overflows" in err and "kerple_r1" in err
+    assert main(["bias", "--pos", "alibi", "--set", "window=2", "--length", "4", "--heads", "2"]) == 0
+    assert "-inf" in capsys.readouterr().out  # the window's mask is still shown

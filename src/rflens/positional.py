@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 
 import torch
 import torch.nn as nn
@@ -472,6 +473,7 @@ class RelativeScheme(Scheme):
         return self.position_bias(n)[:, -1].flip(-1)  # the last query's bias, by distance
 
 
+SCHEME_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")  # what --pos takes for a scheme of one's own
 # the sizes a scheme of one's own is tried at when it is registered (every other size is
 # checked each time the scheme is used)
 PROBE_LENGTHS = (8, 1, 2, 64)
@@ -582,6 +584,13 @@ def register_scheme(name: str, *, title: str | None = None):
     import dataclasses
     import inspect
 
+    if not isinstance(name, str) or not SCHEME_NAME.fullmatch(name):
+        raise UserError(f"register_scheme({name!r}): a scheme's name is what --pos takes, a word of letters, digits "
+                        "and _ - . starting with a letter, at most 64 characters (e.g. 'my_bias')")
+    if title is not None and (not isinstance(title, str) or not title.strip() or "\n" in title or len(title) > 80):
+        raise UserError(f"register_scheme({name!r}, title={title!r}): the title is a one-line string of at most "
+                        "80 characters, as tables and figures print it")
+
     def add(obj):
         if isinstance(obj, type) and issubclass(obj, Scheme):
             cls = obj
@@ -671,19 +680,24 @@ def check_bias(cfg: ModelConfig, length: int, scheme: Scheme | None = None) -> N
         if scheme.kind != "relative":
             return
         table = scheme.distance_bias(max(1, length)).detach().float()
+    info = schemes.TABLE.get(cfg.pos)
     bad = torch.isnan(table) | (table == float("inf"))
-    bad[:, 0] |= table[:, 0] == float("-inf")
+    if info is not None and info.source is None:
+        bad |= table == float("-inf")  # rflens's schemes mask nothing themselves: -inf is an overflow
+    else:
+        bad[:, 0] |= table[:, 0] == float("-inf")
     if not bad.any():
         return
     head, k = (int(i) for i in bad.nonzero()[0])
     value = table[head, k].item()
-    info = schemes.TABLE.get(cfg.pos)
     if info is not None and info.source is not None:
         fix = f"fix the bias function of {cfg.pos!r} in {info.source}"
     else:
         fix = f"change --set {BIAS_SETTINGS.get(cfg.pos, 'the scheme settings')}"
+    why = ("it overflows float32, where rflens's schemes mask nothing" if value == float("-inf") and k > 0
+           else "attention over it is not defined")
     raise UserError(f"the {cfg.pos} bias is {value} at head {head}, distance {k} (of {length:,}) with these "
-                    f"settings: attention over it is not defined; {fix}")
+                    f"settings: {why}; {fix}")
 
 
 def last_query_bias(cfg: ModelConfig, length: int) -> Tensor:

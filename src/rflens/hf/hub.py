@@ -82,6 +82,9 @@ def resolve(name_or_path, revision: str | None = None) -> ModelRef:
     name = str(name_or_path)
     path = Path(name).expanduser()
     if path.is_dir():
+        if revision is not None:
+            raise UserError(f"--revision {revision} picks a version of a hub model; {path} is a folder, which has only "
+                            "the one it holds: drop --revision")
         if not (path / "config.json").is_file():
             raise UserError(f"{path} has no config.json, so it is not a saved model: {LOAD_FIX}")
         folder = path.resolve()

@@ -148,6 +148,9 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
         raise UserError(f"the ERF threshold must be in (0, 1], e.g. {ERF_THRESHOLD}; got {threshold!r}")
     length, n = int(length), int(n)
     ref.check_length(length, "--length")
+    # the segment draw (its positions, the gathered tokens, the int64 segments) and the gradient norms
+    resources.check((8 + 8 + 8 + 8) * n * (length + 1), f"the receptive field over {length:,} tokens of {n:,} "
+                    "segments", "use a smaller --n or a shorter --length")
     src, device, dtype, params = _inputs(ref, text, corpus, data_cfg, device, ev.seed, progress)
     params.update(length=length, n=n, version=[HF_VERSION, ERF_VERSION])
 
