@@ -134,3 +134,51 @@ def test_a_revision_of_a_folder_is_refused_not_ignored(tiny, store, capsys):
         err = one_line(capsys, [argv[0], "--hf", tiny["bloom"], "--revision", "main", "--scale", "smoke", "--quiet",
                                 *argv[1:]])
         assert "--revision" in err and "drop --revision" in err
+
+
+def _saved_gpt2(folder, tokenizer_from, vocab: int, fill=None):
+    import torch
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=32, n_layer=1, n_head=2, n_positions=64,
+                                       bos_token_id=0, eos_token_id=0))
+    if fill is not None:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(fill)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(folder)
+    return folder
+
+
+def test_a_tokenizer_of_another_model_is_one_line_not_an_index_error(tiny, tmp_path, store, capsys):
+    folder = _saved_gpt2(tmp_path / "small_vocab", tiny["gpt2"], vocab=50)
+    capsys.readouterr()  # the library's progress bar while saving
+    text = tmp_path / "t.txt"
+    text.write_text(" ".join(["the model reads a window of tokens"] * 10))
+    for argv in (["evaluate", "--lengths", "4"], ["erf", "--length", "4"]):
+        err = one_line(capsys, [argv[0], "--hf", folder, "--text", text, "--scale", "smoke", "--quiet", "--n", "2",
+                                *argv[1:]])
+        assert "tokenizer" in err and "0..49" in err
+
+
+def test_a_pretrained_model_that_gives_nan_says_to_check_it_not_to_retrain_it(tiny, tmp_path, store, capsys):
+    folder = _saved_gpt2(tmp_path / "nan_weights", tiny["gpt2"], vocab=384, fill=float("nan"))
+    capsys.readouterr()  # the library's progress bar while saving
+    text = tmp_path / "t.txt"
+    text.write_text(" ".join(["the model reads a window of tokens"] * 10))
+    for argv in (["evaluate", "--lengths", "4,8"], ["erf", "--length", "4"]):
+        err = one_line(capsys, [argv[0], "--hf", folder, "--text", text, "--scale", "smoke", "--quiet", "--n", "2",
+                                *argv[1:]])
+        assert "nan_weights" in err and "check its weights" in err
+        assert "retrain the" not in err and "shorter --lengths" not in err  # advice that cannot work
+
+
+def test_windowed_protocols_say_when_the_region_holds_fewer_units_than_asked(store, capsys):
+    argv = ["evaluate", "--scale", "smoke", "--quiet", "--protocol", "non_overlapping", "--lengths", "16,256"]
+    assert main(argv + ["--n", "100000"]) == 0
+    out = capsys.readouterr().out
+    assert "N = 100,000 chunks asked, but the evaluation region holds only" in out and "at L_ex = 256" in out
+    assert main(argv + ["--n", "3"]) == 0
+    assert "asked, but" not in capsys.readouterr().out

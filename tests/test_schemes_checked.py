@@ -128,7 +128,7 @@ def test_a_result_that_is_not_finite_is_one_line_naming_the_lengths_that_are():
             evaluate.check_finite(bad, "m")
         assert said in str(info.value)
     overflow = {**good, "ppl": [float("inf")] * 3, "nll": [800.0] * 3}
-    with pytest.raises(UserError, match="overflows.*shorter --lengths"):
+    with pytest.raises(UserError, match="overflows.*for it; retrain the model"):
         evaluate.check_finite(overflow, "m")
 
 

@@ -264,6 +264,20 @@ def describe_segments(ends, length: int, total: int) -> dict:
             "region_start": eval_region_start(total), "in_region": length <= eval_region_start(total)}
 
 
+def unit_notes(result: dict) -> list[str]:
+    """For the windowed protocols: the lengths at which the evaluation region holds fewer
+    chunks or windows than the N asked for (empty when every length has N, or none was asked)."""
+    n, unit = result.get("n"), _UNIT.get(result.get("protocol"), "units")
+    if result.get("protocol") == "last_token" or not isinstance(n, int):
+        return []
+    short = [(L, u) for L, u in zip(result["lengths"], result["units"]) if u < n]
+    if not short:
+        return []
+    said = ", ".join(f"{u:,} at L_ex = {L}" for L, u in short)
+    return [f"N = {n:,} {unit} asked, but the evaluation region holds only {said}: each length's interval rests on "
+            f"the {unit} it has"]
+
+
 def segment_notes(result: dict, interval: bool = True) -> list[str]:
     """Sentences about the segments a result rests on (a last-token result, or a receptive
     field with ``interval`` False), when they are not distinct, separate draws from the shared
@@ -275,7 +289,7 @@ def segment_notes(result: dict, interval: bool = True) -> list[str]:
     if k < n:
         notes.append(f"{n:,} segments drawn, {k:,} of them distinct: a segment drawn again is the same observation"
                      + (f", so the interval resamples the {k:,} distinct segments (with all their draws)" if interval
-                        else "") + "; give a longer text for more")
+                        else "") + "; a longer text would give more, and fewer segments (--n) lose nothing")
     if result["tokens_covered"] < OVERLAP_SHARE * k * length:
         notes.append(f"the {k:,} distinct segments of {length:,} tokens overlap: together they hold "
                      f"{result['tokens_covered']:,} distinct tokens, so their scored tokens share most of "
@@ -412,9 +426,12 @@ def check_stored(result, lengths, who: str, where: str) -> None:
             bad("segments")
 
 
-def check_finite(result: dict, who: str) -> None:
-    """UserError naming the first length whose perplexity, interval or NLL is not finite, and
-    the longest length below it that is; nothing else when every number is finite."""
+RETRAIN = "retrain the model with a scheme and settings that stay finite there"
+
+
+def check_finite(result: dict, who: str, remedy: str = RETRAIN) -> None:
+    """UserError naming the first length whose perplexity, interval or NLL is not finite, the
+    lengths that are, and ``remedy``; nothing else when every number is finite."""
     lengths = result["lengths"]
     keys = ("ppl", "ci_low", "ci_high", "nll")
     for i, length in enumerate(lengths):
@@ -425,9 +442,9 @@ def check_finite(result: dict, who: str) -> None:
         what = ("its loss is not finite there" if not np.isfinite(result["nll"][i]) else
                 "exp of its mean loss overflows" if not np.isfinite(result["ppl"][i]) else
                 "its interval is not finite")
-        fix = (f"measure --lengths up to {max(good)}" if good else "measure shorter --lengths")
+        fix = f"measure --lengths up to {max(good)}, or {remedy}" if good else remedy
         raise UserError(f"{who} gives a perplexity of {bad} at L_ex = {length} ({what}): no number is reported "
-                        f"for it; {fix}, or retrain the model with a scheme and settings that stay finite there")
+                        f"for it; {fix}")
 
 
 def check_rope(model_cfg, ev: EvalConfig) -> None:

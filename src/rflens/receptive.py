@@ -85,17 +85,20 @@ def input_gradients(model, segments: np.ndarray, batch_size: int = 8, progress: 
     return out
 
 
-def normalize(norms: np.ndarray) -> np.ndarray:
+def normalize(norms: np.ndarray, who: str = "the model", fix: str | None = None) -> np.ndarray:
     """Per-sample normalised gradients averaged over samples, index 0 = most recent token.
 
-    ``norms``: (N, L) in input order, as from :func:`input_gradients`. Returns (L,) summing to 1.
+    ``norms``: (N, L) in input order, as from :func:`input_gradients`. Returns (L,) summing to 1;
+    a sample without a finite, positive gradient is a UserError naming ``who`` (and ``fix``).
     """
     norms = np.asarray(norms, dtype=np.float64)
     if norms.ndim == 1:
         norms = norms[None]
     total = norms.sum(axis=1, keepdims=True)  # (N, 1)
     if np.any(total <= 0) or not np.all(np.isfinite(total)):
-        raise UserError("a sample has a zero or non-finite input gradient; the receptive field is undefined")
+        bad = int(np.flatnonzero((total <= 0) | ~np.isfinite(total))[0])
+        raise UserError(f"{who} gives sample {bad} a {'zero' if total[bad, 0] == 0 else 'non-finite'} input "
+                        f"gradient: the receptive field is undefined{'; ' + fix if fix else ''}")
     return (norms / total).mean(axis=0)[::-1].copy()  # (L,)
 
 
@@ -188,7 +191,9 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
         segments, about = corpus_segments(run.corpus(), n, length + 1, ev.seed)  # (N, L + 1)
         with positional.stretched(model, *ev.rope_for(length, l_tr), l_tr):
             norms = input_gradients(model, segments, batch_size=ev.batch_size, progress=progress)
-        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
+        normalized = normalize(norms, f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})",
+                               "retrain it with a scheme and settings whose gradients stay finite")
+        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalized.tolist(),
                 "seconds": round(time.perf_counter() - t0, 3), **about}
 
     stored = run.cached("input_gradients", params, compute)

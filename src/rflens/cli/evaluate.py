@@ -4,7 +4,7 @@ Hugging Face causal LM) at several lengths."""
 from __future__ import annotations
 
 from ..errors import UserError
-from ..evaluate import perplexity, segment_notes
+from ..evaluate import perplexity, segment_notes, unit_notes
 from .common import check_hf_flags, hf_settings, parse_lengths, print_hf_result, print_result, select_run
 
 
@@ -46,5 +46,5 @@ def format_table(result: dict) -> str:
         ci = f"[{result['ci_low'][i]:.2f}, {result['ci_high'][i]:.2f}]"
         ratio = f"{length / l_tr:>9.3g}" if l_tr else f"{'-':>9}"
         lines.append(f"{length:>7} {ratio} {result['ppl'][i]:>10.2f} {ci:>21} {result['tokens'][i]:>8}")
-    lines += [f"note: {x}" for x in segment_notes(result)]
+    lines += [f"note: {x}" for x in segment_notes(result) + unit_notes(result)]
     return "\n".join(lines)

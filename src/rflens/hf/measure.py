@@ -37,6 +37,20 @@ UNKNOWN_L_TR_ERF_LENGTH = 1024
 ERF_MAX_TOKENS = 1024  # tokens per forward and backward pass of the receptive-field analysis
 
 
+PRETRAINED_FIX = "check its weights and dtype (a pretrained model gives finite losses)"
+
+
+def check_vocabulary(lens, tokens: np.ndarray, name: str) -> np.ndarray:
+    """``tokens``, unless the tokenizer gives ids the model has no embedding for (a folder
+    whose tokenizer belongs to another model): then one line, not an IndexError inside it."""
+    size = lens.hf.get_input_embeddings().num_embeddings
+    if len(tokens) and (int(tokens.max()) >= size or int(tokens.min()) < 0):
+        raise UserError(f"the tokenizer of {name} gives token id {int(tokens.max())}, but the model embeds only ids "
+                        f"0..{size - 1}: the folder's tokenizer belongs to another model; save the model's own "
+                        "tokenizer beside it")
+    return tokens
+
+
 def _defaults(scale: str | None, eval_cfg: EvalConfig | None, data_cfg: DataConfig | None):
     from .. import scales
 
@@ -110,16 +124,17 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
     def compute() -> dict:
         t0 = time.perf_counter()
         lens, tokenizer = load(ref, device=device, progress=progress)
-        segments, about = text_draw(src.tokens(tokenizer), n, max(lengths) + 1, ev.seed, src.what)  # (N, max L + 1)
+        tokens = check_vocabulary(lens, src.tokens(tokenizer), ref.name)
+        segments, about = text_draw(tokens, n, max(lengths) + 1, ev.seed, src.what)  # (N, max L + 1)
         nll = last_token_nll(lens, segments, lengths, batch_size=ev.batch_size, progress=progress)
         result = {**last_token_result(nll, lengths, ref.l_tr, ev.seed, about), **_about(ref, src, dtype),
                   "seconds": round(time.perf_counter() - t0, 3)}
-        check_finite(result, ref.name)  # nothing non-finite is stored
+        check_finite(result, ref.name, PRETRAINED_FIX)  # nothing non-finite is stored
         return result
 
     result = _cached("perplexity", params, compute)
     check_stored(result, lengths, ref.name, f"the folder {storage.runs_dir() / 'hf'}")
-    check_finite(result, ref.name)
+    check_finite(result, ref.name, PRETRAINED_FIX)
     return result
 
 
@@ -157,11 +172,12 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
     def compute() -> dict:
         t0 = time.perf_counter()
         lens, tokenizer = load(ref, device=device, progress=progress)
-        segments, about = text_draw(src.tokens(tokenizer), n, length + 1, ev.seed, src.what)  # (N, L + 1)
+        tokens = check_vocabulary(lens, src.tokens(tokenizer), ref.name)
+        segments, about = text_draw(tokens, n, length + 1, ev.seed, src.what)  # (N, L + 1)
         # a backward pass holds every layer's activations: a long segment gets a pass of its own
         batch = rows_per_pass(length, ev.batch_size, ERF_MAX_TOKENS)
         norms = input_gradients(lens, segments, batch_size=batch, progress=progress)
-        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
+        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms, ref.name, PRETRAINED_FIX).tolist(),
                 "seconds": round(time.perf_counter() - t0, 3), **_about(ref, src, dtype), **about}
 
     stored = _cached("input_gradients", params, compute)
