@@ -192,3 +192,14 @@ def test_an_overflowing_bias_of_rflens_s_own_is_not_printed_as_a_mask(capsys):
     assert "overflows" in err and "kerple_r1" in err
     assert main(["bias", "--pos", "alibi", "--set", "window=2", "--length", "4", "--heads", "2"]) == 0
     assert "-inf" in capsys.readouterr().out  # the window's mask is still shown
+
+
+def test_a_registration_mistake_names_the_file_once(registry, tmp_path, capsys):
+    path = tmp_path / "unnamed.py"
+    path.write_text("import rflens\n\n\n@rflens.register_scheme('')\ndef bias(distance, n_head):\n"
+                    "    return (-distance).expand(n_head, -1)\n")
+    err = one_line(capsys, ["--schemes", path, "bias", "--pos", "alibi"])
+    assert err.count(str(path)) == 1 and "register_scheme('')" in err
+    path = scheme_file(tmp_path, "kind_int", ANY_SIZE["int64"][0])
+    err = one_line(capsys, ["--schemes", path, "bias", "--pos", "alibi"])
+    assert err.count(str(path)) == 1

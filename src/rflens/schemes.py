@@ -114,9 +114,11 @@ def load_files(paths=None) -> list[str]:
         _LOADED[str(path)] = sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except UserError:
+        except UserError as err:  # rflens's one line, with the file named once
             del _LOADED[str(path)], sys.modules[name]
-            raise
+            if str(path) in str(err) or str(raw) in str(err):
+                raise
+            raise UserError(f"scheme file {raw}: {err}") from None
         except Exception as err:  # the user's own code: say where, in one line
             del _LOADED[str(path)], sys.modules[name]
             raise UserError(f"scheme file {raw} failed to import: {type(err).__name__}: {err}") from None
