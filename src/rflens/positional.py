@@ -682,7 +682,7 @@ def check_bias(cfg: ModelConfig, length: int, scheme: Scheme | None = None) -> N
         table = scheme.distance_bias(max(1, length)).detach().float()
     info = schemes.TABLE.get(cfg.pos)
     bad = torch.isnan(table) | (table == float("inf"))
-    if info is not None and info.source is None:
+    if cfg.pos in schemes.NAMES:
         bad |= table == float("-inf")  # rflens's schemes mask nothing themselves: -inf is an overflow
     else:
         bad[:, 0] |= table[:, 0] == float("-inf")
@@ -692,6 +692,8 @@ def check_bias(cfg: ModelConfig, length: int, scheme: Scheme | None = None) -> N
     value = table[head, k].item()
     if info is not None and info.source is not None:
         fix = f"fix the bias function of {cfg.pos!r} in {info.source}"
+    elif cfg.pos not in schemes.NAMES:
+        fix = f"fix the bias function of {cfg.pos!r}"
     else:
         fix = f"change --set {BIAS_SETTINGS.get(cfg.pos, 'the scheme settings')}"
     why = ("it overflows float32, where rflens's schemes mask nothing" if value == float("-inf") and k > 0

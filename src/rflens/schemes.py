@@ -85,7 +85,7 @@ _LOADED: dict = {}  # resolved path -> its module
 def add(info: SchemeInfo) -> None:
     """Add (or, from the same file, replace) the row of a scheme of one's own."""
     old = TABLE.get(info.name)
-    if old is not None and old.source is None:
+    if old is not None and info.name in NAMES:
         from .errors import UserError
 
         raise UserError(f"{info.name!r} is one of rflens's own schemes: register yours under another name")
