@@ -161,3 +161,12 @@ def test_lengths_that_move_the_segments_say_so(tiny, store, tmp_path, capsys):
     assert not any("evaluation region" in x for x in evaluate.segment_notes(short))
     assert main(argv[:-1] + ["--lengths", f"16,{far}"]) == 0
     assert "do not fit before the evaluation region" in capsys.readouterr().out
+
+
+def test_an_interval_over_one_segment_says_it_is_none():
+    nll = np.array([[2.0], [2.5]])
+    res = evaluate.last_token_result(nll, [16, 32], 16, 0, evaluate.describe_segments([20_000], 33, 40_000))
+    assert res["ci_low"] == res["ci_high"] == res["ppl"] or np.allclose(res["ci_low"], res["ppl"])
+    assert any("rests on one segment" in x for x in evaluate.segment_notes(res))
+    windows = {"protocol": "non_overlapping", "n": 4, "lengths": [16, 256], "units": [4, 1]}
+    assert any("single chunk" in x for x in evaluate.unit_notes(windows))

@@ -270,6 +270,9 @@ def unit_notes(result: dict) -> list[str]:
     n, unit = result.get("n"), _UNIT.get(result.get("protocol"), "units")
     if result.get("protocol") == "last_token" or not isinstance(n, int):
         return []
+    if any(u < 2 for u in result["units"]):
+        return [f"an interval over a single {unit[:-1]} is no interval at all: shorter lengths, or a larger corpus, "
+                f"give more {unit}"] + unit_notes({**result, "units": [max(2, u) for u in result["units"]]})
     short = [(L, u) for L, u in zip(result["lengths"], result["units"]) if u < n]
     if not short:
         return []
@@ -286,6 +289,8 @@ def segment_notes(result: dict, interval: bool = True) -> list[str]:
         return []
     n, k, length = len(result["segment_ends"]), result["segments_distinct"], result["segment_length"]
     notes = []
+    if k == 1 and interval:
+        notes.append("the interval rests on one segment, so it is no interval at all: ask for more segments (--n)")
     if k < n:
         notes.append(f"{n:,} segments drawn, {k:,} of them distinct: a segment drawn again is the same observation"
                      + (f", so the interval resamples the {k:,} distinct segments (with all their draws)" if interval
