@@ -13,6 +13,13 @@ Kept cheap: the smoke scale only, a temporary run store, no command that trains 
 few smoke steps (``--set steps`` is small or refused), ``reproduce`` only with ``--plan`` and
 chapters that need no model, ``emergence`` only with ``--list``, ``claims`` only with a scale
 it refuses (with a valid one it trains the scoreboard's models), never ``explore``.
+
+A second run (``inputs``) draws what the measuring commands read from files: Hugging Face
+model folders (tiny random ones, and copies whose config.json is edited or is not an
+object), ``--text`` files of drawn bytes or text, ``--schemes`` files whose bias fails, is
+not finite beyond some length, is not a float tensor or raises, and cached results edited
+with a matching checksum; ``evaluate``, ``erf``, ``train`` and ``bias`` run on them under
+the same property.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ MEMORY_LIMIT = 4 << 30  # bytes of address space the child may map
 TIMEOUT = 240  # seconds for the whole child (it takes well under 90 on one core)
 PER_CALL = 30  # seconds one command may take before it counts as a hang
 MAX_EXAMPLES = 150
+MAX_INPUT_EXAMPLES = 150  # the file inputs: each loads a model or trains a smoke one
+INPUTS_TIMEOUT = 600
 
 
 @pytest.mark.slow
@@ -49,6 +58,28 @@ def test_every_command_line_succeeds_with_finite_numbers_or_refuses_in_a_few_lin
         pytest.fail(f"the fuzz ran past {TIMEOUT} s:\n{(exc.stdout or '')[-3000:]}\n{(exc.stderr or '')[-3000:]}")
     assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
     assert f"checked {MAX_EXAMPLES}" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_every_file_a_measurement_reads_gives_finite_numbers_or_a_few_lines(tmp_path):
+    """--hf folders, --text files, --schemes files and stored results, drawn (see ``inputs``)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    env = {**os.environ, "RFLENS_RUNS": str(tmp_path / "runs"), "RFLENS_DATA": str(tmp_path / "data"),
+           "PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "RFLENS_FUZZ_FILES": str(tmp_path / "files")}
+    env.pop("RFLENS_SCHEMES", None)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "inputs"], cwd=work, env=env,
+                              preexec_fn=limit, capture_output=True, text=True, timeout=INPUTS_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the fuzz ran past {INPUTS_TIMEOUT} s:\n{(exc.stdout or '')[-3000:]}\n{(exc.stderr or '')[-3000:]}")
+    assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    assert f"checked {MAX_INPUT_EXAMPLES}" in proc.stdout, proc.stdout[-2000:]
 
 
 # --- the child: strategies and the property ------------------------------------------------
@@ -261,5 +292,171 @@ def fuzz() -> None:
         print(f"  {command:10} {code}: {n}")
 
 
+# --- the second child: the files the measuring commands read ------------------------------
+
+# scheme files: (name, body of bias(distance, n_head)); fine at 8 positions, most of them not beyond
+SCHEME_BODIES = {
+    "fz_fine": "return (-0.5 * distance).expand(n_head, -1)",
+    "fz_nan_beyond": "out = (-0.5 * distance).expand(n_head, -1).clone()\nout[:, 20:] = float('nan')\nreturn out",
+    "fz_inf_at_0": "out = (-distance).expand(n_head, -1).clone()\nout[:, 0] = float('-inf')\nreturn out",
+    "fz_shape": "return (-distance[:8]).expand(n_head, -1)",
+    "fz_int": "return (-distance.long()).expand(n_head, -1)",
+    "fz_meta": "return torch.zeros(n_head, distance.numel(), device='meta')",
+    "fz_base": "if distance.numel() > 10:\n    raise BaseException('boom')\nreturn (-distance).expand(n_head, -1)",
+    "fz_exit": "if distance.numel() == 16:\n    raise SystemExit(0)\nreturn (-distance).expand(n_head, -1)",
+    "fz_list": "return [[0.0] * distance.numel()] * n_head",
+    "fz_huge": "return (-1e38 * distance * distance).expand(n_head, -1)",
+}
+ODD_JSON = [None, True, False, 0, -1, 1, 2, 2.5, 1e308, 10 ** 30, "", "1024", "gpt2", [], {}, [1, 2], "é"]
+
+
+def _input_files(root) -> dict:
+    """The files the strategies pick from, written once."""
+    from pathlib import Path
+
+    from rflens import hf
+
+    root = Path(root)
+    files = {"models": {k: str(v) for k, v in hf.tiny_random_models(root / "hf").items()}, "schemes": {}}
+    for name, body in SCHEME_BODIES.items():
+        path = root / "schemes" / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = "\n".join("    " + ln for ln in body.splitlines())
+        path.write_text(f"import torch\nimport rflens\n\n\n@rflens.register_scheme({name!r})\n"
+                        f"def {name}(distance, n_head):\n{lines}\n")
+        files["schemes"][name] = str(path)
+    bad = root / "schemes" / "fz_syntax.py"
+    bad.write_text("def (:\n")
+    files["schemes"]["fz_syntax"] = str(bad)
+    return files
+
+
+def _edited_model(root, model: str, edit) -> str:
+    """A copy of a tiny model folder with config.json edited (``edit``: (field, value), or a
+    whole JSON document that is not an object)."""
+    import json
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    dest = Path(root) / "edited" / uuid.uuid4().hex[:12]
+    shutil.copytree(model, dest)
+    if isinstance(edit, tuple):
+        config = json.loads((dest / "config.json").read_text())
+        field, value = edit
+        config[field] = value
+        (dest / "config.json").write_text(json.dumps(config))
+    else:
+        (dest / "config.json").write_text(json.dumps(edit))
+    return str(dest)
+
+
+def _input_strategies(files: dict, root):
+    from hypothesis import strategies as st
+
+    model = st.sampled_from(sorted(files["models"].values()))
+    edit = st.one_of(st.tuples(st.sampled_from(["n_positions", "max_position_embeddings", "vocab_size",
+                                                 "model_type", "n_head", "n_layer", "eos_token_id"]),
+                               st.sampled_from(ODD_JSON)),
+                     st.sampled_from([[1, 2], "x", 7, None]))
+    hf_path = st.one_of(model, model, st.tuples(model, edit).map(lambda t: _edited_model(root, *t)))
+    content = st.one_of(st.binary(max_size=400), st.text(max_size=400),
+                        st.lists(st.sampled_from("a window of tokens and the next one".split()), max_size=300).map(
+                            " ".join))
+    counter = [0]
+
+    def text_file(data):
+        from pathlib import Path
+
+        counter[0] += 1
+        path = Path(root) / "texts" / f"t{counter[0]}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass"))
+        return str(path)
+
+    text = st.one_of(st.just([]), content.map(lambda c: ["--text", text_file(c)]),
+                     st.sampled_from([["--text", "/nonexistent.txt"], ["--text", "/dev/null"], ["--text", str(root)]]))
+    lengths = st.one_of(st.lists(st.integers(2, 40).map(str), min_size=1, max_size=3).map(",".join),
+                        st.sampled_from(["16,2000", "1000,1024", "1025", "16,16"]))
+    n = st.one_of(st.integers(1, 6), st.just(64)).map(str)
+    opt = lambda name: st.booleans().map(lambda b: [name] if b else [])  # noqa: E731
+
+    def concat(*parts):
+        return st.tuples(*parts).map(lambda ps: [x for p in ps for x in p])
+
+    common = st.just(["--scale", "smoke", "--quiet"])
+    hf_eval = concat(st.just(["evaluate"]), common, hf_path.map(lambda p: ["--hf", p]), text,
+                     lengths.map(lambda v: ["--lengths", v]), n.map(lambda v: ["--n", v]), opt("--json"),
+                     st.sampled_from([[], [], ["--revision", "main"]]))
+    hf_erf = concat(st.just(["erf"]), common, hf_path.map(lambda p: ["--hf", p]), text,
+                    st.integers(1, 40).map(lambda v: ["--length", str(v)]), st.integers(1, 4).map(lambda v: ["--n", str(v)]),
+                    opt("--json"))
+    scheme = st.sampled_from(sorted(files["schemes"]))
+    own = scheme.flatmap(lambda name: concat(
+        st.just(["--schemes", files["schemes"][name]]),
+        st.sampled_from([
+            ["train", "--scale", "smoke", "--quiet", "--set", "steps=2", "--pos", name],
+            ["evaluate", "--scale", "smoke", "--quiet", "--set", "steps=2", "--pos", name, "--n", "2"],
+            ["evaluate", "--scale", "smoke", "--quiet", "--set", "steps=2", "--pos", name, "--n", "2",
+             "--lengths", "16,64"],
+            ["erf", "--scale", "smoke", "--quiet", "--set", "steps=2", "--pos", name, "--n", "2", "--length", "40"],
+            ["bias", "--pos", name, "--heads", "2", "--length", "30"],
+            ["bias", "--pos", name, "--heads", "2", "--length", "8", "--json"],
+        ])))
+    return st.one_of(hf_eval, hf_erf, own, own)
+
+
+def _tamper_one(store, data) -> None:
+    """Now and then, edit one field of one cached result and write its matching checksum."""
+    import json
+    from pathlib import Path
+
+    from rflens.storage import _digest
+
+    entries = sorted(Path(store).rglob("*.json"))
+    entries = [e for e in entries if e.name.startswith(("perplexity", "input_gradients"))]
+    if not entries or data is None:
+        return
+    path, field, value = entries[data[0] % len(entries)], data[1], data[2]
+    try:
+        entry = json.loads(path.read_text())
+        entry["result"][field] = value
+        entry["sha256"] = _digest(entry["result"])
+        path.write_text(json.dumps(entry))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+
+
+def fuzz_inputs() -> None:
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    root = os.environ.get("RFLENS_FUZZ_FILES") or tempfile.mkdtemp(prefix="rflens-fuzz-")
+    files = _input_files(root)
+    count = [0]
+    tampering = st.one_of(st.none(), st.none(), st.tuples(
+        st.integers(0, 50), st.sampled_from(["ppl", "ci_low", "nll", "lengths", "tokens", "normalized", "seconds",
+                                             "segment_ends", "n"]),
+        st.sampled_from([None, "x", [], [1.0], [float("nan")] * 2, 1e400, -1, [2.0, 3.0], {"a": 1}])))
+
+    @settings(max_examples=MAX_INPUT_EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(argv=_input_strategies(files, root), tamper=tampering)
+    def property_(argv, tamper):
+        count[0] += 1
+        _tamper_one(os.environ["RFLENS_RUNS"], tamper)
+        check(argv)
+
+    property_()
+    print(f"checked {MAX_INPUT_EXAMPLES} examples ({count[0]} calls); command, exit: calls")
+    for (command, code), n in sorted(TALLY.items()):
+        print(f"  {command:10} {code}: {n}")
+
+
 if __name__ == "__main__":
-    fuzz()
+    if sys.argv[1:] == ["inputs"]:
+        fuzz_inputs()
+    else:
+        fuzz()

@@ -28,7 +28,13 @@ between protocols on one model then comes from how they score, not from what the
 
 Confidence intervals: a 95% percentile bootstrap over the evaluation units (segments for
 the last-token protocol, chunks or windows for the others), 1000 resamples with a fixed
-seed; the perplexity of a resample is exp(sum of NLL / number of scored tokens).
+seed; the perplexity of a resample is exp(sum of NLL / number of scored tokens). Segment
+ends are drawn with replacement, so a short text gives the same segment more than once: the
+bootstrap then resamples the distinct segments (each with all its draws), and the result
+says how many distinct segments its interval rests on, and when their contexts overlap.
+
+Every number a measurement returns is finite, or the measurement stops with one line naming
+the setting (a length, or the scheme's bias) that made it not.
 """
 
 from __future__ import annotations
@@ -42,11 +48,15 @@ from tqdm.auto import tqdm
 
 from . import positional, resources
 from .config import PROTOCOLS, ConfigError, EvalConfig
+from .data.corpus import draw_segments, eval_region_start
 from .errors import UserError
-from .results import CI_LEVEL, N_BOOTSTRAP
+from .results import CI_LEVEL, N_BOOTSTRAP, bootstrap_indices
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
-EVAL_VERSION = 2  # 2: the windowed protocols score the last-token protocol's region
+EVAL_VERSION = 3  # 2: the windowed protocols score the last-token protocol's region; 3: redrawn segments
+# Segments whose contexts hold fewer distinct tokens than this share of their own tokens are
+# said to overlap (a short text, or long segments in a short evaluation region).
+OVERLAP_SHARE = 0.5
 # Upper bound on the full (B, L, v) logits of the windowed protocols, in float32 elements.
 MAX_LOGIT_ELEMENTS = 1 << 26  # 256 MB
 # Tokens per forward pass: long inputs are evaluated a few segments at a time, so that the
@@ -185,20 +195,116 @@ def window_nll(model, tokens: np.ndarray, length: int, n: int, stride: int | Non
 
 
 def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
-                  level: float = CI_LEVEL) -> tuple[float, float, float]:
+                  level: float = CI_LEVEL, clusters=None) -> tuple[float, float, float]:
     """exp(sum NLL / tokens) and its percentile-bootstrap interval over the units given.
 
     ``nll_sum``: (U,) summed NLL of each unit (segment, chunk, window); ``count``: its number
-    of scored tokens (1 per unit if None). Returns (ppl, ci_low, ci_high).
+    of scored tokens (1 per unit if None). ``clusters`` (U,): units of one cluster (a
+    segment drawn twice: the same end position) are resampled together
+    (:func:`rflens.results.bootstrap_indices`); all distinct, or None, is the plain
+    bootstrap. Returns (ppl, ci_low, ci_high).
     """
     nll_sum = np.asarray(nll_sum, dtype=np.float64)
     count = np.ones_like(nll_sum) if count is None else np.asarray(count, dtype=np.float64)
     ppl = float(np.exp(nll_sum.sum() / count.sum()))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, nll_sum.size, size=(n_boot, nll_sum.size))  # (n_boot, U)
-    boot = np.exp(nll_sum[idx].sum(1) / count[idx].sum(1))
+    if clusters is not None and np.unique(clusters).size < nll_sum.size:
+        draws = bootstrap_indices(nll_sum.size, seed, n_boot, clusters)
+        boot = np.exp([nll_sum[i].sum() / count[i].sum() for i in draws])
+    else:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, nll_sum.size, size=(n_boot, nll_sum.size))  # (n_boot, U)
+        boot = np.exp(nll_sum[idx].sum(1) / count[idx].sum(1))
     lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return ppl, float(lo), float(hi)
+
+
+class _Positions:
+    """A stand-in token stream whose token at position i is i: :func:`draw_segments` on it
+    returns the positions of the segments it would draw from a stream of ``total`` tokens."""
+
+    def __init__(self, total: int):
+        self.total = int(total)
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, idx):
+        return np.asarray(idx)
+
+
+def draw(tokens, n: int, length: int, seed: int = 0, what: str = "the token stream") -> tuple[np.ndarray, dict]:
+    """The last-token segments of :func:`rflens.data.corpus.draw_segments` ((n, length) int64,
+    the very same), and what they rest on (:func:`describe_segments`)."""
+    pos = draw_segments(_Positions(len(tokens)), n, length, seed, what)  # (n, length) positions
+    segments = np.asarray(tokens[pos], dtype=np.int64)
+    return segments, describe_segments(pos[:, -1] + 1, length, len(tokens))
+
+
+def corpus_segments(corpus, n: int, length: int, seed: int = 0) -> tuple[np.ndarray, dict]:
+    """A corpus's evaluation segments (:meth:`rflens.data.Corpus.eval_segments`, the draw of
+    :func:`rflens.data.corpus.draw_segments` on its test split) and what they rest on."""
+    total = len(corpus.tokens("test"))
+    ends = draw_segments(_Positions(total), n, length, seed)[:, -1] + 1
+    return corpus.eval_segments(n, length, seed), describe_segments(ends, length, total)
+
+
+def describe_segments(ends, length: int, total: int) -> dict:
+    """What an interval over segments of ``length`` tokens ending at ``ends`` (exclusive
+    positions in a stream of ``total`` tokens) rests on: the end of each segment (its
+    cluster for the bootstrap), how many are distinct, how many distinct tokens their
+    contexts hold, and whether they end in the evaluation region shared by every shorter
+    length (:func:`rflens.data.corpus.eval_region_start`)."""
+    ends = np.asarray(ends, dtype=np.int64)
+    distinct = np.unique(ends)
+    # tokens covered by the union of [end - length, end) over the distinct ends
+    gaps = np.minimum(np.diff(distinct), length)
+    covered = int(gaps.sum()) + length
+    return {"segment_ends": ends.tolist(), "segments_distinct": int(distinct.size), "tokens_covered": covered,
+            "segment_length": int(length), "stream_tokens": int(total),
+            "region_start": eval_region_start(total), "in_region": length <= eval_region_start(total)}
+
+
+def unit_notes(result: dict) -> list[str]:
+    """For the windowed protocols: the lengths at which the evaluation region holds fewer
+    chunks or windows than the N asked for (empty when every length has N, or none was asked)."""
+    n, unit = result.get("n"), _UNIT.get(result.get("protocol"), "units")
+    if result.get("protocol") == "last_token" or not isinstance(n, int):
+        return []
+    if any(u < 2 for u in result["units"]):
+        return [f"an interval over a single {unit[:-1]} is no interval at all: shorter lengths, or a larger corpus, "
+                f"give more {unit}"] + unit_notes({**result, "units": [max(2, u) for u in result["units"]]})
+    short = [(L, u) for L, u in zip(result["lengths"], result["units"]) if u < n]
+    if not short:
+        return []
+    said = ", ".join(f"{u:,} at L_ex = {L}" for L, u in short)
+    return [f"N = {n:,} {unit} asked, but the evaluation region holds only {said}: each length's interval rests on "
+            f"the {unit} it has"]
+
+
+def segment_notes(result: dict, interval: bool = True) -> list[str]:
+    """Sentences about the segments a result rests on (a last-token result, or a receptive
+    field with ``interval`` False), when they are not distinct, separate draws from the shared
+    evaluation region (empty otherwise, and for a result that does not record them)."""
+    if "segments_distinct" not in result:
+        return []
+    n, k, length = len(result["segment_ends"]), result["segments_distinct"], result["segment_length"]
+    notes = []
+    if k == 1 and interval:
+        notes.append("the interval rests on one segment, so it is no interval at all: ask for more segments (--n)")
+    if k < n:
+        notes.append(f"{n:,} segments drawn, {k:,} of them distinct: a segment drawn again is the same observation"
+                     + (f", so the interval resamples the {k:,} distinct segments (with all their draws)" if interval
+                        else "") + "; a longer text would give more, and fewer segments (--n) lose nothing")
+    if result["tokens_covered"] < OVERLAP_SHARE * k * length:
+        notes.append(f"the {k:,} distinct segments of {length:,} tokens overlap: together they hold "
+                     f"{result['tokens_covered']:,} distinct tokens, so their scored tokens share most of "
+                     f"their context" + (" and the interval is narrower than for separate texts" if interval else ""))
+    if not result["in_region"]:
+        notes.append(f"segments of {length:,} tokens do not fit before the evaluation "
+                     f"region, which starts at token {result['region_start']:,} of {result['stream_tokens']:,}: "
+                     f"they end elsewhere, so every length here scores other tokens than a command whose "
+                     f"lengths all stay below {result['region_start']:,}")
+    return notes
 
 
 # -----------------------------------------------------------------------------
@@ -248,12 +354,14 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     def compute() -> dict:
         t0 = time.perf_counter()
         model = run.load_model()
+        # a bias that is not finite at the longest length: one line naming the setting or the file
+        positional.check_bias(model.cfg, max(lengths), model.pos)
         corpus = run.corpus()
         if protocol == "last_token":
-            segments = corpus.eval_segments(n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
+            segments, about = corpus_segments(corpus, n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
             nll = np.concatenate([last_token_nll(model, segments, group, batch_size=ev.batch_size, progress=progress)
                                   for group in _rope_groups(model, ev, lengths, l_tr)])
-            result = last_token_result(nll, lengths, l_tr, ev.seed)
+            result = last_token_result(nll, lengths, l_tr, ev.seed, about)
         else:
             result = _empty_result(protocol, lengths, n, l_tr, ev.seed)
             # the region the last-token segments end in, so that the protocols score the same text
@@ -270,9 +378,78 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
             result["stride"] = stride
             result["ci"] = _ci_text(protocol)
         result["seconds"] = round(time.perf_counter() - t0, 3)
+        check_finite(result, who)  # nothing non-finite is stored
         return result
 
-    return run.cached(f"perplexity_{protocol}", params, compute)
+    who = f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})"
+    result = run.cached(f"perplexity_{protocol}", params, compute)
+    # nothing damaged or non-finite is served either, from an older store or a bundle
+    check_stored(result, lengths, who, f"the folder {getattr(run, 'path', 'of the model')}/results")
+    check_finite(result, who)
+    return result
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_stored(result, lengths, who: str, where: str) -> None:
+    """UserError when a result read back (from the run store, or built from a bundle) is not
+    what this module writes for ``lengths``: it would print wrong numbers, or fail in the
+    printing. ``where`` names what to delete so that it is measured again."""
+    def bad(field: str):
+        raise UserError(f"the stored perplexity of {who} is damaged ({field}): delete {where} to measure it again")
+
+    if not isinstance(result, dict):
+        bad("not a JSON object")
+    if result.get("lengths") != list(lengths):
+        bad("lengths")
+    for key in ("ppl", "ci_low", "ci_high", "nll"):
+        values = result.get(key)
+        if not isinstance(values, list) or len(values) != len(lengths) or not all(_number(v) for v in values):
+            bad(key)
+    for ppl, nll in zip(result["ppl"], result["nll"]):  # ppl = exp(mean NLL), wherever that is a number
+        if np.isfinite(nll) and nll < 700 and not (np.isfinite(ppl) and ppl > 0 and
+                                                   abs(np.log(ppl) - nll) <= 1e-6 * max(1.0, abs(nll))):
+            bad("ppl is not exp of the mean NLL")
+    for key in ("tokens", "units"):
+        values = result.get(key)
+        if not isinstance(values, list) or len(values) != len(lengths) or not all(_count(v) for v in values):
+            bad(key)
+    if not _number(result.get("seconds")) or not isinstance(result.get("ci"), str):
+        bad("seconds" if not _number(result.get("seconds")) else "ci")
+    if "segments_distinct" in result:
+        ends = result.get("segment_ends")
+        if (not isinstance(ends, list) or not all(_count(e) for e in ends) or
+                not all(_count(result.get(k)) for k in ("segments_distinct", "tokens_covered", "segment_length",
+                                                         "stream_tokens", "region_start"))
+                or result["segments_distinct"] != len(set(ends)) or not isinstance(result.get("in_region"), bool)):
+            bad("segments")
+
+
+RETRAIN = "retrain the model with a scheme and settings that stay finite there"
+
+
+def check_finite(result: dict, who: str, remedy: str = RETRAIN) -> None:
+    """UserError naming the first length whose perplexity, interval or NLL is not finite, the
+    lengths that are, and ``remedy``; nothing else when every number is finite."""
+    lengths = result["lengths"]
+    keys = ("ppl", "ci_low", "ci_high", "nll")
+    for i, length in enumerate(lengths):
+        bad = next((result[k][i] for k in keys if not np.isfinite(result[k][i])), None)
+        if bad is None:
+            continue
+        good = [L for j, L in enumerate(lengths) if all(np.isfinite(result[k][j]) for k in keys)]
+        what = ("its loss is not finite there" if not np.isfinite(result["nll"][i]) else
+                "exp of its mean loss overflows" if not np.isfinite(result["ppl"][i]) else
+                "its interval is not finite")
+        fix = f"measure --lengths up to {max(good)}, or {remedy}" if good else remedy
+        raise UserError(f"{who} gives a perplexity of {bad} at L_ex = {length} ({what}): no number is reported "
+                        f"for it; {fix}")
 
 
 def check_rope(model_cfg, ev: EvalConfig) -> None:
@@ -297,17 +474,24 @@ def _rope_groups(model, ev: EvalConfig, lengths: list[int], l_tr: int, split: bo
 _UNIT = {"last_token": "segments", "non_overlapping": "chunks", "sliding": "windows"}
 
 
-def last_token_result(nll: np.ndarray, lengths: list[int], l_tr: int, seed: int) -> dict:
+def last_token_result(nll: np.ndarray, lengths: list[int], l_tr: int, seed: int, about: dict | None = None) -> dict:
     """The last-token protocol's result from per-segment NLLs ``nll`` (lengths, N): ppl per
     length with its bootstrap interval over segments, and the per-segment NLLs (the same
-    tokens for every model, so that comparisons can be paired)."""
+    tokens for every model, so that comparisons can be paired). ``about``: what the segments
+    rest on (:func:`draw`), kept in the result; segments drawn more than once are resampled
+    together, and ``units`` counts the distinct ones."""
     nll = np.asarray(nll, dtype=np.float64)
     result = _empty_result("last_token", list(lengths), nll.shape[1], l_tr, seed)
+    ends = None if about is None else np.asarray(about["segment_ends"])
+    units = row_units = nll.shape[1] if about is None else about["segments_distinct"]
     for row in nll:
-        ppl, lo, hi = bootstrap_ppl(row, seed=seed)
-        _append(result, ppl, lo, hi, row.mean(), row.size, row.size)
+        ppl, lo, hi = bootstrap_ppl(row, seed=seed, clusters=ends)
+        _append(result, ppl, lo, hi, row.mean(), row.size, row_units)
     result["nll_per_segment"] = np.round(nll, 6).tolist()
-    result["ci"] = _ci_text("last_token")
+    if about is not None:
+        result.update(about)
+    result["ci"] = _ci_text("last_token") + (f" (the {units:,} distinct segments, each with all its draws)"
+                                             if units < nll.shape[1] else "")
     return result
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 
 import torch
 import torch.nn as nn
@@ -472,6 +473,97 @@ class RelativeScheme(Scheme):
         return self.position_bias(n)[:, -1].flip(-1)  # the last query's bias, by distance
 
 
+SCHEME_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")  # what --pos takes for a scheme of one's own
+# the sizes a scheme of one's own is tried at when it is registered (every other size is
+# checked each time the scheme is used)
+PROBE_LENGTHS = (8, 1, 2, 64)
+
+
+class SchemeFailure(UserError):
+    """A scheme of one's own failed, or gave a bias rflens cannot use (one line)."""
+
+
+def _user_call(name: str, source: str | None, what: str, fn, *args):
+    """``fn(*args)``, the code of a scheme of one's own: whatever it raises (an Exception, a
+    BaseException, a sys.exit()) becomes one line naming the scheme and its file; only
+    Ctrl-C passes through."""
+    try:
+        return fn(*args)
+    except (KeyboardInterrupt, UserError):
+        raise
+    except BaseException as err:  # noqa: BLE001 - the user's own code: one line, whatever it raised
+        text = str(err).strip().splitlines()
+        raise SchemeFailure(f"scheme {name!r}{_from(source)} fails {what}: {type(err).__name__}"
+                            f"{': ' + text[0] if text else ''}") from None
+
+
+def _from(source: str | None) -> str:
+    return f" (from {source})" if source else ""
+
+
+def check_user_bias(name: str, source: str | None, bias, n_head: int, length: int, query: bool) -> None:
+    """SchemeFailure unless ``bias``, what a scheme of one's own gave for ``n_head`` heads and
+    ``length`` positions, is a floating-point tensor with values, of shape (H, L) -- (H, L, L)
+    for a query-dependent one --, with no nan or +inf and no -inf where a query meets itself
+    (the keys after a query, n > m, are masked anyway)."""
+    who = f"scheme {name!r}{_from(source)}"
+    where = f"for {n_head} heads and {length} position{'' if length == 1 else 's'}"
+    want = (n_head, length, length) if query else (n_head, length)
+    if not isinstance(bias, torch.Tensor):
+        raise SchemeFailure(f"{who} returns a {type(bias).__name__} {where}; it must return a torch tensor of "
+                            f"shape {want}")
+    if bias.is_meta:
+        raise SchemeFailure(f"{who} returns a meta tensor (it holds no values) {where}: build the bias on the "
+                            "device of the distances it is given")
+    if not bias.is_floating_point():
+        raise SchemeFailure(f"{who} returns {str(bias.dtype).replace('torch.', '')} values {where}: a bias must be "
+                            "floating point (e.g. compute it from the float distances it is given)")
+    if tuple(bias.shape) != want:
+        raise SchemeFailure(f"{who} gives a bias of shape {tuple(bias.shape)} {where}; expected {want}")
+    values = bias.detach()
+    if query:  # only what each query may see: n <= m
+        seen = torch.ones(length, length, dtype=torch.bool, device=values.device).tril()
+        bad = (torch.isnan(values) | (values == float("inf"))) & seen
+        bad |= torch.eye(length, dtype=torch.bool, device=values.device) & (values == float("-inf"))
+    else:
+        bad = torch.isnan(values) | (values == float("inf"))
+        bad[:, 0] |= values[:, 0] == float("-inf")
+    if bool(bad.any()):
+        index = [int(i) for i in bad.nonzero()[0]]
+        at = (f"head {index[0]}, query {index[1]}, key {index[2]}" if query
+              else f"head {index[0]}, distance {index[1]}")
+        raise SchemeFailure(f"{who} gives {values[tuple(index)].item()} at {at} ({where}): attention over it is "
+                            "not defined; fix its bias function (-inf is allowed only as a mask, away from a "
+                            "query's own position)")
+
+
+def _checked(cls: type, name: str, source: str | None) -> type:
+    """A subclass of a scheme of one's own whose bias is checked each time it is computed
+    (:func:`check_user_bias`) and whose failures are one line (:func:`_user_call`)."""
+    query = bool(getattr(cls, "query_dependent", False))
+
+    def _table(self, n):  # checked before the base class caches or slices it
+        out = _user_call(name, source, f"at {n} positions", super(checked, self)._table, n)
+        check_user_bias(name, source, out, self.n_head, n, False)
+        return out
+
+    def distance_bias(self, n):  # again, for a class that computes it without _table
+        out = _user_call(name, source, f"at {n} positions", super(checked, self).distance_bias, n)
+        check_user_bias(name, source, out, self.n_head, n, False)
+        return out
+
+    def position_bias(self, length):
+        out = _user_call(name, source, f"at {length} positions", super(checked, self).position_bias, length)
+        check_user_bias(name, source, out, self.n_head, length, True)
+        return out
+
+    body = {"_table": _table, "distance_bias": distance_bias, "__doc__": cls.__doc__, "__module__": cls.__module__}
+    if query:
+        body["position_bias"] = position_bias
+    checked = type(cls.__name__, (cls,), body)
+    return checked
+
+
 def register_scheme(name: str, *, title: str | None = None):
     """Decorator: a relative positional scheme of one's own, under ``name``, for every
     experiment, the command line (``--pos name``), the figures and the claims.
@@ -483,9 +575,21 @@ def register_scheme(name: str, *, title: str | None = None):
     gradient). The file it is defined in becomes part of the key of every model trained
     with it. Put the definition in a file and load it with :func:`rflens.load_schemes`
     (or name it in ``RFLENS_SCHEMES``), so that other processes find it too.
+
+    The bias is tried at a few sizes (:data:`PROBE_LENGTHS`) when it is registered, and
+    checked each time it is used (:func:`check_user_bias`): a bias that fails, is not a
+    floating-point tensor with values of the right shape, or is nan where attention needs
+    it, stops the command with one line naming the scheme and its file.
     """
     import dataclasses
     import inspect
+
+    if not isinstance(name, str) or not SCHEME_NAME.fullmatch(name):
+        raise UserError(f"register_scheme({name!r}): a scheme's name is what --pos takes, a word of letters, digits "
+                        "and _ - . starting with a letter, at most 64 characters (e.g. 'my_bias')")
+    if title is not None and (not isinstance(title, str) or not title.strip() or "\n" in title or len(title) > 80):
+        raise UserError(f"register_scheme({name!r}, title={title!r}): the title is a one-line string of at most "
+                        "80 characters, as tables and figures print it")
 
     def add(obj):
         if isinstance(obj, type) and issubclass(obj, Scheme):
@@ -497,25 +601,30 @@ def register_scheme(name: str, *, title: str | None = None):
             cls = type(f"Scheme_{name}", (RelativeScheme,), {"_table": _table, "__doc__": obj.__doc__})
         else:
             raise UserError(f"register_scheme({name!r}) decorates a function of (distance, n_head) or a RelativeScheme class")
-        info = schemes.SchemeInfo(name, "relative", False, title or name, source=inspect.getsourcefile(obj))
+        try:
+            source = inspect.getsourcefile(obj)
+        except TypeError:  # defined where no file holds it (a built-in, an interactive session)
+            source = None
+        info = schemes.SchemeInfo(name, "relative", False, title or name, source=source)
         before = schemes.TABLE.get(name), REGISTRY.get(name)
         schemes.add(info)
+        cls = _checked(cls, name, source)
         cls.name, cls.kind = name, "relative"
         REGISTRY[name] = cls
         query = getattr(cls, "query_dependent", False)
-        want = (2, 8, 8) if query else (2, 8)
-        try:  # a small instance: is it learnable, and is its bias of the right shape?
-            probe = cls(ModelConfig(pos=name, n_layer=1, n_head=2, d_model=16, vocab_size=300))
+        try:  # a small instance: is it learnable, and is its bias usable at a few sizes?
+            probe = _user_call(name, source, "when built for 2 heads", cls,
+                               ModelConfig(pos=name, n_layer=1, n_head=2, d_model=16, vocab_size=300))
             with torch.no_grad():
-                got = tuple((probe.position_bias(8) if query else probe._table(8)).shape)
-            problem = None if got == want else f"gives a bias of shape {got} for 2 heads and 8 positions; expected {want}"
-        except Exception as err:  # the user's own code: one line
-            problem = f"fails on 2 heads and 8 positions: {type(err).__name__}: {err}"
-        if problem:
+                for length in PROBE_LENGTHS:
+                    probe._cache = None
+                    probe.position_bias(length) if query else probe.distance_bias(length)
+            learnable = any(p.requires_grad for p in probe.parameters())
+        except UserError:
             for table, old in zip((schemes.TABLE, REGISTRY), before):
                 table.pop(name) if old is None else table.__setitem__(name, old)
-            raise UserError(f"scheme {name!r} {problem}")
-        cls.learnable = any(p.requires_grad for p in probe.parameters())
+            raise
+        cls.learnable = learnable
         schemes.TABLE[name] = dataclasses.replace(info, learnable=cls.learnable)
         return obj
 
@@ -571,19 +680,26 @@ def check_bias(cfg: ModelConfig, length: int, scheme: Scheme | None = None) -> N
         if scheme.kind != "relative":
             return
         table = scheme.distance_bias(max(1, length)).detach().float()
+    info = schemes.TABLE.get(cfg.pos)
     bad = torch.isnan(table) | (table == float("inf"))
-    bad[:, 0] |= table[:, 0] == float("-inf")
+    if cfg.pos in schemes.NAMES:
+        bad |= table == float("-inf")  # rflens's schemes mask nothing themselves: -inf is an overflow
+    else:
+        bad[:, 0] |= table[:, 0] == float("-inf")
     if not bad.any():
         return
     head, k = (int(i) for i in bad.nonzero()[0])
     value = table[head, k].item()
-    info = schemes.TABLE.get(cfg.pos)
     if info is not None and info.source is not None:
         fix = f"fix the bias function of {cfg.pos!r} in {info.source}"
+    elif cfg.pos not in schemes.NAMES:
+        fix = f"fix the bias function of {cfg.pos!r}"
     else:
         fix = f"change --set {BIAS_SETTINGS.get(cfg.pos, 'the scheme settings')}"
+    why = ("it overflows float32, where rflens's schemes mask nothing" if value == float("-inf") and k > 0
+           else "attention over it is not defined")
     raise UserError(f"the {cfg.pos} bias is {value} at head {head}, distance {k} (of {length:,}) with these "
-                    f"settings: attention over it is not defined; {fix}")
+                    f"settings: {why}; {fix}")
 
 
 def last_query_bias(cfg: ModelConfig, length: int) -> Tensor:

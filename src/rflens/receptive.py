@@ -85,17 +85,20 @@ def input_gradients(model, segments: np.ndarray, batch_size: int = 8, progress: 
     return out
 
 
-def normalize(norms: np.ndarray) -> np.ndarray:
+def normalize(norms: np.ndarray, who: str = "the model", fix: str | None = None) -> np.ndarray:
     """Per-sample normalised gradients averaged over samples, index 0 = most recent token.
 
-    ``norms``: (N, L) in input order, as from :func:`input_gradients`. Returns (L,) summing to 1.
+    ``norms``: (N, L) in input order, as from :func:`input_gradients`. Returns (L,) summing to 1;
+    a sample without a finite, positive gradient is a UserError naming ``who`` (and ``fix``).
     """
     norms = np.asarray(norms, dtype=np.float64)
     if norms.ndim == 1:
         norms = norms[None]
     total = norms.sum(axis=1, keepdims=True)  # (N, 1)
     if np.any(total <= 0) or not np.all(np.isfinite(total)):
-        raise UserError("a sample has a zero or non-finite input gradient; the receptive field is undefined")
+        bad = int(np.flatnonzero((total <= 0) | ~np.isfinite(total))[0])
+        raise UserError(f"{who} gives sample {bad} a {'zero' if total[bad, 0] == 0 else 'non-finite'} input "
+                        f"gradient: the receptive field is undefined{'; ' + fix if fix else ''}")
     return (norms / total).mean(axis=0)[::-1].copy()  # (L,)
 
 
@@ -160,7 +163,7 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     ``threshold = erf_threshold``. The threshold only enters the summary, so changing it
     reuses the stored gradients.
     """
-    from .evaluate import check_rope, eval_config
+    from .evaluate import check_rope, corpus_segments, eval_config
 
     ev = eval_cfg or eval_config(run)
     l_tr = run.train_cfg.l_tr
@@ -183,16 +186,51 @@ def receptive_field(run, *, length: int | None = None, n: int | None = None, thr
     def compute() -> dict:
         t0 = time.perf_counter()
         model = run.load_model()
-        segments = run.corpus().eval_segments(n, length + 1, ev.seed)  # (N, L + 1)
+        # a bias that is not finite over the segment: one line naming the setting or the file
+        positional.check_bias(model.cfg, length, model.pos)
+        segments, about = corpus_segments(run.corpus(), n, length + 1, ev.seed)  # (N, L + 1)
         with positional.stretched(model, *ev.rope_for(length, l_tr), l_tr):
             norms = input_gradients(model, segments, batch_size=ev.batch_size, progress=progress)
-        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
-                "seconds": round(time.perf_counter() - t0, 3)}
+        normalized = normalize(norms, f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})",
+                               "retrain it with a scheme and settings whose gradients stay finite")
+        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalized.tolist(),
+                "seconds": round(time.perf_counter() - t0, 3), **about}
 
     stored = run.cached("input_gradients", params, compute)
+    check_gradients(stored, length, f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})",
+                    f"the folder {getattr(run, 'path', 'of the model')}/results")
     result = summarize(stored["normalized"], threshold, l_tr, theoretical_field(run.model_cfg))
     result.update(n=stored["n"], seed=stored["seed"], seconds=stored["seconds"])
+    result.update({k: stored[k] for k in SEGMENT_KEYS if k in stored})
     return result
+
+
+def check_gradients(stored, length: int, who: str, where: str) -> None:
+    """UserError when normalised gradients read back (from the run store, or a bundle) are not
+    what :func:`normalize` writes for segments of ``length``: ``length`` finite shares >= 0
+    that sum to 1. ``where`` names what to delete so that they are measured again."""
+    def bad(field: str):
+        raise UserError(f"the stored receptive field of {who} is damaged ({field}): delete {where} to measure it again")
+
+    if not isinstance(stored, dict):
+        bad("not a JSON object")
+    values = stored.get("normalized")
+    if (not isinstance(values, list) or len(values) != length
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+        bad("normalized")
+    values = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(values).all() or (values < 0).any() or abs(values.sum() - 1) > 1e-2:  # shipped shares are rounded
+        bad("normalized: not finite shares summing to 1")
+    for key in ("n", "seed"):
+        if isinstance(stored.get(key), bool) or not isinstance(stored.get(key), int) or stored[key] < 0:
+            bad(key)
+    if isinstance(stored.get("seconds"), bool) or not isinstance(stored.get("seconds"), (int, float)):
+        bad("seconds")
+
+
+# what :func:`rflens.evaluate.draw` says about the segments, kept with the gradients
+SEGMENT_KEYS = ("segment_ends", "segments_distinct", "tokens_covered", "segment_length", "stream_tokens",
+                "region_start", "in_region")
 
 
 # -----------------------------------------------------------------------------

@@ -38,10 +38,38 @@ N_BOOTSTRAP = 1000
 CI_LEVEL = 0.95
 
 
-def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
-    """(n_boot, n) resampled segment indices: one draw per replicate, the same for every
-    length and every model evaluated on the same n segments with the same seed."""
-    return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
+def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters=None):
+    """Resampled segment indices: one draw per replicate, the same for every length and
+    every model evaluated on the same n segments with the same seed.
+
+    Without ``clusters``: an (n_boot, n) array, each segment drawn independently. With
+    ``clusters`` (n,), the cluster of each segment (its end position in the text, say, so
+    that a segment drawn twice is one cluster): a replicate draws as many clusters as there
+    are, with replacement, and takes every segment of each, so the interval rests on the
+    distinct clusters and not on the repeated draws. Returns a list of n_boot index arrays
+    (their lengths vary with the clusters drawn); clusters all distinct give the rows of the
+    unclustered draw, in the same order.
+    """
+    if clusters is None:
+        return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
+    clusters = np.asarray(clusters)
+    if clusters.shape != (n,):
+        raise UserError(f"clusters must give one cluster per segment, shape ({n},), got {clusters.shape}")
+    # clusters numbered in the order of their first segment: distinct clusters keep the plain draw
+    _, first, label = np.unique(clusters, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    label = rank[label.reshape(-1)]  # (n,) cluster number of each segment
+    order = np.argsort(label, kind="stable")  # the segments grouped by cluster
+    size = np.bincount(label)  # (k,) segments a cluster
+    start = np.cumsum(size) - size  # where each cluster's segments begin in ``order``
+    k = first.size
+    out = []
+    for row in np.random.default_rng([seed, k]).integers(0, k, size=(n_boot, k)):
+        sizes = size[row]
+        ends = np.cumsum(sizes)
+        out.append(order[np.repeat(start[row] - (ends - sizes), sizes) + np.arange(ends[-1])])
+    return out
 
 
 def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_BOOTSTRAP,

@@ -85,7 +85,7 @@ _LOADED: dict = {}  # resolved path -> its module
 def add(info: SchemeInfo) -> None:
     """Add (or, from the same file, replace) the row of a scheme of one's own."""
     old = TABLE.get(info.name)
-    if old is not None and old.source is None:
+    if old is not None and info.name in NAMES:
         from .errors import UserError
 
         raise UserError(f"{info.name!r} is one of rflens's own schemes: register yours under another name")
@@ -114,9 +114,11 @@ def load_files(paths=None) -> list[str]:
         _LOADED[str(path)] = sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except UserError:
+        except UserError as err:  # rflens's one line, with the file named once
             del _LOADED[str(path)], sys.modules[name]
-            raise
+            if str(path) in str(err) or str(raw) in str(err):
+                raise
+            raise UserError(f"scheme file {raw}: {err}") from None
         except Exception as err:  # the user's own code: say where, in one line
             del _LOADED[str(path)], sys.modules[name]
             raise UserError(f"scheme file {raw} failed to import: {type(err).__name__}: {err}") from None

@@ -3,6 +3,7 @@ of a Hugging Face causal LM), Section 4."""
 
 from __future__ import annotations
 
+from ..evaluate import segment_notes
 from ..receptive import receptive_field
 from .common import check_hf_flags, hf_settings, print_hf_result, print_result, select_run
 
@@ -47,6 +48,7 @@ def format_table(result: dict) -> str:
         ks = sorted({k for k in (1, l_tr // 4, l_tr // 2, l_tr, 2 * l_tr, 4 * l_tr, 8 * l_tr, len(cum))
                      if 1 <= k <= len(cum)})
     lines += [f"{k:>13} {_ratio(k, l_tr)} {cum[k - 1]:>11.4f}" for k in ks]
+    lines += [f"note: {x}" for x in segment_notes(result, interval=False)]
     return "\n".join(lines)
 
 

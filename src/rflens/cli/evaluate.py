@@ -4,7 +4,7 @@ Hugging Face causal LM) at several lengths."""
 from __future__ import annotations
 
 from ..errors import UserError
-from ..evaluate import perplexity
+from ..evaluate import perplexity, segment_notes, unit_notes
 from .common import check_hf_flags, hf_settings, parse_lengths, print_hf_result, print_result, select_run
 
 
@@ -38,10 +38,13 @@ def format_table(result: dict) -> str:
     l_tr = result["l_tr"]  # None: a Hugging Face model whose config names no position count
     head = f"{'L_ex':>7} {'L_ex/L_tr':>9} {'ppl':>10} {'95% CI':>21} {'tokens':>8}"
     n = result["n"] if result["n"] is not None else "the evaluation region"
+    if result.get("segments_distinct", n) != n:
+        n = f"{n} ({result['segments_distinct']} distinct)"
     lines = [f"protocol: {result['protocol']}   N = {n}   L_tr = {'unknown' if l_tr is None else l_tr}", head,
              "-" * len(head)]
     for i, length in enumerate(result["lengths"]):
         ci = f"[{result['ci_low'][i]:.2f}, {result['ci_high'][i]:.2f}]"
         ratio = f"{length / l_tr:>9.3g}" if l_tr else f"{'-':>9}"
         lines.append(f"{length:>7} {ratio} {result['ppl'][i]:>10.2f} {ci:>21} {result['tokens'][i]:>8}")
+    lines += [f"note: {x}" for x in segment_notes(result) + unit_notes(result)]
     return "\n".join(lines)

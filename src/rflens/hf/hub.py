@@ -38,6 +38,14 @@ class ModelRef:
             self.config = json.loads((folder / "config.json").read_text())
         except (OSError, ValueError) as err:
             raise UserError(f"{folder / 'config.json'} cannot be read ({type(err).__name__}): {LOAD_FIX}") from None
+        if not isinstance(self.config, dict):
+            raise UserError(f"{folder / 'config.json'} holds a JSON {type(self.config).__name__}, not a model's "
+                            f"settings (an object): {LOAD_FIX}")
+        for field in POSITION_FIELDS:  # the position count is L_tr: a number of positions, or absent
+            value = self.config.get(field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
+                raise UserError(f"{folder / 'config.json'} gives {field} = {json.dumps(value)}, not a number of "
+                                f"positions (an integer >= 2): fix the config, or {LOAD_FIX}")
         self.model_type: str = str(self.config.get("model_type", "?"))
 
     def __repr__(self) -> str:
@@ -74,6 +82,9 @@ def resolve(name_or_path, revision: str | None = None) -> ModelRef:
     name = str(name_or_path)
     path = Path(name).expanduser()
     if path.is_dir():
+        if revision is not None:
+            raise UserError(f"--revision {revision} picks a version of a hub model; {path} is a folder, which has only "
+                            "the one it holds: drop --revision")
         if not (path / "config.json").is_file():
             raise UserError(f"{path} has no config.json, so it is not a saved model: {LOAD_FIX}")
         folder = path.resolve()
@@ -123,7 +134,7 @@ def _hub_snapshot(name: str, revision: str | None) -> Path:
     if offline:
         raise UserError(f"no model folder {name}, and {where} is not in the local Hugging Face cache "
                         f"({offline} is set): {LOAD_FIX}")
-    from .data.sources import check_hub
+    from ..data.sources import check_hub
 
     try:
         check_hub()

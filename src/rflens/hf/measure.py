@@ -18,22 +18,37 @@ import torch
 from .. import resources, storage
 from ..config import DataConfig, EvalConfig
 from ..errors import UserError
-from ..evaluate import EVAL_VERSION, check_lengths, check_n, last_token_nll, last_token_result, rows_per_pass
+from ..evaluate import (EVAL_VERSION, check_finite, check_lengths, check_n, check_stored, last_token_nll,
+                        last_token_result, rows_per_pass)
 from ..paper import ERF_THRESHOLD
-from ..receptive import ERF_VERSION, input_gradients, normalize, summarize
+from ..receptive import ERF_VERSION, SEGMENT_KEYS, check_gradients, input_gradients, normalize, summarize
 from ..results import N_BOOTSTRAP
 from .adapter import device_and_dtype, load
 from .hub import ModelRef, resolve
-from .text import _Text, text_segments
+from .text import _Text, text_draw
 
 # Bump when a change in rflens.hf changes the numbers, so cached results are recomputed.
-HF_VERSION = 1
+HF_VERSION = 2  # 2: segments drawn twice resampled together, what the segments rest on recorded
 # Pretrained models are large: the default lengths reach 4 x L_tr (rflens's own models: 16 x)
 LENGTH_MULTS = (0.25, 0.5, 1, 2, 4)
 ERF_LENGTH_MULT = 2
 UNKNOWN_L_TR_LENGTHS = (256, 512, 1024, 2048, 4096)  # when the config names no position count
 UNKNOWN_L_TR_ERF_LENGTH = 1024
 ERF_MAX_TOKENS = 1024  # tokens per forward and backward pass of the receptive-field analysis
+
+
+PRETRAINED_FIX = "check its weights and dtype (a pretrained model gives finite losses)"
+
+
+def check_vocabulary(lens, tokens: np.ndarray, name: str) -> np.ndarray:
+    """``tokens``, unless the tokenizer gives ids the model has no embedding for (a folder
+    whose tokenizer belongs to another model): then one line, not an IndexError inside it."""
+    size = lens.hf.get_input_embeddings().num_embeddings
+    if len(tokens) and (int(tokens.max()) >= size or int(tokens.min()) < 0):
+        raise UserError(f"the tokenizer of {name} gives token id {int(tokens.max())}, but the model embeds only ids "
+                        f"0..{size - 1}: the folder's tokenizer belongs to another model; save the model's own "
+                        "tokenizer beside it")
+    return tokens
 
 
 def _defaults(scale: str | None, eval_cfg: EvalConfig | None, data_cfg: DataConfig | None):
@@ -109,12 +124,18 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
     def compute() -> dict:
         t0 = time.perf_counter()
         lens, tokenizer = load(ref, device=device, progress=progress)
-        segments = text_segments(src.tokens(tokenizer), n, max(lengths) + 1, ev.seed, src.what)  # (N, max L + 1)
+        tokens = check_vocabulary(lens, src.tokens(tokenizer), ref.name)
+        segments, about = text_draw(tokens, n, max(lengths) + 1, ev.seed, src.what)  # (N, max L + 1)
         nll = last_token_nll(lens, segments, lengths, batch_size=ev.batch_size, progress=progress)
-        return {**last_token_result(nll, lengths, ref.l_tr, ev.seed), **_about(ref, src, dtype),
-                "seconds": round(time.perf_counter() - t0, 3)}
+        result = {**last_token_result(nll, lengths, ref.l_tr, ev.seed, about), **_about(ref, src, dtype),
+                  "seconds": round(time.perf_counter() - t0, 3)}
+        check_finite(result, ref.name, PRETRAINED_FIX)  # nothing non-finite is stored
+        return result
 
-    return _cached("perplexity", params, compute)
+    result = _cached("perplexity", params, compute)
+    check_stored(result, lengths, ref.name, f"the folder {storage.runs_dir() / 'hf'}")
+    check_finite(result, ref.name, PRETRAINED_FIX)
+    return result
 
 
 def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int | None = None, n: int | None = None,
@@ -142,23 +163,29 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
         raise UserError(f"the ERF threshold must be in (0, 1], e.g. {ERF_THRESHOLD}; got {threshold!r}")
     length, n = int(length), int(n)
     ref.check_length(length, "--length")
+    # the segment draw (its positions, the gathered tokens, the int64 segments) and the gradient norms
+    resources.check((8 + 8 + 8 + 8) * n * (length + 1), f"the receptive field over {length:,} tokens of {n:,} "
+                    "segments", "use a smaller --n or a shorter --length")
     src, device, dtype, params = _inputs(ref, text, corpus, data_cfg, device, ev.seed, progress)
     params.update(length=length, n=n, version=[HF_VERSION, ERF_VERSION])
 
     def compute() -> dict:
         t0 = time.perf_counter()
         lens, tokenizer = load(ref, device=device, progress=progress)
-        segments = text_segments(src.tokens(tokenizer), n, length + 1, ev.seed, src.what)  # (N, L + 1)
+        tokens = check_vocabulary(lens, src.tokens(tokenizer), ref.name)
+        segments, about = text_draw(tokens, n, length + 1, ev.seed, src.what)  # (N, L + 1)
         # a backward pass holds every layer's activations: a long segment gets a pass of its own
         batch = rows_per_pass(length, ev.batch_size, ERF_MAX_TOKENS)
         norms = input_gradients(lens, segments, batch_size=batch, progress=progress)
-        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms).tolist(),
-                "seconds": round(time.perf_counter() - t0, 3), **_about(ref, src, dtype)}
+        return {"length": length, "n": n, "seed": ev.seed, "normalized": normalize(norms, ref.name, PRETRAINED_FIX).tolist(),
+                "seconds": round(time.perf_counter() - t0, 3), **_about(ref, src, dtype), **about}
 
     stored = _cached("input_gradients", params, compute)
+    check_gradients(stored, length, ref.name, f"the folder {storage.runs_dir() / 'hf'}")
     result = summarize(stored["normalized"], threshold, stored["l_tr"] or length)
     if stored["l_tr"] is None:
         result.update(l_tr=None, share_in_ltr=None)
     result.update({k: stored[k] for k in ("n", "seed", "seconds", "cached", "model", "model_type", "text",
                                           "l_tr_source", "dtype")})
+    result.update({k: stored[k] for k in SEGMENT_KEYS if k in stored})
     return result

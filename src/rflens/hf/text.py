@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import DataConfig
-from ..data.corpus import EOT, draw_segments
+from ..data.corpus import EOT
 from ..errors import UserError
 
 
@@ -54,10 +54,18 @@ def encode(tokenizer, documents: list[str]) -> np.ndarray:
 
 def text_segments(tokens: np.ndarray, n: int, length: int, seed: int = 0, what: str = "the text") -> np.ndarray:
     """(n, length) last-token segments of a token stream, drawn as the corpus's are."""
+    return text_draw(tokens, n, length, seed, what)[0]
+
+
+def text_draw(tokens: np.ndarray, n: int, length: int, seed: int = 0, what: str = "the text") -> tuple[np.ndarray, dict]:
+    """:func:`text_segments`, and what they rest on (:func:`rflens.evaluate.draw`): where
+    each ends, how many are distinct, how much they overlap."""
+    from ..evaluate import draw
+
     if len(tokens) < length:
         raise UserError(f"{what} has {len(tokens)} tokens with this model's tokenizer, fewer than the {length} "
                         f"that one segment needs: give a longer text or shorter lengths")
-    return draw_segments(tokens, n, length, seed, what=what)
+    return draw(tokens, n, length, seed, what=what)
 
 
 class _Text:
