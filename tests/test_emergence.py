@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from rflens import bundle, emergence, runs, storage
+from rflens import train as training
 from rflens.errors import UserError
+from rflens.train import OutOfTime, point_steps
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
 
@@ -26,7 +28,7 @@ def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():
     short = cfg.replace(steps=16)
     assert [lr_at(s, short) for s in range(13)] == [lr_at(s, cfg) for s in range(13)]  # cool-down of 16: steps 13-15
     assert lr_at(12, short) == cfg.lr and lr_at(15, short) == pytest.approx(cfg.lr / 3)
-    assert bundle.point_steps(cfg) == [4, 8, 16, 32]  # a point's cool-down starts after the warm-up
+    assert point_steps(cfg) == [4, 8, 16, 32]  # a point's cool-down starts after the warm-up
 
 
 def test_a_branch_is_the_finished_shorter_run(stores):
@@ -53,8 +55,8 @@ def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, m
     assert first["complete"] and first["stopped_at_step"] is None
     (storage.reference_dir() / "smoke" / spec.name / "manifest.json").unlink()
     checks = iter(range(100))
-    monkeypatch.setattr(emergence, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
-    with pytest.raises(emergence.OutOfTime):
+    monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
+    with pytest.raises(OutOfTime):
         emergence.run(spec, "smoke", progress=False, deadline=1.0)
     partial = bundle.load(spec.name, "smoke")  # the points measured so far, marked incomplete
     assert not partial["complete"] and 0 < len(partial["points"]) < 4
@@ -104,8 +106,8 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(name):
     _, model_cfg, data_cfg, train_cfg = runs.resolve("long", spec.pos, spec.corpus, spec.settings())
     assert result["model"] == model_cfg.to_dict() and result["train"] == train_cfg.to_dict()
     steps = [p["steps"] for p in result["points"]]
-    assert steps == sorted(steps) and set(steps) <= set(bundle.point_steps(train_cfg))
-    assert result["complete"] == (steps == bundle.point_steps(train_cfg))
+    assert steps == sorted(steps) and set(steps) <= set(point_steps(train_cfg))
+    assert result["complete"] == (steps == point_steps(train_cfg))
     for p in result["points"]:
         assert p["nll"].shape == (len(result["eval"]["length_mults"]), result["eval"]["n_segments"])
         assert p["tokens"] == p["steps"] * train_cfg.batch_size * train_cfg.l_tr

@@ -197,23 +197,13 @@ def cpu_features() -> str:
 
 # ----------------------------------------------------------------------------- the measured sizes
 
-POINTS = 7  # measured sizes of a model: its budget / 2^6, ..., / 2, the budget
-
-
-def point_steps(cfg: TrainConfig) -> list[int]:
-    """The run's measured sizes in steps: steps / 2^(POINTS-1), ..., steps (whole steps)."""
-    pts = sorted({max(1, cfg.steps >> k) for k in range(POINTS)})
-    from .train import cooldown_steps
-
-    warmup = cfg.warmup or 0
-    return [p for p in pts if p - cooldown_steps(cfg, p) >= warmup]
-
-
 def sizes(scale: str = "long") -> list[int]:
     """The training tokens of the measured sizes of the preset's models."""
     from .scales import get
 
     t = get(scale).train
+    from .train import point_steps
+
     return [steps * t.batch_size * t.l_tr for steps in point_steps(t)]
 
 

@@ -3,7 +3,7 @@
 The failures Chi et al. (ACL 2023) explain need training: at the tiny preset's 0.6M tokens a
 model whose receptive field outgrows L_tr still extrapolates. Here a model of the ``long``
 preset is trained once to its full budget with a warmup-stable-decay schedule
-(:func:`rflens.train.lr_at`). At each of its log-spaced sizes (:func:`rflens.bundle.point_steps`:
+(:func:`rflens.train.lr_at`). At each of its log-spaced sizes (:func:`rflens.train.point_steps`:
 the budget / 2^6 .. the budget) the run is *branched*: a copy of its state is cooled down over the last
 ``cooldown_frac`` of that size, which is exactly the finished shorter run (same batches, same
 rates, bitwise), and measured; then the main run continues from where it branched. One run
@@ -23,7 +23,6 @@ much work.
 
 from __future__ import annotations
 
-import copy
 import platform
 import subprocess
 import sys
@@ -36,8 +35,7 @@ import numpy as np
 from . import bundle, storage
 from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
-
-CHECKPOINT_STATE = "state.json"  # the main run's training curve and seconds, beside its checkpoint
+from .train import OutOfTime, point_steps, train
 
 
 # ----------------------------------------------------------------------------- what is trained
@@ -192,15 +190,7 @@ def summary(point: dict, l_tr: int, threshold: float, theoretical: int | None = 
             "share_in_ltr": round(erf["share_in_ltr"], 4)}
 
 
-# ----------------------------------------------------------------------------- training
-
-class OutOfTime(Exception):
-    """The sitting's time ran out; the state is checkpointed and the run resumes later."""
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.time() > deadline
-
+# ----------------------------------------------------------------------------- where it trains
 
 def device():
     """Where the long run trains and measures: the GPU when torch sees one (as the trainer
@@ -217,104 +207,6 @@ def device_name(where) -> str:
     import torch
 
     return torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu"
-
-
-def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, corpus, work: Path,
-                 on_point, *, deadline: float | None = None, progress: bool = True, points: list[int] | None = None,
-                 where=None):
-    """Train the main run to ``train_cfg.steps`` on ``where`` (default :func:`device`); at
-    each point branch, cool down, call ``on_point(steps, model, val_loss)`` and continue.
-    Resumes from ``work``'s checkpoint. bf16 autocast only on a GPU and only when the
-    settings ask for it (``dtype=bf16``); a CPU trains in fp32.
-
-    Returns the per-step training losses of the main run (the branches' own steps are not
-    in it). Raises :class:`OutOfTime` after checkpointing when ``deadline`` (a
-    ``time.time()``) passes.
-    """
-    import torch
-    from tqdm.auto import tqdm
-
-    from .train import (Batches, _check_finite, build, cooldown_steps, lr_at, read_checkpoint_pointer, train_step,
-                        validate, validation_windows)
-
-    cfg = train_cfg
-    points = bundle.point_steps(cfg) if points is None else points
-    work.mkdir(parents=True, exist_ok=True)
-    where = device() if where is None else where
-    batches = Batches(corpus.tokens("train"), cfg.l_tr, cfg.batch_size, cfg.seed)
-    val = validation_windows(corpus.tokens("validation"), cfg.l_tr, cfg.eval_batches * cfg.batch_size, cfg.seed)
-    model, optimizer = build(model_cfg, cfg, where)
-    cast = torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda" and cfg.dtype == "bf16")
-    state = {"step": 0, "train_loss": [], "done": [], "seconds": 0.0}
-    info = read_checkpoint_pointer(work)
-    if info is not None:
-        saved = torch.load(work / info["file"], map_location=where, weights_only=False)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        batches.set_state(saved["batches"])
-        state = saved["state"]
-
-    def checkpoint():
-        from .train import _save_checkpoint
-
-        _save_checkpoint(work, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                "batches": batches.state(), "state": state}, state["step"])
-        storage.write_json(work / CHECKPOINT_STATE, {"step": state["step"], "train_loss": state["train_loss"],
-                                                     "seconds": state["seconds"] + time.perf_counter() - t_session})
-
-    def run_steps(first: int, last: int, schedule: TrainConfig, losses: list | None, bar) -> None:
-        pending = []
-        for step in range(first, last):
-            chunk = torch.from_numpy(batches.next()).to(where, non_blocking=True)
-            pending.append(train_step(model.loss, model, optimizer, chunk, lr_at(step, schedule), cfg, cast))
-            if len(pending) == 50 or step == last - 1:
-                values = [float(v) for v in pending]
-                _check_finite(values, step - len(values) + 2)
-                if losses is not None:
-                    losses.extend(values)
-                bar.update(len(values))
-                bar.set_postfix(loss=f"{values[-1]:.3f}", refresh=False)
-                pending = []
-
-    bar = tqdm(total=cfg.steps, initial=state["step"], disable=not progress, unit="step", dynamic_ncols=True,
-               desc=f"{model_cfg.pos} main run", file=sys.stderr)
-    t_session = time.perf_counter()
-    try:
-        for target in points:
-            if target in state["done"]:
-                continue
-            start = target - cooldown_steps(cfg, target)  # where this point's cool-down leaves the main run
-            stop = start if target != cfg.steps else cfg.steps
-            while True:
-                if _past(deadline):  # the state on disk is that of this step: nothing is lost
-                    raise OutOfTime(state["step"])
-                if state["step"] >= stop:
-                    break
-                nxt = min(stop, (state["step"] // cfg.ckpt_interval + 1) * cfg.ckpt_interval) if cfg.ckpt_interval else stop
-                run_steps(state["step"], nxt, cfg, state["train_loss"], bar)
-                state["step"] = nxt
-                if nxt < stop or target != cfg.steps:
-                    checkpoint()
-            if target == cfg.steps:
-                on_point(target, model, validate(model, val, cfg.batch_size, cast, where))
-            else:
-                keep = (copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict()), batches.state())
-                branch = tqdm(total=target - start, disable=not progress, unit="step", dynamic_ncols=True,
-                              desc=f"cool-down to {target} steps", file=sys.stderr, leave=False)
-                run_steps(start, target, cfg.replace(steps=target), None, branch)
-                branch.close()
-                on_point(target, model, validate(model, val, cfg.batch_size, cast, where))
-                model.load_state_dict(keep[0])
-                optimizer.load_state_dict(keep[1])
-                batches.set_state(keep[2])
-            state["done"].append(target)
-            state["seconds"] += time.perf_counter() - t_session
-            t_session = time.perf_counter()
-            if target != cfg.steps:
-                checkpoint()
-    finally:
-        bar.close()
-    return state["train_loss"], state["seconds"]
 
 
 # ----------------------------------------------------------------------------- the bundle
@@ -411,17 +303,18 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
             final["model"] = model
 
     final: dict = {}
-    stopped = None
+    stopped = interrupted = None
     where = device()
+    fix = f"remove {work} to train {spec.name} from its start"
     try:
-        losses, seconds = train_points(model_cfg, data_cfg, train_cfg, corpus, work, on_point, deadline=deadline,
-                                       progress=progress, where=where)
+        metrics = train(model_cfg, data_cfg, train_cfg, out_dir=work, progress=progress, corpus=corpus,
+                        points=point_steps(train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
+        losses, seconds = metrics["train_loss"], metrics["train_seconds"]
     except OutOfTime as stop:
         if not points:
             raise
         # the points measured so far are finished runs: ship them, marked incomplete
-        saved = storage.read_json(work / CHECKPOINT_STATE) if (work / CHECKPOINT_STATE).is_file() else {}
-        losses, seconds, stopped = saved.get("train_loss", []), saved.get("seconds", 0.0), int(stop.args[0])
+        interrupted, losses, seconds, stopped = stop, stop.progress.train_loss, stop.progress.elapsed, stop.step
     stride = max(1, len(losses) // 1024)  # the training curve, averaged over blocks of steps
     curve = [[i + stride, round(float(np.mean(losses[i:i + stride])), 4)] for i in range(0, len(losses), stride)]
     result = {
@@ -432,7 +325,7 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
         "cpu": bundle.cpu_capability(), "cpu_features": bundle.cpu_features(), "device": device_name(where),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "schedule": {"points": bundle.point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
+        "schedule": {"points": point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
         "train_curve": curve,
         "points": sorted(points, key=lambda p: p["steps"]),
@@ -440,8 +333,8 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
     keep = (spec.name in DRIFT_MODELS) if keep_weights is None else keep_weights
     out = bundle.bundle_dir(scale, root) / spec.name
     _write(out, result, arrays, final.get("model") if keep else None)
-    if stopped is not None:
-        raise OutOfTime(stopped)
+    if interrupted is not None:
+        raise interrupted
     import shutil
 
     shutil.rmtree(work, ignore_errors=True)

@@ -100,11 +100,11 @@ def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) ->
 
     from .evaluate import last_token_flops
     from .model import TransformerLM
-    from .train import cooldown_steps
+    from .train import cooldown_steps, point_steps
 
     with torch.device("meta"):  # sizes only
         model = TransformerLM(model_cfg)
-    sizes = bundle.point_steps(train_cfg)
+    sizes = point_steps(train_cfg)
     steps = train_cfg.steps + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1])
     train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
     lengths = [train_cfg.l_tr * m for m in ev.length_mults]

@@ -133,7 +133,7 @@ def tiny_design(scale: str = "tiny") -> Prose:
 def long_design(scale: str = "long", book: str = "tiny") -> Prose:
     """The long run's preset: its budget against the book's, its schedule, its measured
     sizes and what each size keeps, from the preset itself."""
-    from ..bundle import point_steps
+    from ..train import point_steps
     from ..scales import get
 
     sc, small = get(scale), get(book)
