@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rflens import runs, scales
+from rflens import runs, scales, settings
 from rflens.config import TrainConfig
 from rflens.errors import UserError
 from rflens.train import Batches, lr_at, read_checkpoint_pointer, train, warmup_steps
@@ -303,7 +303,7 @@ def test_a_corrupted_resume_checkpoint_is_exit_2(cli_env, trained):
     from rflens import data
 
     store = Path(cli_env["RFLENS_RUNS"])
-    _, m, d, t = runs.resolve("smoke", "alibi", "prose", {"steps": 7})
+    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"steps": 7})
     old = os.environ.get("RFLENS_DATA")
     os.environ["RFLENS_DATA"] = cli_env["RFLENS_DATA"]
     try:

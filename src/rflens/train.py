@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import json
 import math
+import pickle
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import distributed
+from . import data, distributed
 from .config import DataConfig, ModelConfig, TrainConfig
 from .errors import UserError
 from .storage import atomic_path, atomic_write, sha256_file, write_json
@@ -167,8 +170,6 @@ def read_checkpoint_pointer(out_dir: Path, fix: str = "start over with --retrain
 def load_checkpoint(out_dir: Path, info: dict, fix: str = "start over with --retrain") -> dict:
     """The training state a checkpoint holds, read as data only (tensors, numbers, strings:
     ``weights_only``), so a crafted file cannot run code; UserError naming ``fix`` otherwise."""
-    import pickle
-
     import torch
 
     try:
@@ -191,9 +192,6 @@ def _save_checkpoint(out_dir: Path, state: dict, step: int) -> None:
         with atomic_write(out_dir / name) as f:
             torch.save(state, f)
     except RuntimeError as err:  # torch's writer reports a full disk as a RuntimeError
-        import errno
-        import shutil
-
         if shutil.disk_usage(out_dir).free < (1 << 20) or "unexpected pos" in str(err):
             raise OSError(errno.ENOSPC, "No space left on device", str(out_dir / name)) from None
         raise
@@ -402,8 +400,6 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
         out_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
     if corpus is None:
-        from . import data
-
         corpus = data.prepare(data_cfg, progress=progress and main)
     if corpus.vocab_size > model_cfg.vocab_size:
         raise UserError(f"the corpus has {corpus.vocab_size} tokens but the model only {model_cfg.vocab_size}: "

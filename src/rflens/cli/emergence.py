@@ -11,9 +11,9 @@ from ..plan import one_core_cost, one_core_minutes, one_core_speed
 
 
 def run(args) -> int:
-    plan = emergence.plan(args.scale)
+    plan = emergence.models(args.scale)
     if args.only:
-        plan = [emergence.find(name, args.scale) for name in args.only]
+        plan = [emergence.named(name, args.scale) for name in args.only]
     have = bundle.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
     if args.check is not None:
