@@ -395,3 +395,17 @@ def test_the_last_sizes_give_each_shipped_model_once_per_family_at_its_largest_s
                                 ("Table 3 on prose", "sinusoidal")]  # Sinusoidal answers Figure 7 and Table 3
     assert last["r_horizon"].tolist() == [1.3] * 3 and last["tokens"].tolist() == [2**20] * 3
     assert emergence.last_sizes(em.iloc[:0], "long").empty
+
+
+def test_the_bundles_files_and_the_training_state_each_have_one_reader():
+    """Only rflens.bundle names the bundle's files; only rflens.train loads a training state."""
+    from pathlib import Path
+
+    import rflens
+
+    owners = {'"result.json"': {"bundle.py"}, '"nll.npz"': {"bundle.py"}, '"schedule_check.json"': {"bundle.py"},
+              "torch.load(": {"train.py"}}
+    for path in Path(rflens.__file__).parent.rglob("*.py"):
+        text = path.read_text()
+        for needle, homes in owners.items():
+            assert needle not in text or path.name in homes, f"{path.name} uses {needle}"

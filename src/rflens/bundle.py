@@ -142,6 +142,12 @@ def _stat(path: Path) -> tuple:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+def stamp(scale: str = "long") -> tuple:
+    """What changes whenever a writer changes the bundle (its manifest's size, time and inode)."""
+    top = bundle_dir(scale)
+    return (str(top), *_stat(top / MANIFEST))
+
+
 def entries(scale: str = "long") -> dict[str, Path]:
     """The models of the (checked) bundle whose manifest is written, by name."""
     root = bundle_dir(scale)

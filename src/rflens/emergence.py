@@ -1,24 +1,26 @@
 """Emergence: one long training run per model, measured as it grows, shipped as a bundle.
 
 The failures Chi et al. (ACL 2023) explain need training: at the tiny preset's 0.6M tokens a
-model whose receptive field outgrows L_tr still extrapolates. Here a model of the ``long``
-preset is trained once to its full budget with a warmup-stable-decay schedule
-(:func:`rflens.train.lr_at`). At each of its log-spaced sizes (:func:`rflens.train.point_steps`:
-the budget / 2^6 .. the budget) the run is *branched*: a copy of its state is cooled down over the last
-``cooldown_frac`` of that size, which is exactly the finished shorter run (same batches, same
-rates, bitwise), and measured; then the main run continues from where it branched. One run
-thus gives every point of an emergence curve at about 1.2 times the cost of its last point.
+model whose receptive field outgrows L_tr still extrapolates. Here each model of the
+``long`` preset (:func:`models`: what is trained, in which order) is trained once to its full
+budget with a warmup-stable-decay schedule by the book's one training loop,
+:func:`rflens.train.train`, which branches it at each of its log-spaced sizes
+(:func:`rflens.train.point_steps`: the budget / 2^6 .. the budget): a copy of its state is
+cooled down over the last ``cooldown_frac`` of that size, which is exactly the finished
+shorter run (same batches, same rates, bitwise), and handed here to be measured; then the
+main run continues from where it branched. One run thus gives every point of an emergence
+curve at about 1.2 times the cost of its last point.
 
 A point's measurement is what the book reads: per-segment last-token NLLs at L_tr x
 length_mults on the preset's N segments (so r(L) and its paired intervals can be computed
 against any other point or model), the normalised input gradient over segments of
 ``erf_length_mult`` x L_tr (the receptive field), and the validation loss.
 
-The results go to the shipped bundle, ``reference/<scale>/<name>/`` (:mod:`rflens.bundle`
-owns its files). A model being trained keeps its state
-in the run store's ``emergence/`` folder, checkpointed at every branch and every
-``ckpt_interval`` steps, so a sitting that ends (``--minutes``) or a kill loses at most that
-much work.
+The results go to the shipped bundle, ``reference/<scale>/<name>/``, written by
+:func:`rflens.bundle.write_model` (:mod:`rflens.bundle` owns its files). A model being trained
+keeps its state in the run store's ``emergence/`` folder, checkpointed at every branch and
+every ``ckpt_interval`` steps, so a sitting that ends (``--minutes``) or a kill loses at most
+that much work.
 """
 
 from __future__ import annotations

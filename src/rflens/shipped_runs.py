@@ -194,11 +194,9 @@ _INDEX: dict = {}
 
 
 def index(scale: str) -> dict[str, tuple]:
-    """{name: settings} of the bundle's finished models (re-read when a manifest changes)."""
-    root = bundle.bundle_dir(scale)
-    found = bundle.entries(scale)
-    stamp = (str(root), tuple((n, *((p / f).stat().st_mtime_ns for f in (bundle.MANIFEST, bundle.RESULT)))
-                              for n, p in found.items()))
+    """{name: settings} of the bundle's finished models (re-read when the bundle changes)."""
+    found = bundle.entries(scale)  # checked against the bundle's manifest first
+    stamp = bundle.stamp(scale)
     if _INDEX.get(scale, (None,))[0] != stamp:
         out = {}
         for name, path in found.items():
