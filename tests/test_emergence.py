@@ -7,10 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from rflens import bundle, emergence, runs, storage
+from rflens import bundle, emergence, machine, runs, settings, storage
+from rflens import train as training
 from rflens.errors import UserError
+from rflens.train import OutOfTime, point_steps
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
+SHIPPED_NAMES = set(bundle.entries("long"))  # the bundle in the repository
 
 
 @pytest.fixture
@@ -22,17 +25,17 @@ def stores(store, reference):
 def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():
     from rflens.train import lr_at
 
-    cfg = runs.resolve("smoke", "alibi", "prose", dict(WSD))[3]
+    cfg = settings.resolve("smoke", "alibi", "prose", dict(WSD))[3]
     short = cfg.replace(steps=16)
     assert [lr_at(s, short) for s in range(13)] == [lr_at(s, cfg) for s in range(13)]  # cool-down of 16: steps 13-15
     assert lr_at(12, short) == cfg.lr and lr_at(15, short) == pytest.approx(cfg.lr / 3)
-    assert bundle.point_steps(cfg) == [4, 8, 16, 32]  # a point's cool-down starts after the warm-up
+    assert point_steps(cfg) == [4, 8, 16, 32]  # a point's cool-down starts after the warm-up
 
 
 def test_a_branch_is_the_finished_shorter_run(stores):
     """The point at 16 steps, cooled down from the 32-step run, is the 16-step wsd run
     trained on its own: the same NLLs to the bit."""
-    spec = emergence.Spec("alibi", WSD)
+    spec = emergence.LongModel("alibi", WSD)
     out = emergence.run(spec, "smoke", progress=False)
     shipped = bundle.load(spec.name, "smoke")
     assert [p["steps"] for p in shipped["points"]] == [4, 8, 16, 32]
@@ -47,14 +50,14 @@ def test_a_branch_is_the_finished_shorter_run(stores):
 
 
 def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, monkeypatch):
-    spec = emergence.Spec("alibi", WSD)
+    spec = emergence.LongModel("alibi", WSD)
     emergence.run(spec, "smoke", progress=False)
     first = bundle.load(spec.name, "smoke")
     assert first["complete"] and first["stopped_at_step"] is None
     (storage.reference_dir() / "smoke" / spec.name / "manifest.json").unlink()
     checks = iter(range(100))
-    monkeypatch.setattr(emergence, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
-    with pytest.raises(emergence.OutOfTime):
+    monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
+    with pytest.raises(OutOfTime):
         emergence.run(spec, "smoke", progress=False, deadline=1.0)
     partial = bundle.load(spec.name, "smoke")  # the points measured so far, marked incomplete
     assert not partial["complete"] and 0 < len(partial["points"]) < 4
@@ -70,24 +73,102 @@ def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, m
 
 
 def test_a_damaged_bundle_is_one_line_naming_the_fix(stores):
-    spec = emergence.Spec("alibi", WSD)
+    spec = emergence.LongModel("alibi", WSD)
     out = emergence.run(spec, "smoke", progress=False)
-    (out / "nll.npz").write_bytes(b"damaged")
-    with pytest.raises(UserError, match="git checkout -- reference"):
-        bundle.load(spec.name, "smoke")
     with pytest.raises(UserError, match="no shipped long-run result"):
         bundle.load("nope", "smoke")
+    (out / "nll.npz").write_bytes(b"damaged")
+    with pytest.raises(UserError, match="nll.npz does not match its sha256.*git checkout -- reference"):
+        bundle.load(spec.name, "smoke")
+
+
+def _damage(top, how: str) -> None:
+    """One change a bundle's writer did not make."""
+    import shutil
+
+    if how == "model folder deleted":
+        shutil.rmtree(top / "nope")
+    elif how == "schedule check edited":
+        check = json.loads((top / bundle.SCHEDULE_CHECK).read_text())
+        check["ratio"][-1] = 1.0
+        (top / bundle.SCHEDULE_CHECK).write_text(json.dumps(check, indent=1, sort_keys=True) + "\n")
+    elif how == "model manifest emptied":  # with edited numbers behind it
+        (top / "nope" / "manifest.json").write_text(json.dumps({"version": 1, "sha256": {}}))
+    elif how == "file added":
+        (top / "nope" / "extra.json").write_text("{}")
+    elif how == "manifest deleted":
+        (top / "manifest.json").unlink()
+
+
+DAMAGE = ["model folder deleted", "schedule check edited", "model manifest emptied", "file added", "manifest deleted"]
+
+
+@pytest.fixture
+def shipped_copy(tmp_path, monkeypatch):
+    """A copy of the repository's long-run bundle (models without their weights), read as the bundle."""
+    import shutil
+
+    top = tmp_path / "reference" / "long"
+    shutil.copytree(bundle.bundle_dir("long"), top, ignore=shutil.ignore_patterns(bundle.WEIGHTS))
+    for d in top.iterdir():  # the copy leaves the weights out: each manifest and the bundle's say so
+        if d.is_dir():
+            man = json.loads((d / "manifest.json").read_text())
+            man["sha256"].pop(bundle.WEIGHTS, None)
+            (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    bundle.seal("long", tmp_path / "reference")
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    return top
+
+
+@pytest.mark.skipif("nope" not in SHIPPED_NAMES, reason="no long-run bundle in this checkout")
+@pytest.mark.parametrize("how", DAMAGE)
+def test_a_change_the_writer_did_not_make_stops_every_reader_in_one_line(shipped_copy, capsys, how):
+    from rflens.cli import main
+
+    assert main(["emergence", "--list"]) == 0  # the copy itself is whole
+    capsys.readouterr()
+    _damage(shipped_copy, how)
+    for argv in (["emergence", "--list"], ["reproduce", "--scale", "long", "--plan"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "damaged" in err[0] and str(shipped_copy) in err[0], (argv, err)
+
+
+@pytest.mark.skipif("nope" not in SHIPPED_NAMES, reason="no long-run bundle in this checkout")
+@pytest.mark.parametrize("text", ["{not json", json.dumps({"name": "nope"})])
+def test_a_result_that_is_not_one_is_one_line_naming_its_file(shipped_copy, capsys, text):
+    """Even with its checksums made to match, a result.json that is not JSON or lacks the
+    format's keys is reported, never a traceback."""
+    from rflens import storage as st
+
+    path = shipped_copy / "nope"
+    (path / "result.json").write_text(text)
+    man = json.loads((path / "manifest.json").read_text())
+    man["sha256"]["result.json"] = st.sha256_file(path / "result.json")
+    (path / "manifest.json").write_text(json.dumps(man))
+    bundle.seal("long", shipped_copy.parent)
+    for argv in (["emergence", "--list"], ["reproduce", "--scale", "long", "--plan"]):
+        assert main_exit(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(path / "result.json") in err[0], (argv, err)
+
+
+def main_exit(argv) -> int:
+    from rflens.cli import main
+
+    return main(argv)
 
 
 def test_the_plan_starts_with_the_thesis_models():
-    names = [s.name for s in emergence.plan("long")]
+    names = [s.name for s in emergence.models("long")]
     assert names[:4] == ["alibi_slope_shift=4", "window_window=30", "alibi_same_slope=4", "nope"]
     assert len(names) == len(set(names))
-    families = emergence.families("long")
+    families = emergence.by_experiment("long")
     assert {s.name for specs in families.values() for s in specs} == set(names)  # every model answers a family
     assert [s.name for s in families["Table 3 on code"]] == [n for n in names if n.endswith("_code")]
     with pytest.raises(UserError, match="choose from"):
-        emergence.find("alibi_slope_shift=99")
+        emergence.named("alibi_slope_shift=99")
 
 
 SHIPPED = bundle.entries("long")  # the bundle in the repository
@@ -97,16 +178,27 @@ def _shipped(names) -> list:
     return sorted(names) or [pytest.param(None, marks=pytest.mark.skip(reason="no long-run model is shipped"))]
 
 
+@pytest.mark.skipif(not SHIPPED_NAMES, reason="no long-run bundle in this checkout")
+def test_the_shipped_bundle_holds_exactly_what_its_manifest_lists():
+    top = bundle.bundle_dir("long")
+    listed = json.loads((top / "manifest.json").read_text())["sha256"]
+    assert set(listed) == {p.relative_to(top).as_posix() for p in top.rglob("*") if p.is_file()} - {"manifest.json"}
+    assert {rel.split("/")[0] for rel in listed if "/" in rel} == SHIPPED_NAMES
+    bundle.check("long")
+
+
 @pytest.mark.parametrize("name", _shipped(SHIPPED))
 def test_every_shipped_result_matches_its_checksums_and_its_settings(name):
     result = bundle.load(name, "long")  # verifies every sha256 first
-    spec = emergence.find(name, "long")
-    _, model_cfg, data_cfg, train_cfg = runs.resolve("long", spec.pos, spec.corpus, spec.settings())
+    spec = emergence.named(name, "long")
+    _, model_cfg, data_cfg, train_cfg = settings.resolve("long", spec.pos, spec.corpus, spec.settings())
     assert result["model"] == model_cfg.to_dict() and result["train"] == train_cfg.to_dict()
     steps = [p["steps"] for p in result["points"]]
-    assert steps == sorted(steps) and set(steps) <= set(bundle.point_steps(train_cfg))
-    assert result["complete"] == (steps == bundle.point_steps(train_cfg))
+    assert steps == sorted(steps) and set(steps) <= set(point_steps(train_cfg))
+    assert result["complete"] == (steps == point_steps(train_cfg))
     for p in result["points"]:
+        assert p["lengths"] == [train_cfg.l_tr * m for m in result["eval"]["length_mults"]]
+        assert "erf_capped" not in p  # a rule's verdict is derived when read (bundle.table), never stored
         assert p["nll"].shape == (len(result["eval"]["length_mults"]), result["eval"]["n_segments"])
         assert p["tokens"] == p["steps"] * train_cfg.batch_size * train_cfg.l_tr
         assert np.isfinite(p["nll"]).all() and sum(p["normalized"]) == pytest.approx(1, abs=1e-3)
@@ -142,17 +234,17 @@ def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(name):
 
 
 def test_check_retrains_a_shipped_model_and_finds_it_bitwise_equal(stores):
-    spec = emergence.Spec("alibi", WSD)
+    spec = emergence.LongModel("alibi", WSD)
     emergence.run(spec, "smoke", progress=False)
     plan = [spec]
     import rflens.emergence as em
 
-    original = em.plan
-    em.plan = lambda scale="long": plan if scale == "smoke" else original(scale)
+    original = em.models
+    em.models = lambda scale="long": plan if scale == "smoke" else original(scale)
     try:
         rows = emergence.check([spec.name], "smoke", progress=False)
     finally:
-        em.plan = original
+        em.models = original
     assert rows == [{"name": spec.name, "points": 4, "max_abs_diff": 0.0, "bitwise": True, "expected": "bitwise",
                      "ok": True}]
     assert set(bundle.entries("smoke")) == {spec.name}  # the check wrote nothing into the bundle
@@ -164,13 +256,13 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
     assert main(["emergence", "--list"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "to train  alibi_slope_shift=4" and "no finished model shipped yet" in out
-    emergence.run(emergence.Spec("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke", progress=False)
-    monkeypatch.setattr(bundle, "cpu_capability", lambda: "ANOTHER")
+    emergence.run(emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke", progress=False)
+    monkeypatch.setattr(machine, "cpu_capability", lambda: "ANOTHER")
     assert main(["emergence", "--scale", "smoke", "--list"]) == 0
     out = capsys.readouterr().out
     assert "hours on one core" in out and "1 shipped model(s) trained on other machines" in out
-    shipped = emergence.Spec("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
-    monkeypatch.setattr(emergence, "plan", lambda scale="long": [shipped])
+    shipped = emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    monkeypatch.setattr(emergence, "models", lambda scale="long": [shipped])
     assert main(["emergence", "--scale", "smoke", "--list"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "nothing to train: the bundle holds every model of the plan (1)"
     assert main(["emergence", "--minutes", "-1"]) == 2
@@ -252,19 +344,19 @@ def test_every_model_of_the_long_run_has_a_colour_of_its_own():
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
     from rflens import scales
 
-    flattest = emergence.Spec("alibi", (("slope_shift", max(scales.get("long").sweeps.slope_shift)),))
-    assert not any("batch_size=" in s.name for s in emergence.plan("long"))
+    flattest = emergence.LongModel("alibi", (("slope_shift", max(scales.get("long").sweeps.slope_shift)),))
+    assert not any("batch_size=" in s.name for s in emergence.models("long"))
     monkeypatch.setattr(bundle, "complete", lambda scale="long": {flattest.name})
-    point = {"ppl": [50.0, 60.0, 80.0, 90.0, 100.0], "r_high": [1.0, 1.3, 1.7, 1.9, 2.1], "erf": 300}
-    monkeypatch.setattr(bundle, "load", lambda name, scale="long": {
-        "points": [point], "train": {"l_tr": 32}, "eval": {"length_mults": [1, 2, 4, 8, 16]}})
-    names = [s.name for s in emergence.plan("long")]
+    point = {"ppl": [50.0, 60.0, 80.0, 90.0, 100.0], "r_high": [1.0, 1.3, 1.7, 1.9, 2.1], "erf": 300,
+             "lengths": [32, 64, 128, 256, 512]}
+    monkeypatch.setattr(bundle, "load", lambda name, scale="long": {"points": [point], "train": {"l_tr": 32}})
+    names = [s.name for s in emergence.models("long")]
     assert "alibi_slope_shift=4_batch_size=2_l_tr=512" in names  # 32 x 2^4 = 512 covers the ERF of 300
     assert names.index("alibi_slope_shift=4_batch_size=2_l_tr=512") < names.index("sinusoidal")
 
 
 def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
-    spec = emergence.Spec("alibi", WSD)
+    spec = emergence.LongModel("alibi", WSD)
     emergence.run(spec, "smoke", progress=False)
     assert bundle.table("smoke", names=[]).empty and len(bundle.table("smoke")) == 4
     em = bundle.table("smoke")
@@ -273,14 +365,14 @@ def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
     assert em["ppl_l_tr"].tolist() == em[f"ppl@{l_tr}"].tolist()
     prov = bundle.provenance("smoke")
     assert list(prov["finished"]) == [True] and prov["points"].iloc[0] == 4 and prov["threads"].iloc[0] >= 1
-    assert list(prov["device"]) == [emergence.device_name(emergence.device())]  # "cpu" here
+    assert list(prov["device"]) == [machine.device_name(machine.device())]  # "cpu" here
     assert emergence.table1_names("long") == []  # nothing shipped in this store
 
 
 def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
     import torch
 
-    here = {"torch": torch.__version__, "cpu": bundle.cpu_capability(), "cpu_features": bundle.cpu_features()}
+    here = {"torch": torch.__version__, "cpu": machine.cpu_capability(), "cpu_features": machine.cpu_features()}
     expected = emergence.DRIFT_TOLERANCE if here["cpu_features"] else emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance(here) == expected
     assert emergence.drift_tolerance({**here, "cpu": "ANOTHER"}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
@@ -303,3 +395,17 @@ def test_the_last_sizes_give_each_shipped_model_once_per_family_at_its_largest_s
                                 ("Table 3 on prose", "sinusoidal")]  # Sinusoidal answers Figure 7 and Table 3
     assert last["r_horizon"].tolist() == [1.3] * 3 and last["tokens"].tolist() == [2**20] * 3
     assert emergence.last_sizes(em.iloc[:0], "long").empty
+
+
+def test_the_bundles_files_and_the_training_state_each_have_one_reader():
+    """Only rflens.bundle names the bundle's files; only rflens.train loads a training state."""
+    from pathlib import Path
+
+    import rflens
+
+    owners = {'"result.json"': {"bundle.py"}, '"nll.npz"': {"bundle.py"}, '"schedule_check.json"': {"bundle.py"},
+              "torch.load(": {"train.py"}}
+    for path in Path(rflens.__file__).parent.rglob("*.py"):
+        text = path.read_text()
+        for needle, homes in owners.items():
+            assert needle not in text or path.name in homes, f"{path.name} uses {needle}"

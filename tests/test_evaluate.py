@@ -11,10 +11,9 @@ import torch.nn.functional as F
 
 import fakes
 from rflens import evaluate, results
+from rflens import model as model_mod
 from rflens.config import SCHEMES, EvalConfig, ModelConfig
 from rflens.errors import UserError
-
-import rflens.model as model_mod
 
 VOCAB = 61
 

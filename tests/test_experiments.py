@@ -231,11 +231,11 @@ def test_training_speed_is_measured_side_by_side_and_cached(store):
 def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_speed(store, reference, monkeypatch):
     """One shipped model sets the speed: timed at it, that model's own spec takes its own
     wall time; a longer L_tr costs more than its tokens, through the quadratic measurement."""
-    from rflens import bundle, emergence, runs
+    from rflens import bundle, emergence, settings
     from rflens.config import EvalConfig
 
     assert book_plan.one_core_speed("smoke") is None and "not timed" in book_plan.one_core_cost([], "smoke")
-    spec = emergence.Spec("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    spec = emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
     emergence.run(spec, "smoke", progress=False)
     shipped = bundle.load(spec.name, "smoke")
     # wall times fixed, as the run's own (rounded to 0.1 s) can read 0.0 s of measuring
@@ -244,7 +244,7 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
     at = book_plan.one_core_speed("smoke")
     assert at.models == 1 and at.where.endswith("like this one") and at.measure != at.train
     assert book_plan.one_core_minutes([spec], "smoke", at)[0] == pytest.approx(1.5, rel=1e-9)
-    _, model_cfg, _, train_cfg = runs.resolve("smoke", "alibi", "prose", dict(spec.overrides))
+    _, model_cfg, _, train_cfg = settings.resolve("smoke", "alibi", "prose", dict(spec.overrides))
     ev = EvalConfig.from_dict(shipped["eval"])
     train, measure = book_plan.run_flops(model_cfg, train_cfg, ev)
     longer = train_cfg.replace(l_tr=4 * train_cfg.l_tr, batch_size=train_cfg.batch_size)

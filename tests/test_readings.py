@@ -264,18 +264,27 @@ def test_chapter_prose_typesets_its_notation(chapter):
 
 
 def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
-    long = pd.DataFrame([{"name": "a", "complete": True, "l_tr": 32, "tokens": 8_388_608, "r_lo@512": 2.1},
-                         {"name": "a", "complete": True, "l_tr": 32, "tokens": 4_194_304, "r_lo@512": 1.5},
-                         {"name": "b", "complete": False, "l_tr": 32, "tokens": 1_048_576, "r_lo@512": 1.0}])
+    # the rows of bundle.table: r_horizon_lo is each model's lower bound of r(16 L_tr) at its own L_tr
+    long = pd.DataFrame([{"name": "c", "complete": True, "l_tr": 512, "tokens": 2_097_152, "r_lo@512": 1.0,
+                          "r_horizon_lo": 1.2},
+                         {"name": "a", "complete": True, "l_tr": 32, "tokens": 8_388_608, "r_lo@512": 2.1,
+                          "r_horizon_lo": 2.1},
+                         {"name": "a", "complete": True, "l_tr": 32, "tokens": 4_194_304, "r_lo@512": 1.5,
+                          "r_horizon_lo": 1.5},
+                         {"name": "b", "complete": False, "l_tr": 32, "tokens": 1_048_576, "r_lo@512": 1.0,
+                          "r_horizon_lo": 1.0}])
     box = rd.this_build("tiny", {"pass": 5, "fail": 7, "not decided": 2, "not run": 2}, long, 40,
                         {"pass": 3, "fail": 7, "not decided": 1, "not run": 2})
     assert "of the 13 that rest on trained models (the others hold by construction): 3 pass, 7 fail" in box
     assert box.startswith(":::{admonition} This build") and box.rstrip().endswith(":::")
     assert "5 pass, 7 fail, 2 not decided, 2 not run" in box and "16 claims" in box
-    assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "1 of its 40 models shipped" in box
+    assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "2 of its 40 models shipped" in box
     # a preset with another L_tr reads the long run's breaks at the long run's own 16 L_tr
     assert "needed 8.4M training tokens; a model here sees 4k" in rd.this_build("smoke", None, long, 40)
-    assert "blow-ups" not in rd.this_build("smoke", None, long.assign(**{"r_lo@512": 1.5}), 40)
+    assert "blow-ups" not in rd.this_build("smoke", None, long.assign(r_horizon_lo=1.5), 40)
+    # a model at L_tr = 512 breaks at r(16 x 512), not at its r(512) = r(L_tr)
+    wide = long.assign(r_horizon_lo=[2.5, 1.5, 1.5, 1.0])
+    assert "needed 2.1M training tokens" in rd.this_build("tiny", None, wide, 40)
     empty = rd.this_build("smoke", None, long.iloc[0:0], 40)
     assert "not computed in this build" in empty and "0 of its 40 models shipped." in empty and "blow-ups" not in empty
 

@@ -7,10 +7,9 @@ import torch.nn.functional as F
 
 import fakes
 from rflens import receptive, results
+from rflens import model as model_mod
 from rflens.config import EvalConfig, ModelConfig
 from rflens.errors import UserError
-
-import rflens.model as model_mod
 
 VOCAB = 53
 

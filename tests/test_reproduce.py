@@ -70,11 +70,11 @@ def test_chapters_are_output_free_with_a_parameters_cell_declaring_the_scale(pat
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stored outputs"
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
-    assert "scale" in reproduce.plan("smoke", path.name[:2])["chapters"][path.name[:2]][1]
+    assert "scale" in reproduce.request("smoke", path.name[:2])["chapters"][path.name[:2]][1]
 
 
 def test_parameters_are_typed_and_reach_only_the_chapters_that_declare_them():
-    request = reproduce.plan("smoke", "03,04", ["progress=False"], "code")
+    request = reproduce.request("smoke", "03,04", ["progress=False"], "code")
     for key in ("03", "04"):
         params = request["chapters"][key][1]
         assert params["scale"] == "smoke" and params["corpus"] == "code" and params["progress"] is False

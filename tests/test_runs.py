@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rflens import runs, scales
+from rflens import runs, scales, settings
 from rflens.cli import runs as cli_runs
 from rflens.errors import ConfigError, UserError
 
@@ -31,7 +31,7 @@ def test_runs_dir_follows_the_environment(store):
 
 
 def _configs(**over):
-    return runs.resolve("smoke", "alibi", "prose", over)[1:]
+    return settings.resolve("smoke", "alibi", "prose", over)[1:]
 
 
 def test_the_key_changes_with_every_setting_the_data_and_the_code():
@@ -67,10 +67,10 @@ def test_code_version_ignores_comments_and_docstrings():
 
 
 def test_overrides_go_to_the_settings_that_have_them():
-    _, m, d, t = runs.resolve("smoke", "window", "code", {"window": 8, "l_tr": 32, "vocab_size": 600})
+    _, m, d, t = settings.resolve("smoke", "window", "code", {"window": 8, "l_tr": 32, "vocab_size": 600})
     assert (m.pos, m.window, t.l_tr, d.corpus) == ("window", 8, 32, "code")
     assert m.vocab_size == d.vocab_size == 600
-    _, m, d, t = runs.resolve("smoke", "alibi", "prose", {"model": {"slope_shift": -3.0}, "train": {"steps": 5}})
+    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"model": {"slope_shift": -3.0}, "train": {"steps": 5}})
     assert (m.slope_shift, t.steps) == (-3.0, 5)
 
 
@@ -83,7 +83,7 @@ def test_overrides_go_to_the_settings_that_have_them():
 ])
 def test_bad_overrides_are_rejected(over, match):
     with pytest.raises(ConfigError, match=match):
-        runs.resolve("smoke", "alibi", "prose", over)
+        settings.resolve("smoke", "alibi", "prose", over)
 
 
 def test_a_missing_model_names_the_command_that_trains_it(store):
@@ -164,19 +164,19 @@ def test_sweep_overrides_reach_the_stored_settings(store):
     entry = scales.get("smoke").sweeps.table2[0]
     over = {scales.FAMILIES[entry.family].setting: entry.value, **entry.training(scales.get("smoke").train.l_tr)}
     pos = entry.pos
-    m, d, t = runs.resolve("smoke", pos, "prose", over)[1:]
+    m, d, t = settings.resolve("smoke", pos, "prose", over)[1:]
     assert (m.window, t.l_tr, t.batch_size) == (over["window"], over["l_tr"], over["batch_size"])
-    assert "--set l_tr=64" in runs.train_command("smoke", pos, "prose", runs.describe(m, d, t, "smoke"))
+    assert "--set l_tr=64" in settings.train_command("smoke", pos, "prose", settings.describe(m, d, t, "smoke"))
 
 
 def test_auto_precision_is_resolved_before_the_key():
     """dtype=auto becomes the precision the weights are trained in, so the key (and a run
     store shared between machines) tells a bf16 model from an fp32 one."""
-    _, m, d, t = runs.resolve("smoke", "alibi", "prose", {"dtype": "auto"})
-    assert t.dtype == runs.native_dtype() in ("fp32", "bf16")
-    _, m2, d2, t2 = runs.resolve("smoke", "alibi", "prose", {"dtype": runs.native_dtype()})
+    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"dtype": "auto"})
+    assert t.dtype == settings.native_dtype() in ("fp32", "bf16")
+    _, m2, d2, t2 = settings.resolve("smoke", "alibi", "prose", {"dtype": settings.native_dtype()})
     assert runs.run_key(m, d, t, "fp") == runs.run_key(m2, d2, t2, "fp")
-    assert "dtype" not in runs.describe(*runs.resolve("tiny", "alibi", "prose", {})[1:], "tiny")
+    assert "dtype" not in settings.describe(*settings.resolve("tiny", "alibi", "prose", {})[1:], "tiny")
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])

@@ -1,4 +1,4 @@
-"""The shipped bundle as a read-only layer of the run store (rflens.bundle, rflens.shipped), at the smoke preset."""
+"""The shipped bundle as a read-only layer of the run store (rflens.shipped_runs, rflens.shipped), at the smoke preset."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rflens import bundle, emergence, reproduce, runs, shipped, storage
+from rflens import bundle, emergence, reproduce, runs, settings, shipped, shipped_runs, storage
 from rflens.errors import UserError
 from rflens.evaluate import perplexity
 from rflens.receptive import receptive_field
+from rflens.shipped_runs import ShippedRun, at_size
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
-SPEC = emergence.Spec("alibi", WSD)
+SPEC = emergence.LongModel("alibi", WSD)
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def _get(train: bool = False):
 
 def test_a_shipped_model_is_served_with_the_measurements_of_the_same_model_trained_here(one_shipped, monkeypatch):
     served = _get()
-    assert isinstance(served, bundle.ShippedRun) and served.name == SPEC.name
+    assert isinstance(served, ShippedRun) and served.name == SPEC.name
     assert not any(storage.runs_dir().glob("*/manifest.json"))  # nothing was trained
     ppl, erf = perplexity(served, progress=False), receptive_field(served, progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(one_shipped / "local"))
@@ -57,12 +58,12 @@ def test_a_shipped_model_is_served_with_the_measurements_of_the_same_model_train
 def test_a_shipped_model_is_served_at_each_of_its_measured_sizes(one_shipped):
     points = bundle.load(SPEC.name, "smoke")["points"]
     first = points[0]
-    with bundle.at_size(first["tokens"]):
+    with at_size(first["tokens"]):
         ppl = perplexity(_get(), progress=False)
         assert receptive_field(_get(), progress=False)["erf"] in (first["erf"] - 1, first["erf"], first["erf"] + 1)
     np.testing.assert_allclose(ppl["ppl"], first["ppl"], rtol=1e-4)  # the point's, not the finished model's
     assert not np.allclose(ppl["ppl"], points[-1]["ppl"], rtol=1e-4)
-    with bundle.at_size(first["tokens"] + 1), pytest.raises(UserError, match="at .* tokens"):
+    with at_size(first["tokens"] + 1), pytest.raises(UserError, match="at .* tokens"):
         perplexity(_get(), progress=False)  # no such size: not served, and not measured on the final weights
     np.testing.assert_allclose(perplexity(_get(), progress=False)["ppl"], points[-1]["ppl"], rtol=1e-4)
 
@@ -70,7 +71,7 @@ def test_a_shipped_model_is_served_at_each_of_its_measured_sizes(one_shipped):
 def test_a_shipped_model_is_served_after_the_code_changes(one_shipped, monkeypatch):
     monkeypatch.setattr(runs, "_code_version_cache", "0" * 16)
     served = _get()
-    assert isinstance(served, bundle.ShippedRun)
+    assert isinstance(served, ShippedRun)
     assert served.provenance["code_version"] != runs.code_version()
 
 
@@ -97,23 +98,28 @@ def test_a_model_shipped_with_weights_measures_anything(one_shipped):
     assert list((storage.runs_dir() / "shipped" / "smoke" / SPEC.name).glob("perplexity_sliding-*.json"))
 
 
-def test_an_unfinished_or_damaged_model_is_not_served(one_shipped):
+def test_an_unfinished_model_is_not_served_and_an_edited_one_is_damaged(one_shipped):
     path = bundle.bundle_dir("smoke") / SPEC.name
-    result = storage.read_json(path / bundle.RESULT)
-    storage.write_json(path / bundle.RESULT, {**result, "complete": False}, newline=True)
+    result = bundle.read_result(path)
+    with np.load(path / bundle.NLL) as z:
+        arrays = {k: z[k] for k in z.files}
+    storage.write_json(path / bundle.RESULT, {**result, "complete": False}, newline=True)  # behind the writer's back
+    with pytest.raises(UserError, match="damaged.*result.json"):
+        _get()
+    bundle.write_model("smoke", SPEC.name, {**result, "complete": False}, arrays)  # as a stopped run ships it
     with pytest.raises(UserError, match="no stored model"):
         _get()
-    storage.write_json(path / bundle.RESULT, result, newline=True)
-    assert isinstance(_get(), bundle.ShippedRun)
+    bundle.write_model("smoke", SPEC.name, result, arrays)
+    assert isinstance(_get(), ShippedRun)
     (path / bundle.NLL).write_bytes(b"damaged")
     with pytest.raises(UserError, match="damaged.*git checkout -- reference"):
         _get()
 
 
 def test_a_shipped_preset_names_the_command_that_trains_a_missing_model():
-    cfgs = runs.resolve("long", "alibi", "prose", {"slope_shift": -7})[1:]
+    cfgs = settings.resolve("long", "alibi", "prose", {"slope_shift": -7})[1:]
     assert emergence.command_for("long", *cfgs) == "python -m rflens emergence --scale long --only alibi_slope_shift=-7"
-    other = runs.resolve("long", "alibi", "prose", {"slope_shift": 3})[1:]
+    other = settings.resolve("long", "alibi", "prose", {"slope_shift": 3})[1:]
     assert "not in the plan" in emergence.command_for("long", *other)
 
 
@@ -143,7 +149,7 @@ def shipped_smoke(tmp_path, monkeypatch):
     from rflens import experiments as ex
 
     for spec in ex.table1_models("smoke"):
-        emergence.run(emergence.Spec(spec.pos, tuple(spec.settings.items())), "smoke", progress=False)
+        emergence.run(emergence.LongModel(spec.pos, tuple(spec.settings.items())), "smoke", progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     return tmp_path
 
@@ -157,7 +163,7 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
     assert lacking == [] and len(t1) == len(ex.table1_models("smoke"))
     assert not any(storage.runs_dir().glob("*/manifest.json"))  # read, not trained
     for _, row in t1.iterrows():  # each row is the last point of the shipped run
-        name = next(n for n, s in bundle.index("smoke").items() if s[0].pos == row["pos"] and _setting(s, row))
+        name = next(n for n, s in shipped_runs.index("smoke").items() if s[0].pos == row["pos"] and _setting(s, row))
         last = bundle.load(name, "smoke")["points"][-1]
         assert row["erf"] == last["erf"] or abs(row["erf"] - last["erf"]) <= 1  # the shipped gradient has 4 digits
         np.testing.assert_allclose(row[f"ppl@{16}"], last["ppl"][0], rtol=1e-4)
@@ -174,7 +180,7 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
     from rflens import scoreboard
 
     grown = scoreboard.by_size("smoke")
-    assert list(grown.columns) == bundle.sizes("smoke") and list(grown.index) == [c["id"] for c in board]
+    assert list(grown.columns) == emergence.sizes("smoke") and list(grown.index) == [c["id"] for c in board]
     assert list(grown.iloc[:, -1]) == [c["result"] for c in board]
     assert not any(storage.runs_dir().glob("*/manifest.json"))
 
@@ -185,3 +191,17 @@ def _setting(settings, row) -> bool:
     fam = FAMILIES[row["family"]]
     cfg = settings[0]
     return float(getattr(cfg, fam.setting)) == float(row["value"])
+
+
+@pytest.mark.skipif("alibi" not in bundle.entries("long"), reason="no long-run bundle in this checkout")
+def test_train_on_a_shipped_model_reports_it(store, capsys):
+    """``train`` at a shipped preset answers with the bundle's model: what it holds of its
+    training, its parameter count, and no throughput it did not record."""
+    from rflens import scales
+    from rflens.cli import main
+    from rflens.model import TransformerLM
+
+    params = TransformerLM(scales.get("long").model.replace(pos="alibi")).num_params(non_embedding=False)
+    assert main(["train", "--scale", "long", "--pos", "alibi", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "reused the stored run" in out and f"{params:,} parameters" in out and "tokens/s" not in out

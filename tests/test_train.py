@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rflens import runs, scales
+from rflens import runs, scales, settings
 from rflens.config import TrainConfig
 from rflens.errors import UserError
 from rflens.train import Batches, lr_at, read_checkpoint_pointer, train, warmup_steps
@@ -166,6 +166,37 @@ def test_a_corrupted_training_checkpoint_is_refused(tmp_path):
         train(m, d, t, out_dir=tmp_path, progress=False, corpus=SyntheticCorpus())
 
 
+class _Payload:
+    """Unpickled, it runs code: it writes the file ``marker``."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+
+
+@pytest.mark.parametrize("where", ["inside", "absolute"])
+def test_a_crafted_checkpoint_is_refused_and_its_code_never_runs(tmp_path, where):
+    """A checkpoint is data: a pickle that would run code when loaded (named by the pointer
+    with its true sha256, in the run's folder or by an absolute path elsewhere) is refused."""
+    import hashlib
+
+    import torch
+
+    m, d, t = smoke_configs(steps=4, ckpt_interval=2)
+    out, marker = tmp_path / "run", tmp_path / "marker"
+    out.mkdir()
+    crafted = (out if where == "inside" else tmp_path) / "checkpoint-00000002.pt"
+    torch.save({"model": _Payload(marker)}, crafted)
+    name = crafted.name if where == "inside" else str(crafted)
+    digest = hashlib.sha256(crafted.read_bytes()).hexdigest()
+    (out / "checkpoint.json").write_text(json.dumps({"file": name, "sha256": digest, "step": 2}))
+    with pytest.raises(UserError, match="corrupted"):
+        train(m, d, t, out_dir=out, progress=False, corpus=SyntheticCorpus())
+    assert not marker.exists(), "loading the checkpoint ran the code it carries"
+
+
 # ----------------------------------------------------------------------------- command line
 
 @pytest.fixture(scope="module")
@@ -272,7 +303,7 @@ def test_a_corrupted_resume_checkpoint_is_exit_2(cli_env, trained):
     from rflens import data
 
     store = Path(cli_env["RFLENS_RUNS"])
-    _, m, d, t = runs.resolve("smoke", "alibi", "prose", {"steps": 7})
+    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"steps": 7})
     old = os.environ.get("RFLENS_DATA")
     os.environ["RFLENS_DATA"] = cli_env["RFLENS_DATA"]
     try:

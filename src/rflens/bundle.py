@@ -1,69 +1,198 @@
-"""The shipped bundle of a long run, and its models as a read-only layer of the run store.
+"""The shipped bundle of a long run: its file format, written, read and checked here only.
 
 A long run (:mod:`rflens.emergence`) ships each model in ``reference/<scale>/<name>/``
 (:func:`rflens.storage.reference_dir`): ``result.json`` (settings, provenance, training
 curve, every measured point), ``nll.npz`` (the per-segment NLLs of every point, float32),
 ``model.safetensors`` for the few models kept for the drift test, and ``manifest.json``
-(the sha256 of the others, written last: a model without it is not shipped).
+(the sha256 of the others, written last: a model without it is not shipped). Files of the
+whole bundle (the schedule check, ``schedule_check.json``) sit beside the models, and the
+bundle's own ``manifest.json`` gives the sha256 of every file in it, so that a deleted model
+folder, an added one or an edited file is caught before anything is read.
 
-The run store serves a finished shipped model when it lacks one of the same settings
-(:func:`find`, from :func:`rflens.runs.get_run`), so the chapters of that preset are built
-without training. A shipped model holds what its finished run was measured on: per-segment
-last-token NLLs at L_tr x length_mults and the normalised input gradient over
-erf_length_mult x L_tr. :class:`ShippedRun` hands them out in the result format of
-:func:`rflens.evaluate.perplexity` and :func:`rflens.receptive.receptive_field`; any other
-measurement needs the weights, which only the drift models carry.
+What a point stores is measured (NLLs, normalised gradients) or computed from them once
+(ppl, r with its interval, the ERF); what a rule decides from them (whether the segment
+capped the ERF, r at the horizon) is derived when read (:func:`table`), never stored.
 
 A shipped model is served whatever the code version is now (its provenance says which code
 trained it): the drift test, which re-measures the models shipped with weights, says when
-the shipped numbers have gone stale, not the code hash.
+the shipped numbers have gone stale, not the code hash. :mod:`rflens.shipped_runs` serves
+the models to the run store.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
-from contextvars import ContextVar
+import io
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from . import storage
-from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig, TrainedModel
+from .config import ModelConfig
 from .errors import UserError
+from .scales import FAMILIES
+from .schemes import title
 
 RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
 VERSION = 1  # of the bundle's layout
 SCHEDULE_CHECK = "schedule_check.json"  # beside the models: rflens.emergence.schedule_check
+RESTORE = "restore it from the repository (git checkout -- reference)"
+
+# what every result.json holds, and every point of it (a result without one is damaged)
+RESULT_KEYS = ("name", "scale", "pos", "corpus", "settings", "complete", "stopped_at_step", "model", "data", "train",
+               "eval", "data_fingerprint", "code_version", "commit", "torch", "threads", "train_seconds", "finished",
+               "train_curve", "points")
+POINT_KEYS = ("steps", "tokens", "val_loss", "lengths", "normalized", "measure_seconds", "ppl", "r", "r_low", "r_high",
+              "erf", "erf_length", "share_in_ltr")
 
 
 def bundle_dir(scale: str = "long", root: Path | None = None) -> Path:
     return (storage.reference_dir() if root is None else Path(root)) / scale
 
 
+# ----------------------------------------------------------------------------- writing
+
+def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None, root: Path | None = None) -> Path:
+    """A model's result.json, nll.npz (and model.safetensors from the module ``weights``),
+    then its manifest (last: it marks the model shipped), then the bundle's manifest.
+    Returns the model's folder."""
+    path = bundle_dir(scale, root) / name
+    path.mkdir(parents=True, exist_ok=True)
+    storage.write_json(path / RESULT, result, newline=True)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    storage.write_bytes(path / NLL, buf.getvalue())
+    files = [RESULT, NLL]
+    if weights is not None:
+        from safetensors.torch import save_model
+
+        with storage.atomic_path(path / WEIGHTS) as tmp:
+            save_model(weights, str(tmp))
+        files.append(WEIGHTS)
+    else:
+        (path / WEIGHTS).unlink(missing_ok=True)
+    storage.write_json(path / MANIFEST, {"version": VERSION,
+                                         "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
+    seal(scale, root)
+    return path
+
+
+def write_file(scale: str, filename: str, obj, root: Path | None = None) -> Path:
+    """A JSON file of the whole bundle (beside the models), then the bundle's manifest."""
+    path = bundle_dir(scale, root) / filename
+    storage.write_json(path, obj, newline=True)
+    seal(scale, root)
+    return path
+
+
+def seal(scale: str = "long", root: Path | None = None) -> None:
+    """Write the bundle's manifest: the sha256 of every file in the bundle (by its path
+    inside it). Only the writers call it: what they did not write is never vouched for."""
+    top = bundle_dir(scale, root)
+    storage.write_json(top / MANIFEST, {"version": VERSION, "sha256": {
+        rel: storage.sha256_file(top / rel) for rel in _files(top)}}, newline=True)
+
+
+def _files(top: Path) -> list[str]:
+    """Every file of the bundle but its own manifest, by its path inside it (temporary files
+    a killed writer left are not the bundle's)."""
+    return sorted(p.relative_to(top).as_posix() for p in top.rglob("*")
+                  if (p.is_file() or p.is_symlink()) and p != top / MANIFEST and not p.name.startswith("."))
+
+
+# ----------------------------------------------------------------------------- checking
+
+_CHECKED: dict = {}
+
+
+def check(scale: str = "long", root: Path | None = None) -> None:
+    """UserError naming the file unless the bundle holds exactly the files its manifest
+    lists, each with its sha256 (re-hashed only after a file changed). A folder without
+    any file is an empty bundle."""
+    top = bundle_dir(scale, root)
+    found = _files(top) if top.is_dir() else []
+    if not found:
+        return
+    stamp = tuple((rel, *_stat(top / rel)) for rel in [*found, MANIFEST])
+    if _CHECKED.get(str(top)) == stamp:
+        return
+    try:
+        listed = storage.read_json(top / MANIFEST)["sha256"]
+        if not isinstance(listed, dict):
+            raise TypeError
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"the shipped bundle {top} is damaged ({MANIFEST} is missing or unreadable): {RESTORE}") from None
+    for rel in sorted(set(listed) | set(found)):
+        if rel not in listed:
+            why = "is not in its manifest"
+        elif rel not in found:
+            why = "is missing"
+        elif (top / rel).is_symlink() or storage.sha256_file(top / rel) != listed[rel]:
+            why = "does not match its sha256"
+        else:
+            continue
+        raise UserError(f"the shipped bundle {top} is damaged ({rel} {why}): {RESTORE}")
+    _CHECKED[str(top)] = stamp
+
+
+def _stat(path: Path) -> tuple:
+    try:
+        st = path.lstat()
+    except OSError:
+        return (None,)
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def stamp(scale: str = "long") -> tuple:
+    """What changes whenever a writer changes the bundle (its manifest's size, time and inode)."""
+    top = bundle_dir(scale)
+    return (str(top), *_stat(top / MANIFEST))
+
+
 def entries(scale: str = "long") -> dict[str, Path]:
-    """The models of the bundle whose manifest is written (complete ones), by name."""
+    """The models of the (checked) bundle whose manifest is written, by name."""
     root = bundle_dir(scale)
     if not root.is_dir():
         return {}
-    return {d.name: d for d in sorted(root.iterdir()) if (d / MANIFEST).is_file()}
+    check(scale)
+    return {d.name: d for d in sorted(root.iterdir()) if d.is_dir() and (d / MANIFEST).is_file()}
+
+
+def verify(path: Path, weights: bool = True) -> None:
+    """UserError unless every file the model's manifest lists has its sha256 (``weights=False``:
+    all but the weights)."""
+    try:
+        listed = storage.read_json(path / MANIFEST)["sha256"].items()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(f"the shipped result {path} is damaged ({MANIFEST} is unreadable): {RESTORE}") from None
+    for name, digest in listed:
+        if name == WEIGHTS and not weights:
+            continue
+        f = path / name
+        if not f.is_file() or storage.sha256_file(f) != digest:
+            raise UserError(f"the shipped result {path} is damaged ({name} does not match its sha256): {RESTORE}")
+
+
+# ----------------------------------------------------------------------------- reading
+
+def read_result(path: Path) -> dict:
+    """A model's result.json, checked to hold every key of the format; UserError naming the
+    file otherwise."""
+    file = Path(path) / RESULT
+    try:
+        result = storage.read_json(file)
+        missing = [k for k in RESULT_KEYS if k not in result]
+        missing += [f"points[{i}].{k}" for i, p in enumerate(result.get("points") or [{}]) for k in POINT_KEYS
+                    if k not in p]
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        raise UserError(f"the shipped result {file} is damaged (not a result: {type(err).__name__}): {RESTORE}") from None
+    if missing:
+        raise UserError(f"the shipped result {file} is damaged (it lacks {missing[0]}): {RESTORE}")
+    return result
 
 
 def complete(scale: str = "long") -> set[str]:
     """The shipped models trained to their full budget (not stopped part-way)."""
-    return {name for name, path in entries(scale).items()
-            if storage.read_json(path / RESULT).get("complete", True)}
-
-
-def verify(path: Path) -> None:
-    """UserError unless every file the manifest lists has its sha256."""
-    manifest = storage.read_json(path / MANIFEST)
-    for name, digest in manifest["sha256"].items():
-        f = path / name
-        if not f.is_file() or storage.sha256_file(f) != digest:
-            raise UserError(f"the shipped result {path} is damaged ({name} does not match its sha256): "
-                            "restore it from the repository (git checkout -- reference)")
+    return {name for name, path in entries(scale).items() if read_result(path)["complete"]}
 
 
 def load(name: str, scale: str = "long") -> dict:
@@ -73,27 +202,39 @@ def load(name: str, scale: str = "long") -> dict:
         raise UserError(f"no shipped long-run result for {name!r}: train it with "
                         f"`python -m rflens emergence --scale {scale} --only {name}`")
     verify(path)
-    result = storage.read_json(path / RESULT)
-    with np.load(path / NLL) as arrays:
-        for point in result["points"]:
-            point["nll"] = arrays[f"steps_{point['steps']}"].astype(np.float64)
+    result = read_result(path)
+    nll = point_nlls(path)
+    for point in result["points"]:
+        point["nll"] = nll[point["steps"]]
     return result
 
 
-def point_lengths(result: dict, point: dict) -> list[int]:
-    """The evaluation lengths of a measured point (results shipped before points named them:
-    the preset's L_tr x length_mults)."""
-    return point.get("lengths") or [result["train"]["l_tr"] * m for m in result["eval"]["length_mults"]]
+def point_nlls(path: Path) -> dict[int, np.ndarray]:
+    """{steps: per-segment NLLs (lengths, N) as float64} of a model's measured points."""
+    try:
+        with np.load(Path(path) / NLL) as arrays:
+            return {int(k.removeprefix("steps_")): arrays[k].astype(np.float64) for k in arrays.files}
+    except (OSError, ValueError, KeyError) as err:
+        raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
 
 
-# ----------------------------------------------------------------------------- reading it
+def read_file(scale: str, filename: str) -> dict | None:
+    """A JSON file of the whole bundle (after checking the bundle), or None when it has none."""
+    path = bundle_dir(scale) / filename
+    if not path.is_file():
+        return None
+    check(scale)
+    try:
+        return storage.read_json(path)
+    except (OSError, ValueError):
+        raise UserError(f"the shipped bundle file {path} is damaged (not JSON): {RESTORE}") from None
+
+
+# ----------------------------------------------------------------------------- as tables
 
 def label(result: dict) -> str:
     """'ALiBi Δ=4', 'window w=30', 'NoPE', 'window w=30 L_tr=128', 'Rotary (code)': the
     model's scheme, its swept setting and what else differs from the preset."""
-    from .scales import FAMILIES
-    from .schemes import title
-
     names = {"alibi": "ALiBi", "window": "window", "nope": "NoPE"}  # Table 1's words
     symbols = {"l_tr": "L_tr", "batch_size": "batch"}
     parts = [names.get(result["pos"]) or title(result["pos"])]
@@ -109,11 +250,11 @@ def label(result: dict) -> str:
 
 def table(scale: str = "long", names: list[str] | None = None):
     """One row per shipped model and measured size: tokens, ppl@L, r@L with its paired
-    interval (r_lo@L, r_hi@L), ERF (and whether the segment capped it, by the current rule of
-    :func:`rflens.receptive.erf_capped`), the share of
-    the gradient inside L_tr, the validation loss; in the column names of
-    :mod:`rflens.results`. ``ppl_l_tr`` and ``r_horizon`` (with ``r_horizon_lo``,
-    ``r_horizon_hi``) are each model's ppl(L_tr) and r(16 L_tr) at its own L_tr."""
+    interval (r_lo@L, r_hi@L), ERF (and whether the segment capped it, by the rule of
+    :func:`rflens.receptive.erf_capped`), the share of the gradient inside L_tr, the
+    validation loss; in the column names of :mod:`rflens.results`. ``ppl_l_tr`` and
+    ``r_horizon`` (with ``r_horizon_lo``, ``r_horizon_hi``) are each model's ppl(L_tr) and
+    r(16 L_tr) at its own L_tr."""
     import pandas as pd
 
     from .receptive import erf_capped, theoretical_field
@@ -129,7 +270,7 @@ def table(scale: str = "long", names: list[str] | None = None):
                    "tokens": p["tokens"], "complete": res["complete"], "val_loss": p["val_loss"], "erf": p["erf"],
                    "erf_length": p["erf_length"], "erf_capped": erf_capped(p["erf"], p["erf_length"], field),
                    "share_in_ltr": p["share_in_ltr"]}
-            lengths = point_lengths(res, p)
+            lengths = p["lengths"]
             for i, L in enumerate(lengths):
                 row.update({f"ppl@{L}": p["ppl"][i], f"r@{L}": p["r"][i], f"r_lo@{L}": p["r_low"][i],
                             f"r_hi@{L}": p["r_high"][i]})
@@ -147,7 +288,7 @@ def provenance(scale: str = "long"):
 
     rows = []
     for name, path in entries(scale).items():
-        res = storage.read_json(path / RESULT)
+        res = read_result(path)
         rows.append({"model": label(res), "finished": res["complete"], "tokens": res["points"][-1]["tokens"],
                      "points": len(res["points"]), "code version": res["code_version"],
                      "commit": (res["commit"] or "")[:10], "torch": res["torch"], "cpu": res.get("cpu", "not recorded"),
@@ -160,251 +301,18 @@ def schedule_table(scale: str = "long"):
     """The shipped schedule check as a table (one row a length), or None if it was not run."""
     import pandas as pd
 
-    path = bundle_dir(scale) / SCHEDULE_CHECK
-    if not path.is_file():
+    c = read_file(scale, SCHEDULE_CHECK)
+    if c is None:
         return None
-    c = storage.read_json(path)
-    rows = []
-    for i, L in enumerate(c["lengths"]):
-        rows.append({"name": c["name"], "tokens": c["tokens"], "L": L,
-                     "r wsd": c["wsd"]["r"][i], "r wsd low": c["wsd"]["r_low"][i], "r wsd high": c["wsd"]["r_high"][i],
-                     "r cosine": c["cosine"]["r"][i], "r cosine low": c["cosine"]["r_low"][i],
-                     "r cosine high": c["cosine"]["r_high"][i],
-                     "wsd / cosine": c["ratio"][i], "low": c["ratio_low"][i], "high": c["ratio_high"][i]})
+    try:
+        rows = [{"name": c["name"], "tokens": c["tokens"], "L": L,
+                 "r wsd": c["wsd"]["r"][i], "r wsd low": c["wsd"]["r_low"][i], "r wsd high": c["wsd"]["r_high"][i],
+                 "r cosine": c["cosine"]["r"][i], "r cosine low": c["cosine"]["r_low"][i],
+                 "r cosine high": c["cosine"]["r_high"][i],
+                 "wsd / cosine": c["ratio"][i], "low": c["ratio_low"][i], "high": c["ratio_high"][i]}
+                for i, L in enumerate(c["lengths"])]
+    except (KeyError, IndexError, TypeError) as err:
+        raise UserError(f"the shipped bundle file {bundle_dir(scale) / SCHEDULE_CHECK} is damaged "
+                        f"({type(err).__name__}: {err}): {RESTORE}") from None
     return pd.DataFrame(rows)
 
-
-def cpu_capability() -> str:
-    """The vector unit torch's CPU kernels were chosen for (``AVX2``, ``AVX512``, ...): two
-    machines that differ in it round differently, so their numbers agree only to ~1e-5."""
-    import torch
-
-    return torch.backends.cpu.get_cpu_capability()
-
-
-def cpu_features() -> str:
-    """The instruction-set extensions that pick the math libraries' kernels (the AVX-512
-    subsets, AMX, FMA), read from ``/proc/cpuinfo``; empty where that file is missing. Two
-    machines of the same :func:`cpu_capability` can still round apart: NLLs re-measured on an
-    AVX-512 machine with AMX moved by 3.3e-5 from those measured on one without."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return " ".join(sorted(f for f in flags if re.fullmatch(r"avx\w*|amx\w*|fma|f16c", f)))
-
-
-# ----------------------------------------------------------------------------- the measured sizes
-
-POINTS = 7  # measured sizes of a model: its budget / 2^6, ..., / 2, the budget
-
-
-def point_steps(cfg: TrainConfig) -> list[int]:
-    """The run's measured sizes in steps: steps / 2^(POINTS-1), ..., steps (whole steps)."""
-    pts = sorted({max(1, cfg.steps >> k) for k in range(POINTS)})
-    from .train import cooldown_steps
-
-    warmup = cfg.warmup or 0
-    return [p for p in pts if p - cooldown_steps(cfg, p) >= warmup]
-
-
-def sizes(scale: str = "long") -> list[int]:
-    """The training tokens of the measured sizes of the preset's models."""
-    from .scales import get
-
-    t = get(scale).train
-    return [steps * t.batch_size * t.l_tr for steps in point_steps(t)]
-
-
-# ----------------------------------------------------------------------------- the run-store layer
-
-# The measured size the run-store layer serves: None for each model's finished point.
-_SIZE: ContextVar[int | None] = ContextVar("rflens_bundle_size", default=None)
-
-
-@contextlib.contextmanager
-def at_size(tokens: int | None):
-    """Serve every shipped model as it was at ``tokens`` training tokens (one of its
-    measured sizes, each a finished run of that size) instead of its finished point, inside
-    the ``with`` block: the book's experiments and claims then read the preset as if it had
-    been trained that long. A model without that size is not served."""
-    token = _SIZE.set(tokens)
-    try:
-        yield
-    finally:
-        _SIZE.reset(token)
-
-
-class ShippedRun(TrainedModel):
-    """A finished model of the shipped bundle, read like a :class:`rflens.runs.Run`."""
-
-    shipped = True
-    reused = True
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        verify(self.path)
-        self.result = storage.read_json(self.path / RESULT)
-        r = self.result
-        self.name: str = r["name"]
-        self.key = f"{r['scale']}/{self.name}"
-        self.scale: str = r["scale"]
-        self.model_cfg = ModelConfig.from_dict(r["model"])
-        self.data_cfg = DataConfig.from_dict(r["data"])
-        self.train_cfg = TrainConfig.from_dict(r["train"])
-        self.eval_cfg = EvalConfig.from_dict(r["eval"])
-        self.data_fingerprint: str = r["data_fingerprint"]
-        self._corpus = None
-        self._points: dict[int | None, dict | None] = {}
-
-    def __repr__(self) -> str:
-        return f"ShippedRun({self.key}, code {self.result['code_version']}, trained {self.result['finished']} UTC)"
-
-    @property
-    def command(self) -> str:
-        """The command line that trains this model again (with its emergence points)."""
-        return f"python -m rflens emergence --scale {self.scale} --only {self.name}"
-
-    @property
-    def metrics(self) -> dict:
-        last = self.result["points"][-1]
-        curve = self.result["train_curve"]
-        return {"val_loss": last["val_loss"], "final_train_loss": curve[-1][1] if curve else None,
-                "train_seconds": self.result["train_seconds"], "tokens_per_s": None, "steps": last["steps"]}
-
-    @property
-    def provenance(self) -> dict:
-        r = self.result
-        return {k: r[k] for k in ("code_version", "commit", "torch", "threads", "train_seconds", "finished")}
-
-    def verify(self, weights: bool = True) -> None:
-        verify(self.path)
-
-    @property
-    def has_weights(self) -> bool:
-        return (self.path / WEIGHTS).is_file()
-
-    def measurable(self, lengths) -> list[int]:
-        """The lengths of ``lengths`` this model's last-token perplexity can be read at: all
-        of them with weights, else those the served point measured."""
-        point = None if self.has_weights else self.final()
-        return [int(L) for L in lengths if point is None or int(L) in point["lengths"]]
-
-    def erf_segment(self, length: int) -> int:
-        """``length`` with weights, else the segment the shipped receptive field was measured on."""
-        return int(length) if self.has_weights else self.eval_cfg.erf_length_mult * self.l_tr
-
-    def load_model(self):
-        """The finished model (drift models only): UserError naming the command otherwise."""
-        if not self.has_weights:
-            raise UserError(f"the shipped model {self.key} carries no weights, only its measurements: "
-                            f"train it with `{self.command}` to measure anything else")
-        if _SIZE.get() is not None:
-            raise UserError(f"the shipped weights of {self.key} are the finished model's, not the one at "
-                            f"{_SIZE.get():,} tokens")
-        from safetensors.torch import load_model
-
-        from .model import TransformerLM
-
-        model = TransformerLM(self.model_cfg)
-        load_model(model, str(self.path / WEIGHTS), device="cpu")
-        return model.eval()
-
-    def corpus(self):
-        if self._corpus is None:
-            from . import data
-
-            self._corpus = data.prepare(self.data_cfg, progress=False)
-        return self._corpus
-
-    def final(self) -> dict | None:
-        """The point served: the finished model's, or the one of :func:`at_size`'s size (None
-        when the model has no such size). NLLs (lengths, N) as float64, normalised gradients."""
-        size = _SIZE.get()
-        if size not in self._points:
-            points = self.result["points"]
-            point = points[-1] if size is None else next((p for p in points if p["tokens"] == size), None)
-            if point is not None:
-                with np.load(self.path / NLL) as arrays:
-                    nll = arrays[f"steps_{point['steps']}"].astype(np.float64)
-                point = {**point, "nll": nll, "lengths": point_lengths(self.result, point)}
-            self._points[size] = point
-        return self._points[size]
-
-    def served(self, name: str, params: dict) -> dict | None:
-        """The cached result ``name`` for ``params`` built from the shipped measurements, or
-        None when the bundle does not hold it (other lengths, segments, protocol...)."""
-        from .evaluate import last_token_result
-
-        ev, point = self.eval_cfg, self.final()
-        if point is None:
-            return None
-        rope = ev.rope_params()
-        if name == "perplexity_last_token":
-            # any of the measured lengths: every length scores the same last tokens
-            want = {"protocol": "last_token", "n": ev.n_segments, "seed": ev.seed, "stride": None, **rope}
-            lengths = [int(L) for L in params.get("lengths") or ()]
-            if {k: params.get(k) for k in want} != want or not lengths or not set(lengths) <= set(point["lengths"]):
-                return None
-            rows = [point["lengths"].index(L) for L in lengths]
-            out = last_token_result(point["nll"][rows], lengths, self.l_tr, ev.seed)
-            return {**out, "seconds": point["measure_seconds"]}
-        if name == "input_gradients":
-            want = {"length": ev.erf_length_mult * self.l_tr, "n": ev.erf_samples, "seed": ev.seed, **rope}
-            if {k: params.get(k) for k in want} != want:
-                return None
-            return {"length": want["length"], "n": want["n"], "seed": want["seed"],
-                    "normalized": list(point["normalized"]), "seconds": point["measure_seconds"]}
-        return None
-
-    def cached(self, name: str, params: dict, compute: Callable[[], dict]) -> dict:
-        """What the bundle holds; anything else is computed from the weights (drift models)
-        and cached in the local store, or a UserError naming the command that trains it."""
-        hit = self.served(name, params)
-        if hit is not None:
-            return hit
-        if _SIZE.get() is not None:  # the weights are the finished model's, not that size's
-            raise UserError(f"the shipped model {self.key} holds only its last-token perplexities and receptive "
-                            f"field at {_SIZE.get():,} tokens, not this measurement")
-        folder = storage.runs_dir() / "shipped" / self.scale / self.name
-        return storage.cached_file(storage.cache_entry(folder, name, params), name, params, compute)[0]
-
-
-def _settings(result: dict) -> tuple | None:
-    """(model, data, train, data fingerprint) of a shipped result; None if today's settings
-    classes cannot read them."""
-    try:
-        return (ModelConfig.from_dict(result["model"]), DataConfig.from_dict(result["data"]),
-                TrainConfig.from_dict(result["train"]), result["data_fingerprint"])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-_INDEX: dict = {}
-
-
-def index(scale: str) -> dict[str, tuple]:
-    """{name: settings} of the bundle's finished models (re-read when a manifest changes)."""
-    root = bundle_dir(scale)
-    found = entries(scale)
-    stamp = (str(root), tuple((n, *((p / f).stat().st_mtime_ns for f in (MANIFEST, RESULT)))
-                              for n, p in found.items()))
-    if _INDEX.get(scale, (None,))[0] != stamp:
-        out = {}
-        for name, path in found.items():
-            result = storage.read_json(path / RESULT)
-            settings = _settings(result)
-            if result.get("complete", True) and settings is not None:
-                out[name] = settings
-        _INDEX[scale] = (stamp, out)
-    return _INDEX[scale][1]
-
-
-def find(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
-         fingerprint: str) -> ShippedRun | None:
-    """The shipped, finished model trained with exactly these settings on this data, if any."""
-    for name, settings in index(scale).items():
-        if settings == (model_cfg, data_cfg, train_cfg, fingerprint):
-            return ShippedRun(bundle_dir(scale) / name)
-    return None

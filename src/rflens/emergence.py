@@ -1,50 +1,56 @@
 """Emergence: one long training run per model, measured as it grows, shipped as a bundle.
 
 The failures Chi et al. (ACL 2023) explain need training: at the tiny preset's 0.6M tokens a
-model whose receptive field outgrows L_tr still extrapolates. Here a model of the ``long``
-preset is trained once to its full budget with a warmup-stable-decay schedule
-(:func:`rflens.train.lr_at`). At each of its log-spaced sizes (:func:`rflens.bundle.point_steps`:
-the budget / 2^6 .. the budget) the run is *branched*: a copy of its state is cooled down over the last
-``cooldown_frac`` of that size, which is exactly the finished shorter run (same batches, same
-rates, bitwise), and measured; then the main run continues from where it branched. One run
-thus gives every point of an emergence curve at about 1.2 times the cost of its last point.
+model whose receptive field outgrows L_tr still extrapolates. Here each model of the
+``long`` preset (:func:`models`: what is trained, in which order) is trained once to its full
+budget with a warmup-stable-decay schedule by the book's one training loop,
+:func:`rflens.train.train`, which branches it at each of its log-spaced sizes
+(:func:`rflens.train.point_steps`: the budget / 2^6 .. the budget): a copy of its state is
+cooled down over the last ``cooldown_frac`` of that size, which is exactly the finished
+shorter run (same batches, same rates, bitwise), and handed here to be measured; then the
+main run continues from where it branched. One run thus gives every point of an emergence
+curve at about 1.2 times the cost of its last point.
 
 A point's measurement is what the book reads: per-segment last-token NLLs at L_tr x
 length_mults on the preset's N segments (so r(L) and its paired intervals can be computed
 against any other point or model), the normalised input gradient over segments of
 ``erf_length_mult`` x L_tr (the receptive field), and the validation loss.
 
-The results go to the shipped bundle, ``reference/<scale>/<name>/`` (:mod:`rflens.bundle`
-describes its files and serves them to the run store). A model being trained keeps its state
-in the run store's ``emergence/`` folder, checkpointed at every branch and every
-``ckpt_interval`` steps, so a sitting that ends (``--minutes``) or a kill loses at most that
-much work.
+The results go to the shipped bundle, ``reference/<scale>/<name>/``, written by
+:func:`rflens.bundle.write_model` (:mod:`rflens.bundle` owns its files). A model being trained
+keeps its state in the run store's ``emergence/`` folder, checkpointed at every branch and
+every ``ckpt_interval`` steps, so a sitting that ends (``--minutes``) or a kill loses at most
+that much work.
 """
 
 from __future__ import annotations
 
-import copy
+import io
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import bundle, storage
+from . import bundle, data, machine, scales, storage
 from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
-
-CHECKPOINT_STATE = "state.json"  # the main run's training curve and seconds, beside its checkpoint
+from .runs import code_version, get_run
+from .settings import resolve
+from .train import OutOfTime, point_steps, train
 
 
 # ----------------------------------------------------------------------------- what is trained
 
 @dataclass(frozen=True)
-class Spec:
-    """One model of the long run: a scheme, its settings beside the preset's, a corpus."""
+class LongModel:
+    """One model of the long run: a scheme, its settings beside the preset's, a corpus
+    (the book's experiments name theirs :class:`rflens.experiments.Spec`)."""
 
     pos: str
     overrides: tuple = ()  # ((setting, value), ...)
@@ -61,51 +67,53 @@ class Spec:
         return dict(self.overrides)
 
 
-def families(scale: str = "long") -> dict[str, list[Spec]]:
+def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     """The long run's models by the experiment they answer, failing and stable sides
-    together: Table 1's three sweeps, Table 2's retrainings (once their failures are
-    shipped), NoPE with Figure 7's absolute positions, and Table 3 on each corpus. A model
-    may answer two (Figure 7's Sinusoidal is also Table 3's on prose)."""
-    from . import scales
-
+    together: Table 1's three sweeps (of :data:`rflens.scales.FAMILIES`), Table 2's
+    retrainings (once their failures are shipped), NoPE with Figure 7's absolute positions,
+    and Table 3 on each corpus. A model may answer two (Figure 7's Sinusoidal is also Table
+    3's on prose)."""
     sc = scales.get(scale)
     sw, l_tr = sc.sweeps, sc.train.l_tr
     out = {f"Table 1: {f.title}": specs for f, specs in _table1(scale).items()}
     table2 = []  # the failures of the shipped Table 1, retrained with an L_tr that covers their ERF
     for entry in sw.table2:
-        failing = _failing(Spec(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),)), scale)
+        failing = _failing(LongModel(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),)), scale)
         if failing is not None:
             over = entry.training(l_tr, sc.train.batch_size, failing)
-            table2.append(Spec(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),
+            table2.append(LongModel(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),
                                            *sorted(over.items()))))
     if table2:
         out["Table 2: the failures retrained on a longer L_tr"] = table2
     out["NoPE and Figure 7: no bias, absolute positions"] = (
-        [Spec("nope")] + [Spec("sinusoidal", (("l_tr", v),) if v != l_tr else ()) for v in sw.sinusoidal_l_tr]
-        + [Spec("rotary")])
+        [LongModel("nope")] + [LongModel("sinusoidal", (("l_tr", v),) if v != l_tr else ()) for v in sw.sinusoidal_l_tr]
+        + [LongModel("rotary")])
     for c in sw.corpora:
-        out[f"Table 3 on {c}"] = [Spec(p, (), c) for p in sw.table3_pos]
+        out[f"Table 3 on {c}"] = [LongModel(p, (), c) for p in sw.table3_pos]
     return out
 
 
 def _table1(scale: str) -> dict:
     """{family: its sweep's models}, Table 1's three sweeps in their order."""
-    from .scales import FAMILIES, get
-
-    sw = get(scale).sweeps
-    return {f: [Spec(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in FAMILIES.values()}
+    sw = scales.get(scale).sweeps
+    return {f: [LongModel(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in scales.FAMILIES.values()}
 
 
-def plan(scale: str = "long") -> list[Spec]:
+def models(scale: str = "long") -> list[LongModel]:
     """The models of the long run, in the order they are trained: the failing side of
     Table 1 and NoPE first (the thesis), then the rest of Table 1, Table 2's retrainings,
-    Figure 7's Sinusoidal and Rotary, and Table 3 on every corpus (:func:`families`)."""
-    from . import scales
-
+    Figure 7's Sinusoidal and Rotary, and Table 3 on every corpus (:func:`by_experiment`)."""
     sw = scales.get(scale).sweeps
-    first = [Spec("alibi", (("slope_shift", max(sw.slope_shift)),)), Spec("window", (("window", max(sw.window)),)),
-             Spec("alibi", (("same_slope", max(sw.same_slope)),)), Spec("nope")]
-    return list(dict.fromkeys(first + [spec for specs in families(scale).values() for spec in specs]))
+    first = [LongModel("alibi", (("slope_shift", max(sw.slope_shift)),)), LongModel("window", (("window", max(sw.window)),)),
+             LongModel("alibi", (("same_slope", max(sw.same_slope)),)), LongModel("nope")]
+    return list(dict.fromkeys(first + [spec for specs in by_experiment(scale).values() for spec in specs]))
+
+
+def sizes(scale: str = "long") -> list[int]:
+    """The training tokens of the measured sizes of the preset's models
+    (:func:`rflens.train.point_steps`)."""
+    t = scales.get(scale).train
+    return [steps * t.batch_size * t.l_tr for steps in point_steps(t)]
 
 
 LAST_SIZE_COLUMNS = ["l_tr", "tokens", "ppl_l_tr", "r_horizon", "r_horizon_lo", "r_horizon_hi", "erf", "erf_capped",
@@ -114,44 +122,44 @@ LAST_SIZE_COLUMNS = ["l_tr", "tokens", "ppl_l_tr", "r_horizon", "r_horizon_lo", 
 
 def last_sizes(em, scale: str = "long"):
     """One row per shipped model at its largest measured size, indexed by (family, label) in
-    the order of :func:`families`. ``em``: rows of :func:`rflens.bundle.table`."""
+    the order of :func:`by_experiment`. ``em``: rows of :func:`rflens.bundle.table`."""
     import pandas as pd
 
     rows = [em[em["name"] == spec.name].sort_values("tokens").iloc[-1].to_dict() | {"family": family}
-            for family, specs in families(scale).items() for spec in specs if (em["name"] == spec.name).any()]
+            for family, specs in by_experiment(scale).items() for spec in specs if (em["name"] == spec.name).any()]
     if not rows:
         return pd.DataFrame(columns=["family", "label", *LAST_SIZE_COLUMNS]).set_index(["family", "label"])
     return pd.DataFrame(rows).set_index(["family", "label"])[LAST_SIZE_COLUMNS]
 
 
-def _failing(spec: Spec, scale: str) -> int | None:
+def _failing(spec: LongModel, scale: str) -> int | None:
     """The ERF of a shipped, complete model that does not extrapolate at its last point;
     None otherwise (not shipped, unfinished, or it extrapolates)."""
-    from .results import extrapolates
+    from .results import extrapolates  # pandas: not on the command line's startup path
 
     if spec.name not in bundle.complete(scale):
         return None
     result = bundle.load(spec.name, scale)
     last, l_tr = result["points"][-1], result["train"]["l_tr"]
-    lengths = [l_tr * m for m in result["eval"]["length_mults"]]
+    lengths = last["lengths"]
     ok = extrapolates(dict(zip(lengths, last["ppl"])), l_tr, upper=dict(zip(lengths, last["r_high"])))
     return None if ok else int(last["erf"])
 
 
-def find(name: str, scale: str = "long") -> Spec:
-    for spec in plan(scale):
+def named(name: str, scale: str = "long") -> LongModel:
+    """The model of the long run called ``name``; UserError listing the names otherwise."""
+    for spec in models(scale):
         if spec.name == name:
             return spec
-    raise UserError(f"no model named {name!r} in the {scale} run: choose from {', '.join(s.name for s in plan(scale))}")
+    raise UserError(f"no model named {name!r} in the {scale} run: choose from {', '.join(s.name for s in models(scale))}")
 
 
 def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
     """The command that trains the model of these settings with its emergence points (the
-    whole plan's command when it is not in the plan)."""
-    from .runs import resolve
-
-    for spec in plan(scale):
-        if resolve(scale, spec.pos, spec.corpus, spec.settings())[1:] == (model_cfg, data_cfg, train_cfg):
+    whole run's command when it is not one of its models)."""
+    for spec in models(scale):
+        r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+        if (r.model, r.data, r.train) == (model_cfg, data_cfg, train_cfg):
             return f"python -m rflens emergence --scale {scale} --only {spec.name}"
     return f"python -m rflens emergence --scale {scale} (it is not in the plan: --list shows the plan)"
 
@@ -176,145 +184,20 @@ def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
     return {"lengths": lengths, "nll": nll, "normalized": normalize(grads)}
 
 
-def summary(point: dict, l_tr: int, threshold: float, theoretical: int | None = None) -> dict:
+def summary(point: dict, l_tr: int, threshold: float) -> dict:
     """ppl per length, r(L) = ppl(L) / ppl(L_tr) with its paired 95% interval, and the ERF
-    (with ``theoretical``, the model's own field, for :func:`rflens.receptive.erf_capped`)."""
+    (whether the segment capped it is derived when read: :func:`rflens.bundle.table`)."""
     from .receptive import summarize
     from .results import paired_ratio
 
     nll = np.asarray(point["nll"], dtype=np.float64)
     ppl = np.exp(nll.mean(axis=1))
     r, lo, hi = paired_ratio(nll)
-    erf = summarize(point["normalized"], threshold, l_tr, theoretical)
+    erf = summarize(point["normalized"], threshold, l_tr)
     return {"ppl": ppl.round(4).tolist(), "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
             "r_high": hi.round(4).tolist(),
-            "erf": erf["erf"], "erf_length": erf["length"], "erf_capped": erf["capped"],
+            "erf": erf["erf"], "erf_length": erf["length"],
             "share_in_ltr": round(erf["share_in_ltr"], 4)}
-
-
-# ----------------------------------------------------------------------------- training
-
-class OutOfTime(Exception):
-    """The sitting's time ran out; the state is checkpointed and the run resumes later."""
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.time() > deadline
-
-
-def device():
-    """Where the long run trains and measures: the GPU when torch sees one (as the trainer
-    does), else the CPU. Only numbers of one kind of device compare bitwise."""
-    import torch
-
-    from .settings import cuda_available
-
-    return torch.device("cuda") if cuda_available() else torch.device("cpu")
-
-
-def device_name(where) -> str:
-    """"cpu", or the GPU's name (a shipped result records it)."""
-    import torch
-
-    return torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu"
-
-
-def train_points(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, corpus, work: Path,
-                 on_point, *, deadline: float | None = None, progress: bool = True, points: list[int] | None = None,
-                 where=None):
-    """Train the main run to ``train_cfg.steps`` on ``where`` (default :func:`device`); at
-    each point branch, cool down, call ``on_point(steps, model, val_loss)`` and continue.
-    Resumes from ``work``'s checkpoint. bf16 autocast only on a GPU and only when the
-    settings ask for it (``dtype=bf16``); a CPU trains in fp32.
-
-    Returns the per-step training losses of the main run (the branches' own steps are not
-    in it). Raises :class:`OutOfTime` after checkpointing when ``deadline`` (a
-    ``time.time()``) passes.
-    """
-    import torch
-    from tqdm.auto import tqdm
-
-    from .train import (Batches, _check_finite, build, cooldown_steps, lr_at, read_checkpoint_pointer, train_step,
-                        validate, validation_windows)
-
-    cfg = train_cfg
-    points = bundle.point_steps(cfg) if points is None else points
-    work.mkdir(parents=True, exist_ok=True)
-    where = device() if where is None else where
-    batches = Batches(corpus.tokens("train"), cfg.l_tr, cfg.batch_size, cfg.seed)
-    val = validation_windows(corpus.tokens("validation"), cfg.l_tr, cfg.eval_batches * cfg.batch_size, cfg.seed)
-    model, optimizer = build(model_cfg, cfg, where)
-    cast = torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda" and cfg.dtype == "bf16")
-    state = {"step": 0, "train_loss": [], "done": [], "seconds": 0.0}
-    info = read_checkpoint_pointer(work)
-    if info is not None:
-        saved = torch.load(work / info["file"], map_location=where, weights_only=False)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        batches.set_state(saved["batches"])
-        state = saved["state"]
-
-    def checkpoint():
-        from .train import _save_checkpoint
-
-        _save_checkpoint(work, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                "batches": batches.state(), "state": state}, state["step"])
-        storage.write_json(work / CHECKPOINT_STATE, {"step": state["step"], "train_loss": state["train_loss"],
-                                                     "seconds": state["seconds"] + time.perf_counter() - t_session})
-
-    def run_steps(first: int, last: int, schedule: TrainConfig, losses: list | None, bar) -> None:
-        pending = []
-        for step in range(first, last):
-            chunk = torch.from_numpy(batches.next()).to(where, non_blocking=True)
-            pending.append(train_step(model.loss, model, optimizer, chunk, lr_at(step, schedule), cfg, cast))
-            if len(pending) == 50 or step == last - 1:
-                values = [float(v) for v in pending]
-                _check_finite(values, step - len(values) + 2)
-                if losses is not None:
-                    losses.extend(values)
-                bar.update(len(values))
-                bar.set_postfix(loss=f"{values[-1]:.3f}", refresh=False)
-                pending = []
-
-    bar = tqdm(total=cfg.steps, initial=state["step"], disable=not progress, unit="step", dynamic_ncols=True,
-               desc=f"{model_cfg.pos} main run", file=sys.stderr)
-    t_session = time.perf_counter()
-    try:
-        for target in points:
-            if target in state["done"]:
-                continue
-            start = target - cooldown_steps(cfg, target)  # where this point's cool-down leaves the main run
-            stop = start if target != cfg.steps else cfg.steps
-            while True:
-                if _past(deadline):  # the state on disk is that of this step: nothing is lost
-                    raise OutOfTime(state["step"])
-                if state["step"] >= stop:
-                    break
-                nxt = min(stop, (state["step"] // cfg.ckpt_interval + 1) * cfg.ckpt_interval) if cfg.ckpt_interval else stop
-                run_steps(state["step"], nxt, cfg, state["train_loss"], bar)
-                state["step"] = nxt
-                if nxt < stop or target != cfg.steps:
-                    checkpoint()
-            if target == cfg.steps:
-                on_point(target, model, validate(model, val, cfg.batch_size, cast, where))
-            else:
-                keep = (copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict()), batches.state())
-                branch = tqdm(total=target - start, disable=not progress, unit="step", dynamic_ncols=True,
-                              desc=f"cool-down to {target} steps", file=sys.stderr, leave=False)
-                run_steps(start, target, cfg.replace(steps=target), None, branch)
-                branch.close()
-                on_point(target, model, validate(model, val, cfg.batch_size, cast, where))
-                model.load_state_dict(keep[0])
-                optimizer.load_state_dict(keep[1])
-                batches.set_state(keep[2])
-            state["done"].append(target)
-            state["seconds"] += time.perf_counter() - t_session
-            t_session = time.perf_counter()
-            if target != cfg.steps:
-                checkpoint()
-    finally:
-        bar.close()
-    return state["train_loss"], state["seconds"]
 
 
 # ----------------------------------------------------------------------------- the bundle
@@ -330,31 +213,10 @@ def _git_commit() -> str | None:
         return None
 
 
-def _write(path: Path, result: dict, arrays: dict, weights=None) -> None:
-    """result.json, nll.npz (and model.safetensors), then the manifest (last: it marks the
-    result complete)."""
-    import io
-
-    path.mkdir(parents=True, exist_ok=True)
-    storage.write_json(path / bundle.RESULT, result, newline=True)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    storage.write_bytes(path / bundle.NLL, buf.getvalue())
-    files = [bundle.RESULT, bundle.NLL]
-    if weights is not None:
-        from safetensors.torch import save_model
-
-        with storage.atomic_path(path / bundle.WEIGHTS) as tmp:
-            save_model(weights, str(tmp))
-        files.append(bundle.WEIGHTS)
-    storage.write_json(path / bundle.MANIFEST, {"version": bundle.VERSION,
-                                         "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
-
-
 DRIFT_MODELS = ("alibi_slope_shift=4", "nope")  # shipped with weights: re-evaluated by the tests
 
 
-def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progress: bool = True,
+def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, progress: bool = True,
         keep_weights: bool | None = None, root: Path | None = None) -> Path:
     """Train ``spec`` at ``scale`` with its emergence points and add it to the bundle (in
     ``root``, default :func:`rflens.storage.reference_dir`).
@@ -364,15 +226,10 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
     """
     import torch
 
-    from . import data, runs
-    from .receptive import theoretical_field
-
-    _, model_cfg, data_cfg, train_cfg = runs.resolve(scale, spec.pos, spec.corpus, spec.settings())
+    _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
         raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
-    from .scales import get
-
-    ev = get(scale).eval
+    ev = scales.get(scale).eval
     corpus = data.prepare(data_cfg, progress=progress)
     work = storage.runs_dir() / "emergence" / scale / spec.name
     if root is not None:
@@ -387,16 +244,13 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
             arrays = {k: z[k] for k in z.files}
 
     def on_point(steps: int, model, val_loss: float) -> None:
-        import io
-
         t0 = time.perf_counter()
         m = measure(model, corpus, ev, train_cfg.l_tr)
         arrays[f"steps_{steps}"] = m["nll"].astype(np.float32)
         point = {"steps": steps, "tokens": steps * train_cfg.batch_size * train_cfg.l_tr, "val_loss": round(val_loss, 5),
                  "lengths": m["lengths"],
                  "normalized": [float(f"{v:.4g}") for v in m["normalized"]], "measure_seconds": 0.0}
-        point.update(summary({"nll": m["nll"], "normalized": m["normalized"]}, train_cfg.l_tr, ev.erf_threshold,
-                             theoretical_field(model_cfg)))
+        point.update(summary(m, train_cfg.l_tr, ev.erf_threshold))
         point["measure_seconds"] = round(time.perf_counter() - t0, 1)
         points[:] = [p for p in points if p["steps"] != steps] + [point]  # a resumed branch replaces its point
         buf = io.BytesIO()
@@ -411,39 +265,37 @@ def run(spec: Spec, scale: str = "long", *, deadline: float | None = None, progr
             final["model"] = model
 
     final: dict = {}
-    stopped = None
-    where = device()
+    stopped = interrupted = None
+    where = machine.device()
+    fix = f"remove {work} to train {spec.name} from its start"
     try:
-        losses, seconds = train_points(model_cfg, data_cfg, train_cfg, corpus, work, on_point, deadline=deadline,
-                                       progress=progress, where=where)
+        metrics = train(model_cfg, data_cfg, train_cfg, out_dir=work, progress=progress, corpus=corpus,
+                        points=point_steps(train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
+        losses, seconds = metrics["train_loss"], metrics["train_seconds"]
     except OutOfTime as stop:
         if not points:
             raise
         # the points measured so far are finished runs: ship them, marked incomplete
-        saved = storage.read_json(work / CHECKPOINT_STATE) if (work / CHECKPOINT_STATE).is_file() else {}
-        losses, seconds, stopped = saved.get("train_loss", []), saved.get("seconds", 0.0), int(stop.args[0])
+        interrupted, losses, seconds, stopped = stop, stop.progress.train_loss, stop.progress.elapsed, stop.step
     stride = max(1, len(losses) // 1024)  # the training curve, averaged over blocks of steps
     curve = [[i + stride, round(float(np.mean(losses[i:i + stride])), 4)] for i in range(0, len(losses), stride)]
     result = {
         "name": spec.name, "scale": scale, "pos": spec.pos, "corpus": spec.corpus, "settings": spec.settings(),
         "complete": stopped is None, "stopped_at_step": stopped,
         "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(), "eval": ev.to_dict(),
-        "data_fingerprint": corpus.fingerprint, "code_version": runs.code_version(), "commit": _git_commit(),
+        "data_fingerprint": corpus.fingerprint, "code_version": code_version(), "commit": _git_commit(),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
-        "cpu": bundle.cpu_capability(), "cpu_features": bundle.cpu_features(), "device": device_name(where),
+        "cpu": machine.cpu_capability(), "cpu_features": machine.cpu_features(), "device": machine.device_name(where),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "schedule": {"points": bundle.point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
+        "schedule": {"points": point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
         "train_curve": curve,
         "points": sorted(points, key=lambda p: p["steps"]),
     }
     keep = (spec.name in DRIFT_MODELS) if keep_weights is None else keep_weights
-    out = bundle.bundle_dir(scale, root) / spec.name
-    _write(out, result, arrays, final.get("model") if keep else None)
-    if stopped is not None:
-        raise OutOfTime(stopped)
-    import shutil
-
+    out = bundle.write_model(scale, spec.name, result, arrays, final.get("model") if keep else None, root)
+    if interrupted is not None:
+        raise interrupted
     shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -456,20 +308,17 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
     reported against a tolerance of 1e-3 nats (float rounding grows over tens of thousands
     of steps). Returns one row a model.
     """
-    import tempfile
-
     import torch
 
     rows = []
     for name in names:
         shipped_result = bundle.load(name, scale)
         with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
-            run(find(name, scale), scale, progress=progress, keep_weights=False, root=Path(tmp))
-            with np.load(bundle.bundle_dir(scale, Path(tmp)) / name / bundle.NLL) as z:
-                again = {k: z[k] for k in z.files}
-        same_setup = (device().type == "cpu" and same_machine(shipped_result)
+            again = bundle.point_nlls(run(named(name, scale), scale, progress=progress, keep_weights=False,
+                                          root=Path(tmp)))
+        same_setup = (machine.device().type == "cpu" and machine.same_machine(shipped_result)
                       and shipped_result["threads"] == torch.get_num_threads())
-        diffs = [float(np.abs(again[f"steps_{p['steps']}"].astype(np.float64) - p["nll"]).max())
+        diffs = [float(np.abs(again[p["steps"]] - p["nll"]).max())
                  for p in shipped_result["points"]]
         worst = max(diffs)
         ok = worst == 0.0 if same_setup else worst <= CHECK_TOLERANCE
@@ -483,21 +332,9 @@ DRIFT_TOLERANCE = 1e-5  # nats: a shipped model re-measured with the torch and v
 DRIFT_TOLERANCE_ELSEWHERE = 1e-4  # nats: elsewhere (AVX2 against AVX-512 moved NLLs by up to 2.2e-5; AMX, 3.3e-5)
 
 
-def same_machine(result: dict) -> bool:
-    """Whether this machine's CPU computes as the one that shipped ``result`` did: a result
-    measured on a CPU, the same torch, vector unit and instruction-set extensions (a result
-    that did not record them, or a machine that cannot read its own, is taken as another)."""
-    import torch
-
-    features = bundle.cpu_features()
-    return (result.get("device", "cpu") == "cpu" and result.get("torch") == torch.__version__
-            and result.get("cpu") == bundle.cpu_capability() and bool(features)
-            and result.get("cpu_features") == features)
-
-
 def drift_tolerance(result: dict) -> float:
     """How far a shipped model's re-measured NLLs may move before the bundle counts as stale."""
-    return DRIFT_TOLERANCE if same_machine(result) else DRIFT_TOLERANCE_ELSEWHERE
+    return DRIFT_TOLERANCE if machine.same_machine(result) else DRIFT_TOLERANCE_ELSEWHERE
 
 
 # ----------------------------------------------------------------------------- the schedule check
@@ -508,35 +345,31 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     Trains (or reuses, through the run store) the model ``name`` for ``steps`` steps with
     the cosine schedule and the preset's warm-up fraction, measures it like a point, and
     compares r(L) with the shipped point of that size: both intervals, and the paired 95%
-    interval of their ratio over the same segments. Writes the result beside the bundle.
+    interval of their ratio over the same segments. Writes the result into the bundle.
     """
-    from . import runs
-    from .receptive import theoretical_field
-    from .results import paired_ratio
-    from .scales import get
+    from .results import paired_ratio  # pandas: not on the command line's startup path
 
     shipped_result = bundle.load(name, scale)
     point = next((p for p in shipped_result["points"] if p["steps"] == steps), None)
     if point is None:
         raise UserError(f"{name} has no shipped point at {steps} steps: choose one of "
                         f"{', '.join(str(p['steps']) for p in shipped_result['points'])}")
-    spec = find(name, scale)
+    spec = named(name, scale)
     cosine = {**spec.settings(), "steps": steps, "schedule": "cosine", "warmup": None}
-    run_ = runs.get_run(scale, spec.pos, spec.corpus, cosine, progress=progress)
-    ev = get(scale).eval
+    run_ = get_run(scale, spec.pos, spec.corpus, cosine, progress=progress)
+    ev = scales.get(scale).eval
     m = measure(run_.load_model(), run_.corpus(), ev, run_.train_cfg.l_tr)
     wsd, cos = point["nll"], m["nll"]
     # paired over segments: r_wsd(L) / r_cos(L) = exp mean_i [(w_iL - c_iL) - (w_i0 - c_i0)], the r(L) of w - c
     ratio, lo, hi = paired_ratio(wsd - cos, seed=ev.seed)
     result = {
         "name": name, "steps": steps, "tokens": point["tokens"], "lengths": m["lengths"],
-        "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold,
-                       theoretical_field(run_.model_cfg)),
-        "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold, theoretical_field(run_.model_cfg)),
+        "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold),
+        "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold),
         "ratio": ratio.round(4).tolist(), "ratio_low": lo.round(4).tolist(),
         "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
     }
-    storage.write_json(bundle.bundle_dir(scale) / bundle.SCHEDULE_CHECK, result, newline=True)
+    bundle.write_file(scale, bundle.SCHEDULE_CHECK, result)
     return result
 
 

@@ -249,14 +249,14 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
     from . import data
     from . import experiments as ex
     from .plan import chapter_experiments, model_plan
-    from .runs import resolve
+    from .settings import resolve
 
     workers = default_workers() if workers is None else workers
     wanted = chapter_experiments(chapters)
     plan = [it for it in model_plan(scale)
             if it["experiment"] != "Table 2" and (wanted is None or it["experiment"] in wanted)]
     # the corpora first, here with their progress, so that no worker waits on another's build
-    for cfg in {resolve(scale, it["pos"], it["corpus"], it["overrides"])[2] for it in plan}:
+    for cfg in {resolve(scale, it["pos"], it["corpus"], it["overrides"]).data for it in plan}:
         data.prepare(cfg, progress=progress)
     # models already stored still get their measurements (cached: quick when present)
     if log is not None:
@@ -294,7 +294,8 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     from . import data
     from .plan import chapter_experiments, model_plan, training_cost
     from .data import rebuild_command
-    from .runs import is_complete, resolve, run_key, runs_dir
+    from .runs import is_complete, run_key, runs_dir
+    from .settings import resolve
     from .speed import time_steps
 
     wanted = chapter_experiments(chapters)

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from .results import BREAKS, EXTRAPOLATION_TOLERANCE
+from .storage import package_repo, read_json
 
 
 def pilot_table(path=None) -> pd.DataFrame:
@@ -16,8 +17,6 @@ def pilot_table(path=None) -> pd.DataFrame:
     the model (``spec``), ppl(L_tr), r at 2..16 L_tr with the paired interval at 16 L_tr,
     the ERF and the training minutes. ``path`` defaults to ``bench/phenomena.json`` of the
     repository; an empty table when it is missing."""
-    from .storage import package_repo, read_json
-
     path = package_repo() / "bench" / "phenomena.json" if path is None else path
     try:
         models = list(read_json(path)["models"].values())
@@ -71,8 +70,6 @@ def seed_spread(path=None) -> dict[str, pd.DataFrame]:
     (and whether they were checked under today's criterion),
     "table1": r(16 L_tr) of Table 1's failing side at each seed, "table3": ppl(L_tr) and
     ppl(16 L_tr) of every Table 3 model at each seed}. Empty tables when it has not run."""
-    from .storage import package_repo, read_json
-
     path = package_repo() / "bench" / "seeds.json" if path is None else path
     try:
         res = read_json(path)

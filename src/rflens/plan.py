@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import bundle
+from . import bundle, machine, scales
 from . import experiments as ex
 from .beyond import beyond_models
 from .config import EvalConfig, ModelConfig, TrainConfig
+from .settings import describe, resolve
+from .train import cooldown_steps, point_steps
 
 if TYPE_CHECKING:
-    from .emergence import Spec
+    from .emergence import LongModel
 
 
 # the experiments of model_plan each chapter reads (chapter 9 reads the claims of them all)
@@ -38,8 +40,6 @@ def model_plan(scale) -> list[dict]:
     Figure 7, Table 3 on every corpus, Figure 11 and the protocol comparison. A model two
     experiments share is listed once, under the first.
     """
-    from .runs import describe, resolve
-
     sc = ex.get_scale(scale)
     groups = [("Table 1", ex.table1_models(sc)), ("Table 2", ex.table2_models(sc)), ("Figure 7", ex.figure7_models(sc)),
               ("Table 3", ex.table3_models(sc)), ("Figure 11", ex.models_of(sc, "figure11")),
@@ -47,8 +47,8 @@ def model_plan(scale) -> list[dict]:
     plan, seen = [], set()
     for experiment, specs in groups:
         for spec in specs:
-            _, m, d, t = resolve(sc.name, spec.pos, spec.corpus, spec.settings)
-            changed = describe(m, d, t, sc.name)
+            r = resolve(sc.name, spec.pos, spec.corpus, spec.settings)
+            changed = describe(r.model, r.data, r.train, sc.name)
             key = (spec.pos, spec.corpus, tuple(sorted(changed.items())))
             if key not in seen:
                 seen.add(key)
@@ -65,12 +65,12 @@ def training_cost(scale, *, gpu_tflops: float = 312.0, mfu: float = 0.4) -> list
 
     from .evaluate import last_token_flops
     from .model import TransformerLM
-    from .runs import resolve
 
     sc = ex.get_scale(scale)
     rows = []
     for item in model_plan(sc):
-        _, mcfg, _, tcfg = resolve(sc.name, item["pos"], item["corpus"], item["overrides"])
+        r = resolve(sc.name, item["pos"], item["corpus"], item["overrides"])
+        mcfg, tcfg = r.model, r.train
         with torch.device("meta"):  # sizes only: no memory, no initialisation
             model = TransformerLM(mcfg)
         tokens = tcfg.steps * tcfg.batch_size * tcfg.l_tr
@@ -100,11 +100,10 @@ def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) ->
 
     from .evaluate import last_token_flops
     from .model import TransformerLM
-    from .train import cooldown_steps
 
     with torch.device("meta"):  # sizes only
         model = TransformerLM(model_cfg)
-    sizes = bundle.point_steps(train_cfg)
+    sizes = point_steps(train_cfg)
     steps = train_cfg.steps + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1])
     train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
     lengths = [train_cfg.l_tr * m for m in ev.length_mults]
@@ -128,11 +127,10 @@ class Speed:
         return (train / self.train + measure / self.measure) / 60.0
 
 
-def one_core_speed(scale: str = "long") -> Speed | None:
-    """The one-core speed of the shipped finished models trained on a CPU with this vector
-    unit (else of all of them), from their wall times and FLOPs; None when none is shipped.
-    Models whose measurements took no measurable time give no measuring speed; without any,
-    measuring is timed at the training speed."""
+def _rates(scale: str) -> dict[str, list[tuple[float, float]]]:
+    """{vector unit: [(training, measuring) FLOP/s of each finished shipped model trained on
+    a CPU with it]} from the models' wall times and FLOPs. Models whose measurements took no
+    measurable time give no measuring speed (nan)."""
     pools: dict[str, list[tuple[float, float]]] = {}
     for name in bundle.complete(scale):
         res = bundle.load(name, scale)
@@ -140,39 +138,52 @@ def one_core_speed(scale: str = "long") -> Speed | None:
             continue
         measured = sum(p["measure_seconds"] for p in res["points"])
         train, measure = run_flops(ModelConfig.from_dict(res["model"]), TrainConfig.from_dict(res["train"]),
-                               EvalConfig.from_dict(res["eval"]))
+                                   EvalConfig.from_dict(res["eval"]))
         if res["train_seconds"] > measured:
             pools.setdefault(res.get("cpu") or "an unrecorded vector unit", []).append(
                 (train / (res["train_seconds"] - measured), measure / measured if measured > 0 else np.nan))
-    here = bundle.cpu_capability()
-    pool = pools.get(here) or [r for rs in pools.values() for r in rs]
-    if not pool:
-        return None
-    where = f"{here} CPUs like this one" if here in pools else "other machines"
+    return pools
+
+
+def _speed(pool: list[tuple[float, float]], where: str) -> Speed:
     rates = np.array(pool)
     train = float(np.median(rates[:, 0]))
     timed = rates[~np.isnan(rates[:, 1]), 1]
     return Speed(train, float(np.median(timed)) if timed.size else train, len(pool), where)
 
 
-def one_core_minutes(specs: list[Spec], scale: str = "long", at: Speed | None = None) -> list[float] | None:
+def core_speeds(scale: str = "long") -> dict[str, Speed]:
+    """{vector unit: the one-core speed of the shipped models trained on CPUs with it}."""
+    return {cpu: _speed(pool, f"{cpu} CPUs") for cpu, pool in _rates(scale).items()}
+
+
+def one_core_speed(scale: str = "long") -> Speed | None:
+    """The one-core speed of the shipped finished models trained on a CPU with this vector
+    unit (else of all of them), from their wall times and FLOPs; None when none is shipped.
+    Without any measuring speed, measuring is timed at the training speed."""
+    pools = _rates(scale)
+    here = machine.cpu_capability()
+    pool = pools.get(here) or [r for rs in pools.values() for r in rs]
+    if not pool:
+        return None
+    return _speed(pool, f"{here} CPUs like this one" if here in pools else "other machines")
+
+
+def one_core_minutes(specs: list[LongModel], scale: str = "long", at: Speed | None = None) -> list[float] | None:
     """The one-core minutes of each model of ``specs`` at ``at`` (default :func:`one_core_speed`,
     the shipped models' speed on this kind of CPU); None when no model is shipped to time."""
-    from .runs import resolve
-    from .scales import get
-
     at = at or one_core_speed(scale)
     if at is None:
         return None
-    ev = get(scale).eval
+    ev = scales.get(scale).eval
     out = []
     for spec in specs:
-        _, model_cfg, _, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
-        out.append(at.minutes(model_cfg, train_cfg, ev))
+        r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+        out.append(at.minutes(r.model, r.train, ev))
     return out
 
 
-def one_core_cost(specs: list[Spec], scale: str = "long", at: Speed | None = None) -> str:
+def one_core_cost(specs: list[LongModel], scale: str = "long", at: Speed | None = None) -> str:
     """One line: the time ``specs`` take to train, on one core and on two, and the speed
     that times them."""
     at = at or one_core_speed(scale)

@@ -35,9 +35,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from . import scales, shipped
+from .config import CORPORA
 from .errors import UserError
+from .notebook import check_parameters
+from .progress import LineStream
 from .scales import DEFAULT_SCALE  # its book goes to _build/html, the path the README names
 from .storage import package_repo
+from .tables import CHAPTER_ENV, TABLES_ENV
 
 ROOT = package_repo()  # the repository the book and the package live in
 BOOK = ROOT / "book"
@@ -99,8 +104,8 @@ def _parse_parameters(pairs: list[str]) -> dict:
     return out
 
 
-def plan(scale: str, chapters_spec: str | None = None, parameters: list[str] | None = None,
-         corpus: str | None = None) -> dict:
+def request(scale: str, chapters_spec: str | None = None, parameters: list[str] | None = None,
+            corpus: str | None = None) -> dict:
     """Check a request and return {"scale", "chapters": {key: (path, parameters)}, "skipped"}.
 
     ``chapters_spec``: "03,04" (None: every chapter); ``parameters``: ["NAME=VALUE", ...] for
@@ -109,10 +114,6 @@ def plan(scale: str, chapters_spec: str | None = None, parameters: list[str] | N
     Raises UserError (one line) for an unknown scale, chapter, corpus or parameter name;
     nothing is executed before this passes.
     """
-    from . import scales
-    from .config import CORPORA
-    from .notebook import check_parameters
-
     scales.get(scale)  # UserError on an unknown scale
     available = chapters()
     if not available:
@@ -152,8 +153,7 @@ def shipped_chapters(scale: str, chosen: list[str], *, named: bool) -> tuple[lis
     models the bundle holds, and {chapter: the models it lacks} for the others. Chapter 9
     reads what is shipped and leaves the rest "not run". A chapter asked for by name that
     cannot be built is a UserError naming the command that trains its models."""
-    from . import shipped
-    from .plan import CHAPTER_EXPERIMENTS
+    from .plan import CHAPTER_EXPERIMENTS  # the experiments and their models: pandas and torch
 
     ready, skipped = [], {}
     for key in chosen:
@@ -198,11 +198,7 @@ def execute(key: str, path: Path, params: dict, scale: str, log=None) -> Path:
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    from .progress import LineStream
-
     stream = LineStream(log, f"chapter {key}: ") if log is not None else None
-    from .tables import CHAPTER_ENV, TABLES_ENV
-
     tables = notebooks_dir(scale) / "tables"
     for old in tables.glob(f"{path.stem}-table*.csv"):  # this run writes the chapter's tables anew
         old.unlink()
@@ -282,7 +278,7 @@ def assemble(scale: str) -> Path:
 def write_this_build(index: Path, scale: str) -> None:
     """Put the "this build" box (:func:`rflens.readings.this_build`) under the index page's
     title: the scale, the scoreboard this build computed, the long run's state."""
-    from . import bundle, claims, emergence, scales, scoreboard
+    from . import bundle, claims, emergence, scoreboard  # pandas and torch: only when a book is built
     from .readings import this_build
 
     if scale not in scales.SCALES:
@@ -292,7 +288,7 @@ def write_this_build(index: Path, scale: str) -> None:
         counts, trained = scoreboard.summary(board), scoreboard.summary(board, claims.TRAINED)
     except (UserError, OSError, ValueError, KeyError):
         counts = trained = None  # chapter 9 was not executed in this build
-    box = this_build(scale, counts, bundle.table("long"), len(emergence.plan("long")), trained)
+    box = this_build(scale, counts, bundle.table("long"), len(emergence.models("long")), trained)
     title, _, rest = index.read_text().partition("\n")
     index.write_text(f"{title}\n\n{box}{rest}")
 

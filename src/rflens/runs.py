@@ -15,10 +15,10 @@ trains the model; later calls return the stored one at once. A model lives in
 The key is a short sha256 of the three settings, the data fingerprint and a code version,
 so a changed setting, corpus or model code never hands back a stale model.
 
-The settings of a run are resolved in :mod:`rflens.settings` (:func:`resolve`,
-:func:`describe`, :func:`train_command`, also reachable from here). This module imports
-neither torch nor the model: listing the store and finding a stored run stay fast
-(``python -m rflens train`` on a stored run answers in well under 2 s).
+The settings of a run are resolved in :mod:`rflens.settings`; a model of the shipped bundle
+is served through :mod:`rflens.shipped_runs`. This module imports neither torch nor the
+model: listing the store and finding a stored run stay fast (``python -m rflens train`` on a
+stored run answers in well under 2 s).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from . import distributed, scales, schemes, settings, storage
+from filelock import FileLock, Timeout
+
+from . import data, distributed, resources, scales, schemes, shipped_runs, storage
 from . import train as training
 from .config import DataConfig, ModelConfig, TrainConfig, TrainedModel
 from .errors import ConfigError, UserError
@@ -48,7 +50,6 @@ CODE_MODULES = ("model.py", "positional.py", "attention.py", "train.py")
 KEY_LENGTH = 16  # hex digits of sha256: 64 bits, no collisions among a few thousand runs
 FAILED = "failed.json"  # in a run folder whose training raised: the error
 VERIFIED = ".weights-verified.json"  # the weights file's stat when its sha256 last matched (quick listing)
-native_dtype = settings.native_dtype  # reachable here too, as resolve, describe and train_command are
 
 
 class NotStored(UserError):
@@ -195,8 +196,6 @@ class Run(TrainedModel):
     def corpus(self):
         """The corpus the model was trained on (prepared if this machine lacks it)."""
         if self._corpus is None:
-            from . import data
-
             self._corpus = data.prepare(self.data_cfg, progress=False)
         return self._corpus
 
@@ -270,9 +269,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     if is_complete(path) and not retrain:
         return stored()
     if not retrain:
-        from . import bundle
-
-        hit = bundle.find(scale, model_cfg, data_cfg, train_cfg, corpus_obj.fingerprint)
+        hit = shipped_runs.find(scale, model_cfg, data_cfg, train_cfg, corpus_obj.fingerprint)
         if hit is not None:  # the shipped bundle, read-only
             hit._corpus = corpus_obj
             return hit
@@ -285,8 +282,6 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
 
     check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
     if not cuda_available():  # on a GPU the step lives in device memory, which this does not see
-        from . import resources
-
         per_rank = max(1, train_cfg.batch_size // distributed.world_size())
         resources.check(resources.training_bytes(model_cfg, train_cfg, per_rank),
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
@@ -320,8 +315,6 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
 
 def _prepare_data(data_cfg: DataConfig, *, progress: bool, several: bool):
     """rflens.data.prepare; with several processes rank 0 builds first and the others then load."""
-    from . import data
-
     if not several:
         return data.prepare(data_cfg, progress=progress)
     corpus_obj = data.prepare(data_cfg, progress=progress) if distributed.is_main() else None
@@ -381,8 +374,6 @@ def _being_trained(path: Path) -> bool:
     """Whether a live process trains the run at ``path`` now: it holds the run's lock for
     as long as it trains, and the operating system frees the lock when it dies. A lock we
     cannot take part in (a read-only store) counts as held: nothing is claimed dead."""
-    from filelock import FileLock, Timeout
-
     lock = path.parent / f".{path.name}.lock"
     if not lock.exists():
         return False
@@ -400,8 +391,6 @@ def clean(root: Path | None = None) -> list[dict]:
     ones that hold neither a finished model nor a checkpoint to resume (a training that
     died before its first checkpoint). A folder whose training holds its lock is kept.
     Returns the rows of what was removed."""
-    from filelock import FileLock, Timeout
-
     root = Path(root) if root is not None else runs_dir()
     removed = []
     for row in list_runs(root):

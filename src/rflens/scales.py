@@ -215,10 +215,9 @@ def _tiny() -> Scale:
         train=TrainConfig(
             l_tr=l_tr,  # L_tr = 32: 16 x L_tr = 512 is the longest evaluation
             batch_size=32,  # 32 x 32 = 1024 tokens a step
-            # 0.6M tokens a model: what the book's budget allows (its 41 models train and are
-            # measured in 27 minutes by two one-thread workers on 2 cores; the whole `make book`
-            # from a fresh clone took 38 minutes). The pilot (bench/README.md) measures what
-            # more tokens would show.
+            # 0.6M tokens a model: what the book's budget on 2 cores allows (`reproduce --plan`
+            # times it); the long preset and the pilot (bench/README.md) measure what more
+            # tokens show
             steps=600,
             lr=2e-3,
             warmup_frac=0.05,  # 30 steps
@@ -251,11 +250,10 @@ def _tiny() -> Scale:
     )
 
 
-# The long reference run: the tiny model at 2^25 tokens (rflens.emergence). The rule that set
-# the budget, before the run: ALiBi with the flattest slopes (Delta = 4, the paper's 8) read
-# r(16 L_tr) = 1.085 at 0.6M tokens, 1.19 at 2.5M and 1.85 [1.66, 2.10] at 16M; r - 1 grew as
-# about tokens^0.8 over the last step, which puts the lower end of the interval at 2 near 27M
-# tokens. The first power of two above that, 2^25 = 33.6M tokens (32,768 steps of 1024 tokens).
+# The long reference run (rflens.emergence): the tiny model at 2^15 steps of 1024 tokens,
+# 2^25 = 33.6M tokens, past the size at which the flattest ALiBi slopes (the paper's Delta = 8)
+# reach r(16 L_tr) = 2 on the lower end of their interval (Chapter 10 reads it from the
+# shipped curves). A power of two, so that each measured size, budget / 2^k, is whole steps.
 LONG_STEPS = 2**15
 
 
@@ -286,7 +284,8 @@ def _small() -> Scale:
     l_tr = 128
     return Scale(
         name="small",
-        about="closer to the paper; about 57 hours of training on 2 CPU cores (reproduce --plan): a GPU preset",
+        about="closer to the paper; days of training on 2 CPU cores (reproduce --scale small --plan estimates "
+              "them): a GPU preset",
         model=ModelConfig(n_layer=4, n_head=8, d_model=256, vocab_size=vocab),
         data=DataConfig(vocab_size=vocab),
         train=TrainConfig(

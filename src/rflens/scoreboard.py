@@ -116,10 +116,11 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
 
 def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
     """The board of a shipped preset at each measured size of its models (each a finished
-    run of that many tokens, :func:`rflens.bundle.at_size`; sizes from :func:`rflens.bundle.sizes`): one row a claim, one column a
-    size, the result in each cell. Nothing is trained; a claim whose models are not shipped
+    run of that many tokens, :func:`rflens.shipped_runs.at_size`; sizes from
+    :func:`rflens.emergence.sizes`): one row a claim, one column a size, the result in each cell. Nothing is trained; a claim whose models are not shipped
     is "not run" at every size."""
-    from .bundle import at_size, sizes
+    from .emergence import sizes
+    from .shipped_runs import at_size
 
     columns = {}
     for tokens in sizes(scale):

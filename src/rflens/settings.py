@@ -11,16 +11,27 @@ nor the model.
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import NamedTuple
 
 from . import scales
 from .config import SETTINGS, DataConfig, ModelConfig, TrainConfig
 from .errors import ConfigError
 
 
+class Resolved(NamedTuple):
+    """The settings of one run: its preset, and the model, data and train settings."""
+
+    scale: scales.Scale
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+
+
 def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
-            overrides: dict | None = None) -> tuple[scales.Scale, ModelConfig, DataConfig, TrainConfig]:
+            overrides: dict | None = None) -> Resolved:
     """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied.
 
     ``overrides`` is either flat (``{"window": 8, "l_tr": 256}``: each key goes to every
@@ -60,7 +71,7 @@ def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     if model_cfg.vocab_size != data_cfg.vocab_size:
         raise ConfigError("vocab_size", model_cfg.vocab_size,
                           f"the model's vocabulary must equal the data's ({data_cfg.vocab_size}); set vocab_size once")
-    return s, model_cfg, data_cfg, train_cfg
+    return Resolved(s, model_cfg, data_cfg, train_cfg)
 
 
 @functools.cache
@@ -79,8 +90,6 @@ def native_dtype() -> str:
 def cuda_available() -> bool:
     """Whether torch sees a GPU, without importing torch when it is not loaded yet (then an
     NVIDIA device node stands in: this module stays quick to import and to query)."""
-    import sys
-
     if "torch" in sys.modules:
         return sys.modules["torch"].cuda.is_available()
     return Path("/dev/nvidiactl").exists()

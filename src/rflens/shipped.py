@@ -1,17 +1,18 @@
 """What a shipped preset can build: which of the book's experiments its bundle holds, and
-those experiments read from it (:mod:`rflens.bundle` serves the models; nothing is trained)."""
+those experiments read from it (:mod:`rflens.shipped_runs` serves the models; nothing is trained)."""
 
 from __future__ import annotations
 
-from . import bundle
+from . import shipped_runs
 from .errors import UserError
-from .runs import NotStored, resolve
+from .runs import NotStored
+from .settings import resolve
 
 
 def name_of(scale: str, pos: str, corpus: str, settings: dict) -> str | None:
     """The name of the bundle's finished model of these settings, or None (no data needed)."""
-    want = resolve(scale, pos, corpus, settings)[1:]
-    return next((name for name, s in bundle.index(scale).items() if s[:3] == want), None)
+    r = resolve(scale, pos, corpus, settings)
+    return next((name for name, s in shipped_runs.index(scale).items() if s[:3] == (r.model, r.data, r.train)), None)
 
 
 # the chapter experiments whose measurements a shipped model holds (last-token perplexity

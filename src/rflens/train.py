@@ -22,8 +22,13 @@ already stored answers without loading torch at all.
 from __future__ import annotations
 
 import contextlib
+import copy
+import errno
 import json
 import math
+import pickle
+import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import distributed
+from . import data, distributed
 from .config import DataConfig, ModelConfig, TrainConfig
 from .errors import UserError
 from .storage import atomic_path, atomic_write, sha256_file, write_json
@@ -74,6 +79,17 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     progress = min(1.0, (step - warmup) / max(1, cfg.steps - warmup))
     cosine = 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 -> 0
     return cfg.lr * (cfg.min_lr_frac + (1.0 - cfg.min_lr_frac) * cosine)
+
+
+POINTS = 7  # measured sizes of a branched run: its budget / 2^6, ..., / 2, the budget
+
+
+def point_steps(cfg: TrainConfig) -> list[int]:
+    """The sizes (in steps) at which a wsd run is branched and measured: steps / 2^(POINTS-1),
+    ..., steps, those whose cool-down starts after the warm-up."""
+    pts = sorted({max(1, cfg.steps >> k) for k in range(POINTS)})
+    warmup = cfg.warmup or 0
+    return [p for p in pts if p - cooldown_steps(cfg, p) >= warmup]
 
 
 # ----------------------------------------------------------------------------- batches
@@ -125,21 +141,42 @@ def validation_windows(tokens: np.ndarray, l_tr: int, n: int, seed: int) -> np.n
 
 # ----------------------------------------------------------------------------- checkpoints
 
-def read_checkpoint_pointer(out_dir: Path) -> dict | None:
-    """The pointer to the last checkpoint, after checking the file's sha256 (UserError if bad)."""
-    pointer = Path(out_dir) / CHECKPOINT_POINTER
+CHECKPOINT_FILE = re.compile(r"checkpoint-\d{8}\.pt")  # the only names a pointer may give: files of its own folder
+
+
+def read_checkpoint_pointer(out_dir: Path, fix: str = "start over with --retrain") -> dict | None:
+    """The pointer to the last checkpoint, after checking that it names a checkpoint file of
+    ``out_dir`` itself (no other path) whose sha256 it gives; UserError naming ``fix`` if not."""
+    out_dir = Path(out_dir)
+    pointer = out_dir / CHECKPOINT_POINTER
     if not pointer.is_file():
         return None
     try:
         info = json.loads(pointer.read_text())
-        path = Path(out_dir) / info["file"]
-        ok = path.is_file() and sha256_file(path) == info["sha256"]
-    except (OSError, ValueError, KeyError):
-        ok = False
-    if not ok:
-        raise UserError(f"the training checkpoint in {out_dir} is corrupted (sha256 mismatch): "
-                        "start over with --retrain")
-    return info
+        name = info["file"]
+        if not (isinstance(name, str) and CHECKPOINT_FILE.fullmatch(name)):
+            why = "it names a file outside the run's folder"
+        elif (out_dir / name).is_symlink() or not (out_dir / name).is_file():
+            why = "its file is missing"
+        elif sha256_file(out_dir / name) != info["sha256"]:
+            why = "sha256 mismatch"
+        else:
+            return info
+    except (OSError, ValueError, KeyError, TypeError):
+        why = "its pointer is unreadable"
+    raise UserError(f"the training checkpoint in {out_dir} is corrupted ({why}): {fix}")
+
+
+def load_checkpoint(out_dir: Path, info: dict, fix: str = "start over with --retrain") -> dict:
+    """The training state a checkpoint holds, read as data only (tensors, numbers, strings:
+    ``weights_only``), so a crafted file cannot run code; UserError naming ``fix`` otherwise."""
+    import torch
+
+    try:
+        return torch.load(Path(out_dir) / info["file"], map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, AttributeError) as err:
+        raise UserError(f"the training checkpoint in {out_dir} is corrupted (not a checkpoint of this code: "
+                        f"{type(err).__name__}): {fix}") from None
 
 
 def _save_checkpoint(out_dir: Path, state: dict, step: int) -> None:
@@ -155,9 +192,6 @@ def _save_checkpoint(out_dir: Path, state: dict, step: int) -> None:
         with atomic_write(out_dir / name) as f:
             torch.save(state, f)
     except RuntimeError as err:  # torch's writer reports a full disk as a RuntimeError
-        import errno
-        import shutil
-
         if shutil.disk_usage(out_dir).free < (1 << 20) or "unexpected pos" in str(err):
             raise OSError(errno.ENOSPC, "No space left on device", str(out_dir / name)) from None
         raise
@@ -197,10 +231,24 @@ class Progress:
     its curves and clocks."""
 
     step: int = 0
-    train_loss: list = field(default_factory=list)  # one value per step
+    train_loss: list = field(default_factory=list)  # one value per step of the main run
     val_curve: list = field(default_factory=list)  # [step, validation loss] pairs
-    elapsed: float = 0.0  # wall seconds of training, over every session
+    elapsed: float = 0.0  # wall seconds of training (and measuring the points), over every session
     step_seconds: float = 0.0  # seconds inside training steps (for tokens/s)
+    points: list = field(default_factory=list)  # the sizes branched and measured so far
+
+
+class OutOfTime(Exception):
+    """The sitting's time ran out at a step whose state is checkpointed: the run resumes
+    from there. ``progress``: where it stood (its curve and clocks)."""
+
+    def __init__(self, step: int, progress: Progress):
+        super().__init__(step)
+        self.step, self.progress = step, progress
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() > deadline
 
 
 def _loss_module(lm):
@@ -238,21 +286,26 @@ def build(model_cfg: ModelConfig, cfg: TrainConfig, device):
     return model, optimizer
 
 
-def _resume(out_dir: Path, model, optimizer, batches: Batches, device) -> Progress:
+def _resume(out_dir: Path, model, optimizer, batches: Batches, device, fix: str) -> Progress:
     """Load the last checkpoint into the model, optimizer, batches and RNGs, if there is one."""
     import torch
 
-    info = read_checkpoint_pointer(out_dir)
+    info = read_checkpoint_pointer(out_dir, fix)
     if info is None:
         return Progress()
-    state = torch.load(out_dir / info["file"], map_location="cpu", weights_only=False)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    batches.set_state(state["batches"])
-    torch.set_rng_state(state["torch_rng"])
-    if device.type == "cuda" and state.get("cuda_rng") is not None:
-        torch.cuda.set_rng_state(state["cuda_rng"], device)
-    return Progress(state["step"], state["train_loss"], state["val_curve"], state["elapsed"], state["step_seconds"])
+    state = load_checkpoint(out_dir, info, fix)
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        batches.set_state(state["batches"])
+        torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        return Progress(state["step"], state["train_loss"], state["val_curve"], state["elapsed"],
+                        state["step_seconds"], state.get("points", []))
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise UserError(f"the training checkpoint in {out_dir} is corrupted (not a checkpoint of these settings: "
+                        f"{type(err).__name__}): {fix}") from None
 
 
 def _checkpoint(out_dir: Path, model, optimizer, batches: Batches, progress: Progress, device,
@@ -264,7 +317,7 @@ def _checkpoint(out_dir: Path, model, optimizer, batches: Batches, progress: Pro
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
         "step": progress.step, "train_loss": progress.train_loss, "val_curve": progress.val_curve,
-        "elapsed": progress.elapsed, "step_seconds": progress.step_seconds,
+        "elapsed": progress.elapsed, "step_seconds": progress.step_seconds, "points": progress.points,
         "model_cfg": model_cfg.to_dict(), "train_cfg": cfg.to_dict(),
     }, progress.step)
 
@@ -320,11 +373,21 @@ def _store(out_dir: Path, model, metrics: dict) -> None:
 # ----------------------------------------------------------------------------- the loop
 
 def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, *, out_dir, progress: bool = True,
-          corpus=None) -> dict:
+          corpus=None, points=(), on_point=None, deadline: float | None = None, store: bool = True,
+          fix: str = "start over with --retrain") -> dict:
     """Train a model into ``out_dir`` (resuming from its checkpoint if there is one).
 
-    Writes model.safetensors, metrics.json and manifest.json (last) into ``out_dir`` and
-    returns the metrics: per-step training loss, validation losses, tokens/s, seconds.
+    ``points``: sizes (in steps, wsd schedule) at which the run is branched: when the main
+    run reaches a size's cool-down, a copy of its state is cooled down to that size, which
+    is exactly the finished shorter run (same batches, same rates, bitwise); it is handed
+    to ``on_point(steps, model, val_loss)``, and the main run continues from where it
+    branched. ``on_point`` is also called with the finished model when ``points`` holds
+    ``train_cfg.steps``. The state is checkpointed at each branch; when ``deadline`` (a
+    ``time.time()``) passes, :class:`OutOfTime` is raised at a checkpointed step.
+
+    With ``store`` it writes model.safetensors, metrics.json and manifest.json (last) into
+    ``out_dir``. Returns the metrics: per-step training loss of the main run, validation
+    losses, tokens/s, seconds. ``fix``: what a damaged checkpoint's message advises.
     """
     import torch
     from tqdm.auto import tqdm
@@ -337,8 +400,6 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
         out_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
     if corpus is None:
-        from . import data
-
         corpus = data.prepare(data_cfg, progress=progress and main)
     if corpus.vocab_size > model_cfg.vocab_size:
         raise UserError(f"the corpus has {corpus.vocab_size} tokens but the model only {model_cfg.vocab_size}: "
@@ -350,7 +411,7 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
     val_batch = max(1, cfg.batch_size // world)
 
     model, optimizer = build(model_cfg, cfg, device)
-    state = _resume(out_dir, model, optimizer, batches, device)
+    state = _resume(out_dir, model, optimizer, batches, device, fix)
     start = state.step
     if start and main and progress:
         print(f"resuming {out_dir.name} from step {start}", file=sys.stderr)
@@ -362,6 +423,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
 
         step_fn = DistributedDataParallel(step_fn, device_ids=[local] if device.type == "cuda" else None)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.dtype == "bf16")
+    # the branches still to take, by the main-run step their cool-down starts from
+    branches = {p - cooldown_steps(cfg, p): p for p in sorted(points) if p < cfg.steps and p not in state.points}
 
     tokens_per_step = cfg.batch_size * cfg.l_tr
     bar = tqdm(total=cfg.steps, initial=start, disable=not (progress and main), unit="step", dynamic_ncols=True,
@@ -370,38 +433,84 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
     flush_every = 10
     session = 0.0  # seconds in training steps since this process started (for the bar's tokens/s)
     elapsed_before = state.elapsed
-    model.train()
+    saved_at = start if start else None  # the step whose state is on disk
     t_start = time.perf_counter()
-    for step in range(start, cfg.steps):
-        t0 = time.perf_counter()
-        chunk = torch.from_numpy(batches.next()).to(device, non_blocking=True)
-        pending.append(train_step(step_fn, model, optimizer, chunk, lr_at(step, cfg), cfg, autocast))
-        done = step + 1
-        if len(pending) >= flush_every or done == cfg.steps or (cfg.ckpt_interval and done % cfg.ckpt_interval == 0) \
-                or (cfg.eval_interval and done % cfg.eval_interval == 0):
-            fetched = distributed.all_mean(pending)
-            _check_finite(fetched, done - len(fetched) + 1)  # before any checkpoint keeps a diverged state
-            state.train_loss.extend(fetched)
-            pending = []
-            bar.set_postfix(loss=f"{state.train_loss[-1]:.3f}",
-                            tok_s=f"{tokens_per_step * (done - start) / (session + time.perf_counter() - t0):,.0f}",
-                            refresh=False)
-        spent = time.perf_counter() - t0  # includes the sync of the losses when they were fetched
-        state.step_seconds += spent
-        session += spent
-        bar.update(1)
-        state.step = done
-        if cfg.eval_interval and done % cfg.eval_interval == 0 and done != cfg.steps:
-            state.val_curve.append([done, validate(model, val, val_batch, autocast, device)])
-        if cfg.ckpt_interval and done % cfg.ckpt_interval == 0 and done != cfg.steps and main:
-            state.elapsed = elapsed_before + time.perf_counter() - t_start
+
+    def checkpoint() -> None:
+        nonlocal saved_at
+        state.elapsed = elapsed_before + time.perf_counter() - t_start
+        if main:
             _checkpoint(out_dir, model, optimizer, batches, state, device, model_cfg, cfg)
-    bar.close()
+        saved_at = state.step
+        if _past(deadline):  # the state on disk is that of this step: nothing is lost
+            raise OutOfTime(state.step, state)
+
+    def branch(first: int, target: int) -> None:
+        """Cool a copy of the main run down from ``first`` to ``target`` steps, measure it,
+        and restore the main run."""
+        keep = (copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict()), batches.state())
+        schedule = cfg.replace(steps=target)
+        cooling = []
+        for step in range(first, target):
+            chunk = torch.from_numpy(batches.next()).to(device, non_blocking=True)
+            cooling.append(train_step(step_fn, model, optimizer, chunk, lr_at(step, schedule), cfg, autocast))
+            if len(cooling) == flush_every or step == target - 1:
+                _check_finite(distributed.all_mean(cooling), step - len(cooling) + 2)
+                cooling = []
+        on_point(target, model, validate(model, val, val_batch, autocast, device))
+        model.load_state_dict(keep[0])
+        optimizer.load_state_dict(keep[1])
+        batches.set_state(keep[2])
+        model.train()
+
+    if _past(deadline):  # the state on disk is the one resumed from (or none at step 0)
+        raise OutOfTime(start, state)
+    model.train()
+    step = start
+    try:
+        while True:
+            if step in branches:  # the main run reached a size's cool-down: branch there
+                if saved_at != step:
+                    checkpoint()  # a kill in the branch then repeats the branch only
+                target = branches.pop(step)
+                branch(step, target)
+                state.points.append(target)
+                checkpoint()
+            if step == cfg.steps:
+                break
+            t0 = time.perf_counter()
+            chunk = torch.from_numpy(batches.next()).to(device, non_blocking=True)
+            pending.append(train_step(step_fn, model, optimizer, chunk, lr_at(step, cfg), cfg, autocast))
+            done = step + 1
+            at_checkpoint = cfg.ckpt_interval and done % cfg.ckpt_interval == 0 and done != cfg.steps
+            at_eval = cfg.eval_interval and done % cfg.eval_interval == 0
+            if len(pending) >= flush_every or done == cfg.steps or at_checkpoint or at_eval or done in branches:
+                fetched = distributed.all_mean(pending)
+                _check_finite(fetched, done - len(fetched) + 1)  # before any checkpoint keeps a diverged state
+                state.train_loss.extend(fetched)
+                pending = []
+                bar.set_postfix(loss=f"{state.train_loss[-1]:.3f}",
+                                tok_s=f"{tokens_per_step * (done - start) / (session + time.perf_counter() - t0):,.0f}",
+                                refresh=False)
+            spent = time.perf_counter() - t0  # includes the sync of the losses when they were fetched
+            state.step_seconds += spent
+            session += spent
+            bar.update(1)
+            state.step = step = done
+            if at_eval and done != cfg.steps:
+                state.val_curve.append([done, validate(model, val, val_batch, autocast, device)])
+            if at_checkpoint:
+                checkpoint()
+    finally:
+        bar.close()
 
     val_loss = validate(model, val, val_batch, autocast, device)
     _check_finite([val_loss], cfg.steps, "validation loss")
     if not state.val_curve or state.val_curve[-1][0] != cfg.steps:
         state.val_curve.append([cfg.steps, val_loss])
+    if cfg.steps in points:
+        on_point(cfg.steps, model, val_loss)
+        state.points.append(cfg.steps)
     state.elapsed = elapsed_before + time.perf_counter() - t_start
     tail = state.train_loss[-max(1, len(state.train_loss) // 10):]
     metrics = {
@@ -413,7 +522,7 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
         "world_size": world, "device": device.type, "dtype": cfg.dtype, "torch": torch.__version__,
         "threads": torch.get_num_threads(), "resumed_from": start,
     }
-    if main:
+    if main and store:
         _store(out_dir, model, metrics)
     distributed.barrier()
     return metrics

@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from .. import runs, scales
+from ..config import EvalConfig, parse_overrides
 from ..errors import UserError
 
 
@@ -21,9 +23,7 @@ def emit(text: str) -> None:
 def select_run(args):
     """The stored model that ``--scale/--pos/--corpus/--set`` select (trained if needed),
     and the evaluation settings: the preset's, with the ``--set eval...`` overrides."""
-    from .. import runs
-    from ..config import EvalConfig, parse_overrides
-    from ..evaluate import eval_config
+    from ..evaluate import eval_config  # torch: only for the commands that measure
 
     sections = parse_overrides(args.overrides)
     ev_overrides = sections.pop("eval")
@@ -40,9 +40,6 @@ def hf_settings(args):
     """The evaluation and data settings of an ``--hf`` measurement: the preset's, with the
     ``--set eval...`` and ``--set data...`` overrides. A setting of the model or of its
     training is refused: a pretrained model's own config holds those."""
-    from .. import scales
-    from ..config import parse_overrides
-
     sections = parse_overrides(args.overrides)
     refused = sorted(f"{s}.{k}" for s in ("model", "train") for k in sections[s])
     if refused:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 
 from .. import bundle, emergence
+from ..train import OutOfTime
 from ..errors import UserError
 from ..plan import one_core_cost, one_core_minutes, one_core_speed
 
 
 def run(args) -> int:
-    plan = emergence.plan(args.scale)
+    plan = emergence.models(args.scale)
     if args.only:
-        plan = [emergence.find(name, args.scale) for name in args.only]
+        plan = [emergence.named(name, args.scale) for name in args.only]
     have = bundle.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
     if args.check is not None:
@@ -45,7 +46,7 @@ def run(args) -> int:
     for spec in todo:
         try:
             out = emergence.run(spec, args.scale, deadline=deadline, progress=not args.quiet)
-        except emergence.OutOfTime as stop:
+        except OutOfTime as stop:
             print(f"{spec.name}: out of time at step {stop.args[0]}; its state is kept, run the same command to resume")
             return 0
         print(f"{spec.name}: shipped in {out}")

@@ -25,7 +25,7 @@ def run(args) -> int:
     from tqdm.auto import tqdm
 
     quiet = getattr(args, "quiet", False)
-    request = reproduce.plan(args.scale, args.chapters, getattr(args, "parameters", None), getattr(args, "corpus", None))
+    request = reproduce.request(args.scale, args.chapters, getattr(args, "parameters", None), getattr(args, "corpus", None))
     scale = request["scale"]
     os.environ.update(reproduce.kernel_env())
     os.environ["RFLENS_SCALE"] = scale  # chapters read it too when run outside papermill

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from .. import distributed, runs
+from .. import distributed, runs, settings
 from ..config import parse_overrides
 from .common import emit
 
@@ -13,7 +13,7 @@ from .common import emit
 def run(args) -> int:
     overrides = parse_overrides(args.overrides)
     # every setting is checked before any data is touched or anything is written
-    runs.resolve(args.scale, args.pos, args.corpus, overrides)
+    settings.resolve(args.scale, args.pos, args.corpus, overrides)
     t0 = time.perf_counter()
     model_run = runs.get_run(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet,
                              retrain=args.retrain)
@@ -24,7 +24,7 @@ def run(args) -> int:
     summary = {
         "key": model_run.key, "path": str(model_run.path), "reused": model_run.reused, "scale": model_run.scale,
         "pos": model_run.pos, "corpus": model_run.data_cfg.corpus,
-        "settings": runs.describe(model_run.model_cfg, model_run.data_cfg, model_run.train_cfg, model_run.scale),
+        "settings": settings.describe(model_run.model_cfg, model_run.data_cfg, model_run.train_cfg, model_run.scale),
         "steps": m["steps"], "val_loss": m["val_loss"], "final_train_loss": m["final_train_loss"],
         "tokens_per_s": m["tokens_per_s"], "train_seconds": m["train_seconds"], "num_params": m["num_params"],
         "seconds": seconds,
@@ -34,8 +34,9 @@ def run(args) -> int:
         return 0
     what = (f"{model_run.scale} {model_run.pos} on {summary['corpus']}"
             + "".join(f", {k}={v}" for k, v in sorted(summary["settings"].items())))
+    speed = f" at {m['tokens_per_s']:,.0f} tokens/s" if m["tokens_per_s"] is not None else ""
     facts = (f"{m['steps']} steps, val loss {m['val_loss']:.3f}, {m['num_params']:,} parameters, "
-             f"trained in {m['train_seconds']:.1f} s at {m['tokens_per_s']:,.0f} tokens/s")
+             f"trained in {m['train_seconds']:.1f} s{speed}")
     if model_run.reused:
         emit(f"reused the stored run {model_run.path} ({what}: {facts}); --retrain trains it again")
     else:

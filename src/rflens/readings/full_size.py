@@ -9,7 +9,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..pilot import PILOT_FAILING, PILOT_STABLE, PILOT_WINDOW_RATIO, pilot_summary
 from ..results import BREAKS, EXTRAPOLATION_TOLERANCE
+from ..scales import get
+from ..train import point_steps
 from .notation import Prose, _join, _tokens
 
 TOL = EXTRAPOLATION_TOLERANCE
@@ -22,8 +25,6 @@ def _tex(text: str) -> str:
 
 def pilot_rule() -> Prose:
     """The pilot's selection rule, with its models' window ratios R·w/L_tr and thresholds."""
-    from ..pilot import PILOT_FAILING, PILOT_STABLE, PILOT_WINDOW_RATIO
-
     fail = _join([f"{PILOT_WINDOW_RATIO[m]:g}" for m in PILOT_FAILING if m in PILOT_WINDOW_RATIO])
     stable = _join([f"{PILOT_WINDOW_RATIO[m]:g}" for m in PILOT_STABLE if m in PILOT_WINDOW_RATIO])
     return Prose(_tex(f"Its rule, written before the first result: a configuration qualifies when every failing-side "
@@ -58,8 +59,6 @@ def pilot_findings(sweep: pd.DataFrame) -> Prose:
     side is and how far the failing side gets, how r(16 L_tr) of the flattest ALiBi moves
     with training tokens and with the other knobs, where its token trend crosses 2, and how
     NoPE, the windows, Sinusoidal and Rotary read."""
-    from ..pilot import PILOT_FAILING, PILOT_STABLE, pilot_summary
-
     if sweep is None or sweep.empty:
         return Prose("The pilot's measurements are not in this checkout.")
     summary = pilot_summary(sweep)
@@ -117,8 +116,7 @@ def pilot_findings(sweep: pd.DataFrame) -> Prose:
 
 def tiny_design(scale: str = "tiny") -> Prose:
     """The CPU preset's model and budget, from the preset itself."""
-    from ..plan import model_plan
-    from ..scales import get
+    from ..plan import model_plan  # the book's experiments: torch
 
     sc = get(scale)
     m, t = sc.model, sc.train
@@ -133,9 +131,6 @@ def tiny_design(scale: str = "tiny") -> Prose:
 def long_design(scale: str = "long", book: str = "tiny") -> Prose:
     """The long run's preset: its budget against the book's, its schedule, its measured
     sizes and what each size keeps, from the preset itself."""
-    from ..bundle import point_steps
-    from ..scales import get
-
     sc, small = get(scale), get(book)
     t, ev = sc.train, sc.eval
     per_step = t.batch_size * t.l_tr

@@ -12,6 +12,7 @@ import pandas as pd
 from ..claims import RESULTS
 from ..results import BREAKS
 from ..results import EXTRAPOLATION_HORIZON as HORIZON
+from ..scales import get
 from .notation import _tokens
 
 
@@ -21,8 +22,6 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
     the counts of the claims that rest on trained models), and from the
     long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
     shipped and from how many tokens its first model breaks."""
-    from ..scales import get
-
     sc = get(scale)
     m, t = sc.model, sc.train
     tokens = t.steps * t.batch_size * t.l_tr
@@ -38,8 +37,7 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
                      f"construction): " + ", ".join(f"{trained.get(k, 0)} {k}" for k in RESULTS))
         lines.append(line + " ([chapter 9](09_claims.ipynb)).")
     names = long.loc[long["complete"].astype(bool), "name"].nunique() if not long.empty else 0
-    top = f"r_lo@{HORIZON * int(long['l_tr'].iloc[0])}" if not long.empty else None  # at the long run's own L_tr
-    broke = long[long[top] >= BREAKS] if top in long else long.iloc[0:0]
+    broke = long[long["r_horizon_lo"] >= BREAKS] if not long.empty else long  # each model at its own L_tr
     if not broke.empty and tokens < broke["tokens"].min():
         lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
                      f"(r({HORIZON} $L_{{tr}}$) ≥ {BREAKS:g} on the lower bound of its interval) needed "

@@ -12,7 +12,9 @@ import math
 
 import pandas as pd
 
+from ..pilot import pilot_table
 from ..results import BREAKS, erf_within_l_tr, lengths_of, row_ppl
+from ..scales import get
 from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..results import EXTRAPOLATION_TOLERANCE as TOL
 from .notation import Prose, _bullets, _erf, _join, _label, _mult, _num, _r, _top, tex
@@ -33,12 +35,8 @@ def table1(t1: pd.DataFrame, scale, *, n_layer: int | None = None, pilot: pd.Dat
     if t1 is None or t1.empty:
         return Prose("Table 1 was not run at this scale.")
     if n_layer is None:
-        from ..scales import get
-
         n_layer = get(scale).model.n_layer
     if pilot is None:
-        from ..pilot import pilot_table
-
         pilot = pilot_table()
     t1 = t1[t1["extrapolates"].notna()]
     flat, moving = t1[t1["extrapolates"].astype(bool)], t1[~t1["extrapolates"].astype(bool)]
