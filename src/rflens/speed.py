@@ -159,6 +159,11 @@ def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: in
     record = {"scale": sc.name, "machine": machine_name(), "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "rounds": rounds, "steps": steps, "threads": torch.get_num_threads(), "code": runs.code_version(),
               "tokens_per_s": {p: [tokens / t for t in s] for p, s in seconds.items()}}
+    if sc.shipped:  # a file of the bundle: written and sealed by the bundle's own writer
+        from . import bundle
+
+        bundle.write_file(sc.name, RECORD_FILE, record)
+        return record
     path = speed_record_path(sc)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, record)
@@ -180,5 +185,10 @@ def load_speed_record(scale) -> dict | None:
     """The recorded training speed of ``scale`` (:func:`record_speed`), or None when none was recorded."""
     from . import storage
 
-    path = speed_record_path(scale)
+    sc = scales.get(scale) if isinstance(scale, str) else scale
+    if sc.shipped:  # read through the bundle, which checks its manifest first
+        from . import bundle
+
+        return bundle.read_file(sc.name, RECORD_FILE)
+    path = speed_record_path(sc)
     return storage.read_json(path) if path.is_file() else None
