@@ -160,3 +160,22 @@ def test_ratio_between_schemes_resamples_documents_both_rows_share():
 def test_few_documents_are_said():
     assert results.docs_note(None) == "" and results.docs_note(results.MIN_DOCS) == ""
     assert "fewer than 20" in results.docs_note(9) and "lower bound" in results.docs_note(9)
+
+
+def test_few_documents_give_the_union_of_both_intervals_many_the_document_one():
+    rng = np.random.default_rng(8)
+    # documents whose segments disagree within but agree between: the document interval is narrow
+    few = np.repeat(np.arange(6), 80)
+    nll = np.stack([np.zeros(480), rng.normal(0.05, 0.5, 480)])
+    nll[1] -= np.array([nll[1][few == d].mean() for d in range(6)])[few] - 0.05
+    _, slo, shi = results.paired_ratio(nll)
+    _, dlo, dhi = results.paired_ratio(nll, clusters=few)
+    assert dhi[1] - dlo[1] < 0.5 * (shi[1] - slo[1])  # so few documents: a bootstrap too sure of itself
+    _, lo, hi = results.paired_interval(nll, docs=few)
+    assert lo[1] == min(slo[1], dlo[1]) and hi[1] == max(shi[1], dhi[1])
+    many = np.repeat(np.arange(results.MIN_DOCS), 24)
+    _, mlo, mhi = results.paired_ratio(nll, clusters=many)
+    _, lo, hi = results.paired_interval(nll, docs=many)
+    assert np.array_equal(lo, mlo) and np.array_equal(hi, mhi)
+    # no documents: bitwise the segment interval
+    assert all(np.array_equal(a, b) for a, b in zip(results.paired_interval(nll), results.paired_ratio(nll)))

@@ -21,7 +21,7 @@ import pandas as pd
 
 from .results import EXTRAPOLATION_HORIZON as HORIZON
 from .results import EXTRAPOLATION_TOLERANCE as TOL
-from .results import clusters_of, lengths_of, paired_ratio
+from .results import lengths_of, paired_interval
 
 UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
 LEVEL = 0.95  # every claim's verdict rests on intervals that hold together with this probability
@@ -111,7 +111,7 @@ def _ppl_ratio(row_a, row_b, L: int, k: int = 1) -> tuple[float, float, float]:
         return ratio, ratio, ratio
     if len(a[L]) != len(b[L]):
         raise Missing(f"{row_a['label']} and {row_b['label']} were scored on different segments at L = {L}")
-    r, lo, hi = paired_ratio(np.stack([b[L], a[L]]), clusters=clusters_of(_shared_docs(row_a, row_b)))
+    r, lo, hi = paired_interval(np.stack([b[L], a[L]]), docs=_shared_docs(row_a, row_b))
     return (float(r[1]), *simultaneous(float(r[1]), float(lo[1]), float(hi[1]), k))
 
 

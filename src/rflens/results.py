@@ -118,8 +118,27 @@ def docs_note(k: int | None) -> str:
     if k is None or k >= MIN_DOCS:
         return ""
     return (f"the scored tokens come from {k} document{'s' * (k != 1)} of the test split, fewer than {MIN_DOCS}: "
-            f"a bootstrap over so few documents understates the uncertainty, so read each interval as a lower "
-            f"bound on it, not as a 95% interval")
+            f"a bootstrap over so few documents is unreliable, so each interval is the wider of the document and "
+            f"segment intervals; read it as a lower bound on the uncertainty, not as a 95% interval")
+
+
+def paired_interval(nll: np.ndarray, base: int = 0, seed: int = 0, docs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(r, low, high) of :func:`paired_ratio` as the book reports it: over whole documents
+    when ``docs`` (the document of each segment) is known and :func:`bootstrap_over` does not
+    say segments, else over segments (then bitwise :func:`paired_ratio` without clusters).
+
+    The rule for few documents: from :data:`MIN_DOCS` documents on, the document interval;
+    below, the bootstrap over so few clusters is unreliable and often too narrow itself, so
+    the interval is the union of the document and the segment intervals (never narrower than
+    either), and :func:`docs_note` says it is a lower bound on the uncertainty."""
+    clusters = clusters_of(docs)
+    r, lo, hi = paired_ratio(nll, base=base, seed=seed)
+    if clusters is None:
+        return r, lo, hi
+    _, dlo, dhi = paired_ratio(nll, base=base, seed=seed, clusters=clusters)
+    if n_docs(clusters) >= MIN_DOCS:
+        return r, dlo, dhi
+    return r, np.minimum(lo, dlo), np.maximum(hi, dhi)
 
 
 def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_BOOTSTRAP,
@@ -211,7 +230,7 @@ def segment_nlls(res: dict) -> dict[int, np.ndarray] | None:
 def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATION_HORIZON) -> dict:
     """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row, and, when the
     result holds per-segment NLLs (the last-token protocol), the paired 95% interval of r(L):
-    r_lo@L, r_hi@L (:func:`paired_ratio`). Where the result records the document of each
+    r_lo@L, r_hi@L (:func:`paired_interval`). Where the result records the document of each
     segment (``segment_docs``) the interval resamples whole documents (unless
     :func:`bootstrap_over` says segments) and ``n_docs`` says how many it rests on."""
     lengths = [int(L) for L in res["lengths"]]
@@ -226,8 +245,8 @@ def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATIO
     upper = None
     if res.get("nll_per_segment") is not None and l_tr in lengths:
         docs = res.get("segment_docs")
-        _, r_lo, r_hi = paired_ratio(np.asarray(res["nll_per_segment"]), base=lengths.index(l_tr),
-                                     seed=int(res.get("seed", 0)), clusters=clusters_of(docs))
+        _, r_lo, r_hi = paired_interval(np.asarray(res["nll_per_segment"]), base=lengths.index(l_tr),
+                                        seed=int(res.get("seed", 0)), docs=docs)
         if docs is not None:
             row["n_docs"] = n_docs(docs)
         for L, lo, hi in zip(lengths, r_lo, r_hi):

@@ -214,7 +214,7 @@ def horizon_intervals(gathered: dict[str, dict], table: str = "table1") -> pd.Da
         rows.append({"label": s["label"], "r": s[f"r@{L}"], "segments low": s[f"r_lo@{L}"],
                      "segments high": s[f"r_hi@{L}"], "documents low": d[f"r_lo@{L}"],
                      "documents high": d[f"r_hi@{L}"], "n_docs": d.get("n_docs"),
-                     "width ratio": (d[f"r_hi@{L}"] - d[f"r_lo@{L}"]) / (s[f"r_hi@{L}"] - s[f"r_lo@{L}"])})
+                     "width ratio": _ratio(d[f"r_hi@{L}"] - d[f"r_lo@{L}"], s[f"r_hi@{L}"] - s[f"r_lo@{L}"])})
     return pd.DataFrame(rows).set_index("label") if rows else pd.DataFrame()
 
 
@@ -233,3 +233,8 @@ def docs_summary(intervals: pd.DataFrame) -> str:
 
 def _nan(v) -> bool:
     return v is None or v != v
+
+
+def _ratio(a, b) -> float:
+    """a / b, NaN where b is 0 (an interval of no width: a model whose r does not move)."""
+    return float(a) / float(b) if float(b) != 0 else float("nan")
