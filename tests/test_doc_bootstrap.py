@@ -179,3 +179,54 @@ def test_few_documents_give_the_union_of_both_intervals_many_the_document_one():
     assert np.array_equal(lo, mlo) and np.array_equal(hi, mhi)
     # no documents: bitwise the segment interval
     assert all(np.array_equal(a, b) for a, b in zip(results.paired_interval(nll), results.paired_ratio(nll)))
+
+
+# ----------------------------------------------------------------------------- chapter 8's view
+
+
+def test_horizon_intervals_and_docs_summary_set_both_bootstraps_side_by_side():
+    from rflens import scoreboard
+
+    nll, docs = correlated_nlls(seed=9)
+    nll = np.concatenate([nll, nll[1:] * 1.02])
+    rows = {}
+    for unit in ("segments", "documents"):
+        with results.bootstrap_over(unit):
+            row = results.add_ppl_columns({"label": "m", "l_tr": 4}, result_of(nll, docs, lengths=(4, 32, 64)), 4)
+        rows[unit] = {"table1": __import__("pandas").DataFrame([row])}
+    view = scoreboard.horizon_intervals(rows)
+    assert list(view.index) == ["m"] and view.loc["m", "n_docs"] == 12
+    assert view.loc["m", "segments low"] == rows["segments"]["table1"].loc[0, "r_lo@64"]
+    assert view.loc["m", "documents high"] == rows["documents"]["table1"].loc[0, "r_hi@64"]
+    assert view.loc["m", "width ratio"] > 1
+    assert "fewer than 20" in scoreboard.docs_summary(view)
+    assert scoreboard.horizon_intervals({"segments": {"table1": None}, "documents": {"table1": None}}).empty
+
+
+def test_perplexity_records_the_documents_and_fills_them_in_for_an_older_result(tmp_path):
+    import sys
+
+    import torch
+
+    from rflens import data as D
+    from rflens import evaluate
+    from rflens.config import EvalConfig, ModelConfig
+    from rflens.model import TransformerLM
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    import fakes
+
+    c = D.prepare(DataConfig(corpus="prose", vocab_size=320, max_bytes=120_000), root=tmp_path, progress=False)
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(pos="alibi", n_layer=1, n_head=2, d_model=16, vocab_size=c.vocab_size)).eval()
+    run = fakes.FakeRun(model, c)
+    ev = EvalConfig().replace(n_segments=24, length_mults=(1, 2), batch_size=8)
+    res = evaluate.perplexity(run, progress=False, eval_cfg=ev)
+    docs = list(res["segment_docs"])
+    assert docs == c.segment_docs(24, 17, ev.seed).tolist()
+    (key, stored), = run.store.items()
+    del stored["segment_docs"]  # as a result stored before documents were recorded
+    again = evaluate.perplexity(run, progress=False, eval_cfg=ev)
+    assert run.computed == 1 and again["segment_docs"] == docs
+    row = results.add_ppl_columns({}, again, 8)
+    assert row["n_docs"] == len(set(docs))

@@ -242,11 +242,14 @@ def draw(tokens, n: int, length: int, seed: int = 0, what: str = "the token stre
 
 def corpus_segments(corpus, n: int, length: int, seed: int = 0) -> tuple[np.ndarray, dict]:
     """A corpus's evaluation segments (:meth:`rflens.data.Corpus.eval_segments`, the draw of
-    :func:`rflens.data.corpus.draw_segments` on its test split) and what they rest on."""
+    :func:`rflens.data.corpus.draw_segments` on its test split) and what they rest on, with
+    the test-split document of each segment's scored token (``segment_docs``,
+    :meth:`rflens.data.Corpus.segment_docs`) where the corpus knows its documents."""
     total = len(corpus.tokens("test"))
     ends = draw_segments(_Positions(total), n, length, seed)[:, -1] + 1
     about = describe_segments(ends, length, total)
-    about["segment_docs"] = corpus.segment_docs(n, length, seed).tolist()
+    if hasattr(corpus, "segment_docs"):  # a stream that knows its documents (rflens.data.Corpus)
+        about["segment_docs"] = corpus.segment_docs(n, length, seed).tolist()
     return corpus.eval_segments(n, length, seed), about
 
 
@@ -404,7 +407,8 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
 
     who = f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})"
     result = run.cached(f"perplexity_{protocol}", params, compute)
-    if protocol == "last_token" and "segment_docs" not in result and not hasattr(run, "served"):
+    if protocol == "last_token" and "segment_docs" not in result and not hasattr(run, "served") \
+            and hasattr(run.corpus(), "segment_docs"):
         # stored before results recorded the documents: the same draw on the same corpus gives them
         result = {**result, "segment_docs": segment_docs_of(run.corpus(), result)}
     # nothing damaged or non-finite is served either, from an older store or a bundle

@@ -176,11 +176,16 @@ def by_bootstrap(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> dict[str,
     gathered twice: {"segments": ..., "documents": ...}, their paired intervals resampling
     each segment on its own or whole documents of the test split
     (:func:`rflens.results.bootstrap_over`)."""
+    import contextlib
+    import io
+
     from .results import bootstrap_over
 
     out = {}
     for unit in ("segments", "documents"):
-        with bootstrap_over(unit):
+        # what is not run is said once, by the first pass
+        quiet = contextlib.redirect_stderr(io.StringIO()) if out else contextlib.nullcontext()
+        with bootstrap_over(unit), quiet:
             out[unit] = claims.gather(scale, corpus, compute=False, progress=False)
     return out
 
