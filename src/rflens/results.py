@@ -9,7 +9,10 @@ back from the column names and :func:`long_form` turns a wide table into one row
 (model, L).
 
 r(L) and its interval are computed from the per-segment losses of the last-token protocol
-by :func:`paired_ratio`.
+by :func:`paired_interval`: a paired bootstrap that resamples whole documents of the test
+split where the result records the document of each segment (``segment_docs``), since the
+segments of one document are not independent observations, and says how many documents it
+rests on (``n_docs``; fewer than :data:`MIN_DOCS` are flagged, :func:`docs_note`).
 
 Chi et al. (ACL 2023) call a model extrapolating when its perplexity stays flat beyond
 L_tr. The book fixes that reading once (:func:`extrapolates`): r(L) <= 1.10 for every
