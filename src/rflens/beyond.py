@@ -44,7 +44,7 @@ def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *,
     The factor of a method at length L_ex is L_ex / L_tr (rflens.config.EvalConfig.rope_for)."""
     from .evaluate import eval_config, perplexity
     from .receptive import receptive_field
-    from .results import paired_ratio
+    from .results import paired_interval
 
     sc = get_scale(scale)
     spec = next(s for s in figure7_models(sc, corpus) if s.pos == "rotary")
@@ -60,7 +60,8 @@ def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *,
                "corpus": corpus, "l_tr": l_tr, "run_key": run.key}
         add_ppl_columns(row, res, l_tr)
         add_erf_columns(row, receptive_field(run, progress=False, eval_cfg=e))
-        r, lo, hi = paired_ratio(np.stack([plain[-1], nll[-1]]), seed=ev.seed)
+        r, lo, hi = paired_interval(np.stack([plain[-1], nll[-1]]), seed=ev.seed,
+                                    docs=res.get("segment_docs"))  # the same segments for every method
         row.update(vs_plain=float(r[1]), vs_plain_lo=float(lo[1]), vs_plain_hi=float(hi[1]))
         rows.append(row)
     df = pd.DataFrame(rows)

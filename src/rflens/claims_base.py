@@ -21,7 +21,7 @@ import pandas as pd
 
 from .results import EXTRAPOLATION_HORIZON as HORIZON
 from .results import EXTRAPOLATION_TOLERANCE as TOL
-from .results import lengths_of, paired_ratio
+from .results import lengths_of, paired_interval
 
 UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
 LEVEL = 0.95  # every claim's verdict rests on intervals that hold together with this probability
@@ -101,7 +101,8 @@ def _beyond(row, horizon: int = HORIZON) -> list[int]:
 
 def _ppl_ratio(row_a, row_b, L: int, k: int = 1) -> tuple[float, float, float]:
     """ppl_a(L) / ppl_b(L) of two rows of one table with its interval, paired over the
-    segments both scored (``nll``: {L: per-segment NLLs}, :func:`rflens.results.segment_nlls`),
+    segments both scored (``nll``: {L: per-segment NLLs}, :func:`rflens.results.segment_nlls`;
+    whole documents resampled where both rows record them, ``segment_docs``),
     widened for ``k`` simultaneous intervals (:func:`simultaneous`). Without per-segment
     losses (a table built by hand) the bounds are the point value."""
     a, b = row_a.get("nll"), row_b.get("nll")
@@ -110,8 +111,17 @@ def _ppl_ratio(row_a, row_b, L: int, k: int = 1) -> tuple[float, float, float]:
         return ratio, ratio, ratio
     if len(a[L]) != len(b[L]):
         raise Missing(f"{row_a['label']} and {row_b['label']} were scored on different segments at L = {L}")
-    r, lo, hi = paired_ratio(np.stack([b[L], a[L]]))
+    r, lo, hi = paired_interval(np.stack([b[L], a[L]]), docs=_shared_docs(row_a, row_b))
     return (float(r[1]), *simultaneous(float(r[1]), float(lo[1]), float(hi[1]), k))
+
+
+def _shared_docs(row_a, row_b):
+    """The document of each segment two rows both scored (``segment_docs``), or None when
+    either row does not record them or they disagree (then the segments are resampled)."""
+    a, b = row_a.get("segment_docs"), row_b.get("segment_docs")
+    if not isinstance(a, (list, tuple, np.ndarray)) or not isinstance(b, (list, tuple, np.ndarray)):
+        return None
+    return a if len(a) == len(b) and np.array_equal(np.asarray(a), np.asarray(b)) else None
 
 
 def _extrap(row, k: int | None = None) -> bool | str:

@@ -242,10 +242,34 @@ def draw(tokens, n: int, length: int, seed: int = 0, what: str = "the token stre
 
 def corpus_segments(corpus, n: int, length: int, seed: int = 0) -> tuple[np.ndarray, dict]:
     """A corpus's evaluation segments (:meth:`rflens.data.Corpus.eval_segments`, the draw of
-    :func:`rflens.data.corpus.draw_segments` on its test split) and what they rest on."""
+    :func:`rflens.data.corpus.draw_segments` on its test split) and what they rest on, with
+    the test-split document of each segment's scored token (``segment_docs``,
+    :meth:`rflens.data.Corpus.segment_docs`) where the corpus knows its documents."""
     total = len(corpus.tokens("test"))
     ends = draw_segments(_Positions(total), n, length, seed)[:, -1] + 1
-    return corpus.eval_segments(n, length, seed), describe_segments(ends, length, total)
+    about = describe_segments(ends, length, total)
+    if hasattr(corpus, "segment_docs"):  # a stream that knows its documents (rflens.data.Corpus)
+        about["segment_docs"] = corpus.segment_docs(n, length, seed).tolist()
+    return corpus.eval_segments(n, length, seed), about
+
+
+def segment_docs_of(corpus, result: dict) -> list[int]:
+    """The test-split document of each segment's scored token for a last-token ``result``
+    measured on ``corpus`` (:meth:`rflens.data.Corpus.segment_docs`), recomputed from its
+    settings (``n``, ``seed`` and the segment length, ``max(lengths) + 1`` unless it says
+    otherwise): for a result that does not record them (stored before they were, or built
+    from other measurements), so that its paired intervals can resample documents. The
+    segments must have been drawn from this corpus's test split by :func:`corpus_segments`
+    with those settings; a result whose stream length differs is refused."""
+    if result.get("protocol", "last_token") != "last_token":
+        raise UserError(f"only the last-token protocol scores segments, not {result.get('protocol')}")
+    n = len(result["nll_per_segment"][0]) if result.get("nll_per_segment") else result.get("n")
+    length = int(result.get("segment_length") or max(int(L) for L in result["lengths"]) + 1)
+    total = len(corpus.tokens("test"))
+    if result.get("stream_tokens") not in (None, total):
+        raise UserError(f"the result was measured on a test split of {result['stream_tokens']:,} tokens, but "
+                        f"{corpus.name}'s has {total:,}: give the corpus it was measured on")
+    return corpus.segment_docs(check_n(n), length, int(result.get("seed", 0))).tolist()
 
 
 def describe_segments(ends, length: int, total: int) -> dict:
@@ -383,6 +407,10 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
 
     who = f"the model {getattr(run, 'key', '')} ({run.model_cfg.pos})"
     result = run.cached(f"perplexity_{protocol}", params, compute)
+    if protocol == "last_token" and "segment_docs" not in result and not hasattr(run, "served") \
+            and hasattr(run.corpus(), "segment_docs"):
+        # stored before results recorded the documents: the same draw on the same corpus gives them
+        result = {**result, "segment_docs": segment_docs_of(run.corpus(), result)}
     # nothing damaged or non-finite is served either, from an older store or a bundle
     check_stored(result, lengths, who, f"the folder {getattr(run, 'path', 'of the model')}/results")
     check_finite(result, who)
@@ -429,6 +457,11 @@ def check_stored(result, lengths, who: str, where: str) -> None:
                                                          "stream_tokens", "region_start"))
                 or result["segments_distinct"] != len(set(ends)) or not isinstance(result.get("in_region"), bool)):
             bad("segments")
+    if "segment_docs" in result:
+        docs = result["segment_docs"]
+        if not isinstance(docs, list) or not all(_count(d) for d in docs) or (
+                result.get("nll_per_segment") and len(docs) != len(result["nll_per_segment"][0])):
+            bad("segment_docs")
 
 
 RETRAIN = "retrain the model with a scheme and settings that stay finite there"

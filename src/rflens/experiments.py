@@ -355,6 +355,7 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
         res = measure_ppl(run)
         add_ppl_columns(row, res, _l_tr(run))
         row["nll"] = segment_nlls(res)  # for the claims' paired comparisons between schemes
+        row["segment_docs"] = res.get("segment_docs")  # ... which resample whole documents
         row["tokens_per_s"] = float(np.median(speed[spec.pos]))  # measured side by side (training_speed)
         row["tokens_per_s_rounds"] = list(speed[spec.pos])
         rows.append(row)

@@ -9,7 +9,10 @@ back from the column names and :func:`long_form` turns a wide table into one row
 (model, L).
 
 r(L) and its interval are computed from the per-segment losses of the last-token protocol
-by :func:`paired_ratio`.
+by :func:`paired_interval`: a paired bootstrap that resamples whole documents of the test
+split where the result records the document of each segment (``segment_docs``), since the
+segments of one document are not independent observations, and says how many documents it
+rests on (``n_docs``; fewer than :data:`MIN_DOCS` are flagged, :func:`docs_note`).
 
 Chi et al. (ACL 2023) call a model extrapolating when its perplexity stays flat beyond
 L_tr. The book fixes that reading once (:func:`extrapolates`): r(L) <= 1.10 for every
@@ -19,6 +22,8 @@ losses are known; the claims (rflens.claims) and the figures use it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import re
 from typing import Iterable
@@ -36,6 +41,16 @@ BREAKS = 2.0
 # confidence intervals: percentile bootstrap, 1000 resamples, 95%
 N_BOOTSTRAP = 1000
 CI_LEVEL = 0.95
+# A bootstrap over documents needs enough of them: with few clusters its percentile interval
+# covers less often than it says (Cameron, Gelbach & Miller 2008, "Bootstrap-based
+# improvements for inference with clustered errors"; Cameron & Miller 2015, "A
+# practitioner's guide to cluster-robust inference": a few dozen clusters at least). An
+# interval over fewer documents than this is shown with a warning, as a lower bound on the
+# uncertainty, not as a 95% interval.
+MIN_DOCS = 20
+# What the paired intervals resample (:func:`bootstrap_over`): "documents" (whole documents
+# of the test split, where a result records them) or "segments" (each segment on its own).
+_OVER = contextvars.ContextVar("rflens_bootstrap_over", default="documents")
 
 
 def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters=None):
@@ -72,8 +87,65 @@ def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters
     return out
 
 
+@contextlib.contextmanager
+def bootstrap_over(unit: str):
+    """Within the block, the paired intervals (:func:`add_ppl_columns`, the claims' ratios
+    between schemes) resample ``unit``: "documents" (the default: whole documents of the
+    test split, all segments of a drawn document together, wherever a result records the
+    document of each segment) or "segments" (each segment on its own, as if independent)."""
+    if unit not in ("documents", "segments"):
+        raise UserError(f"bootstrap over {unit!r}: choose documents or segments")
+    token = _OVER.set(unit)
+    try:
+        yield
+    finally:
+        _OVER.reset(token)
+
+
+def clusters_of(docs) -> np.ndarray | None:
+    """The clusters a paired interval resamples: the documents ``docs`` of the segments
+    (None when not known), or None inside ``bootstrap_over("segments")``."""
+    if docs is None or _OVER.get() == "segments":
+        return None
+    return np.asarray(docs, dtype=np.int64)
+
+
+def n_docs(docs) -> int | None:
+    """How many distinct documents hold the scored tokens (None when not known)."""
+    return None if docs is None else int(np.unique(np.asarray(docs)).size)
+
+
+def docs_note(k: int | None) -> str:
+    """A warning for an interval over ``k`` documents: empty when there are at least
+    :data:`MIN_DOCS` (or the documents are not known)."""
+    if k is None or k >= MIN_DOCS:
+        return ""
+    return (f"the scored tokens come from {k} document{'s' * (k != 1)} of the test split, fewer than {MIN_DOCS}: "
+            f"a bootstrap over so few documents is unreliable, so each interval is the wider of the document and "
+            f"segment intervals; read it as a lower bound on the uncertainty, not as a 95% interval")
+
+
+def paired_interval(nll: np.ndarray, base: int = 0, seed: int = 0, docs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(r, low, high) of :func:`paired_ratio` as the book reports it: over whole documents
+    when ``docs`` (the document of each segment) is known and :func:`bootstrap_over` does not
+    say segments, else over segments (then bitwise :func:`paired_ratio` without clusters).
+
+    The rule for few documents: from :data:`MIN_DOCS` documents on, the document interval;
+    below, the bootstrap over so few clusters is unreliable and often too narrow itself, so
+    the interval is the union of the document and the segment intervals (never narrower than
+    either), and :func:`docs_note` says it is a lower bound on the uncertainty."""
+    clusters = clusters_of(docs)
+    r, lo, hi = paired_ratio(nll, base=base, seed=seed)
+    if clusters is None:
+        return r, lo, hi
+    _, dlo, dhi = paired_ratio(nll, base=base, seed=seed, clusters=clusters)
+    if n_docs(clusters) >= MIN_DOCS:
+        return r, dlo, dhi
+    return r, np.minimum(lo, dlo), np.maximum(hi, dhi)
+
+
 def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_BOOTSTRAP,
-                 level: float = CI_LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 level: float = CI_LEVEL, clusters=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """r(L) = ppl(L) / ppl(L_base) and its paired percentile-bootstrap interval.
 
     ``nll``: (lengths, N) per-segment NLLs of the last-token protocol, the same N tokens at
@@ -81,15 +153,22 @@ def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_
     differences, so the interval reflects how consistently the extra context helps or
     hurts on the same tokens, not how hard the tokens are (which the interval of ppl
     itself mostly measures). Each replicate resamples the segments once
-    (:func:`bootstrap_indices`) and uses that draw at every length. Returns (r, low, high),
-    each of shape (lengths,).
+    (:func:`bootstrap_indices`) and uses that draw at every length. ``clusters`` (N,): the
+    document of each segment; a replicate then draws whole documents (as many as there are,
+    with replacement) with all their segments, so segments of one text, which tend to move
+    together, count as one observation. Without it each segment is drawn on its own.
+    Returns (r, low, high), each of shape (lengths,).
     """
     nll = np.asarray(nll, dtype=np.float64)
     if nll.ndim != 2 or nll.shape[1] == 0:
         raise UserError(f"per-segment NLLs must be a (lengths, N) array, got shape {nll.shape}")
     diff = nll - nll[base]  # (lengths, N)
     r = np.exp(diff.mean(1))
-    boot = np.exp(diff[:, bootstrap_indices(nll.shape[1], seed, n_boot)].mean(-1))  # (lengths, n_boot)
+    if clusters is None:
+        boot = np.exp(diff[:, bootstrap_indices(nll.shape[1], seed, n_boot)].mean(-1))  # (lengths, n_boot)
+    else:
+        draws = bootstrap_indices(nll.shape[1], seed, n_boot, clusters)
+        boot = np.exp(np.stack([diff[:, i].mean(1) for i in draws], axis=1))  # (lengths, n_boot)
     lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=1)
     return r, lo, hi
 
@@ -154,7 +233,9 @@ def segment_nlls(res: dict) -> dict[int, np.ndarray] | None:
 def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATION_HORIZON) -> dict:
     """Add ppl@L, ci_low@L, ci_high@L, r@L, extrapolates, max_r to a table row, and, when the
     result holds per-segment NLLs (the last-token protocol), the paired 95% interval of r(L):
-    r_lo@L, r_hi@L (:func:`paired_ratio`)."""
+    r_lo@L, r_hi@L (:func:`paired_interval`). Where the result records the document of each
+    segment (``segment_docs``) the interval resamples whole documents (unless
+    :func:`bootstrap_over` says segments) and ``n_docs`` says how many it rests on."""
     lengths = [int(L) for L in res["lengths"]]
     ppl = {L: float(p) for L, p in zip(lengths, res["ppl"])}
     for L, lo, hi in zip(lengths, res.get("ci_low") or [math.nan] * len(ppl), res.get("ci_high") or [math.nan] * len(ppl)):
@@ -166,8 +247,11 @@ def add_ppl_columns(row: dict, res: dict, l_tr: int, horizon: int = EXTRAPOLATIO
         row[f"r@{L}"] = r.get(L, math.nan)
     upper = None
     if res.get("nll_per_segment") is not None and l_tr in lengths:
-        _, r_lo, r_hi = paired_ratio(np.asarray(res["nll_per_segment"]), base=lengths.index(l_tr),
-                                     seed=int(res.get("seed", 0)))
+        docs = res.get("segment_docs")
+        _, r_lo, r_hi = paired_interval(np.asarray(res["nll_per_segment"]), base=lengths.index(l_tr),
+                                        seed=int(res.get("seed", 0)), docs=docs)
+        if docs is not None:
+            row["n_docs"] = n_docs(docs)
         for L, lo, hi in zip(lengths, r_lo, r_hi):
             row[f"r_lo@{L}"], row[f"r_hi@{L}"] = float(lo), float(hi)
         upper = dict(zip(lengths, map(float, r_hi)))
@@ -228,6 +312,7 @@ HEADERS = {
     "ppl_l_tr": "ppl(L_tr)", "r_horizon": f"r({EXTRAPOLATION_HORIZON} L_tr)",
     "r_horizon_lo": f"r({EXTRAPOLATION_HORIZON} L_tr) low", "r_horizon_hi": f"r({EXTRAPOLATION_HORIZON} L_tr) high",
     "l_ex": "L_ex", "vs_plain": "r ÷ plain", "vs_plain_lo": "r ÷ plain, low", "vs_plain_hi": "r ÷ plain, high", "val_loss": "validation loss",
+    "n_docs": "documents",
 }
 _WIDE_HEADERS = {"ppl": "ppl({})", "r": "r({})", "r_lo": "r({}) low", "r_hi": "r({}) high", "ci_low": "ppl({}) low",
                  "ci_high": "ppl({}) high"}

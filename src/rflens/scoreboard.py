@@ -170,3 +170,77 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
                               f"{t['pass']}, failed {t['fail']}, not decided {t['not decided']}, not run {t['not run']}"]
     return "\n".join(lines)
 
+
+
+def by_bootstrap(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> dict[str, dict]:
+    """The experiment tables the claims read (:func:`rflens.claims.gather`, nothing trained),
+    gathered twice: {"segments": ..., "documents": ...}, their paired intervals resampling
+    each segment on its own or whole documents of the test split
+    (:func:`rflens.results.bootstrap_over`)."""
+    import contextlib
+    import io
+
+    from .results import bootstrap_over
+
+    out = {}
+    for unit in ("segments", "documents"):
+        # what is not run is said once, by the first pass
+        quiet = contextlib.redirect_stderr(io.StringIO()) if out else contextlib.nullcontext()
+        with bootstrap_over(unit), quiet:
+            out[unit] = claims.gather(scale, corpus, compute=False, progress=False)
+    return out
+
+
+def verdicts_by_bootstrap(gathered: dict[str, dict]) -> pd.DataFrame:
+    """One row a claim: its verdict when the paired intervals resample segments and when they
+    resample documents (``gathered``: :func:`by_bootstrap`), and whether clustering changed it."""
+    boards = {unit: claims.check(res) for unit, res in gathered.items()}
+    df = pd.DataFrame({"claim": [c["statement"] for c in boards["segments"]],
+                       "over segments": [c["result"] for c in boards["segments"]],
+                       "over documents": [c["result"] for c in boards["documents"]]},
+                      index=pd.Index([c["id"] for c in boards["segments"]], name="id"))
+    df["changed"] = df["over segments"] != df["over documents"]
+    return df
+
+
+def horizon_intervals(gathered: dict[str, dict], table: str = "table1") -> pd.DataFrame:
+    """One row a model of ``table``: r(16 L_tr) with its paired interval over segments and
+    over documents (``gathered``: :func:`by_bootstrap`), and how many documents hold the
+    scored tokens. Empty when the table was not run."""
+    from .results import EXTRAPOLATION_HORIZON
+
+    seg, doc = gathered["segments"].get(table), gathered["documents"].get(table)
+    if not isinstance(seg, pd.DataFrame) or not isinstance(doc, pd.DataFrame) or seg.empty:
+        return pd.DataFrame()
+    rows = []
+    for (_, s), (_, d) in zip(seg.iterrows(), doc.iterrows()):
+        L = EXTRAPOLATION_HORIZON * int(s["l_tr"])
+        if f"r_lo@{L}" not in s or _nan(s.get(f"r_lo@{L}")):
+            continue
+        rows.append({"label": s["label"], "r": s[f"r@{L}"], "segments low": s[f"r_lo@{L}"],
+                     "segments high": s[f"r_hi@{L}"], "documents low": d[f"r_lo@{L}"],
+                     "documents high": d[f"r_hi@{L}"], "n_docs": d.get("n_docs"),
+                     "width ratio": _ratio(d[f"r_hi@{L}"] - d[f"r_lo@{L}"], s[f"r_hi@{L}"] - s[f"r_lo@{L}"])})
+    return pd.DataFrame(rows).set_index("label") if rows else pd.DataFrame()
+
+
+def docs_summary(intervals: pd.DataFrame) -> str:
+    """A sentence on how many documents the intervals of :func:`horizon_intervals` rest on,
+    with the warning of :func:`rflens.results.docs_note` when they are too few."""
+    from .results import docs_note
+
+    if intervals.empty or "n_docs" not in intervals or intervals["n_docs"].isna().all():
+        return "No paired interval here records its documents."
+    k = int(intervals["n_docs"].min())
+    note = docs_note(k)
+    return (f"The scored tokens come from {k} documents of the test split." if not note else
+            note[0].upper() + note[1:] + ".")
+
+
+def _nan(v) -> bool:
+    return v is None or v != v
+
+
+def _ratio(a, b) -> float:
+    """a / b, NaN where b is 0 (an interval of no width: a model whose r does not move)."""
+    return float(a) / float(b) if float(b) != 0 else float("nan")

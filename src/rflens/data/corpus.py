@@ -46,14 +46,46 @@ def draw_segments(tokens, n: int, length: int, seed: int = 0, what: str = "the t
     if length > total:
         raise UserError(f"{what} has {total} tokens, fewer than length={length}: "
                         f"use a shorter length or more data (max_bytes)")
+    ends = segment_ends(total, n, length, seed)
+    idx = ends[:, None] - length + np.arange(length)[None, :]  # (n, length)
+    return np.asarray(tokens[idx], dtype=np.int64)
+
+
+def segment_ends(total: int, n: int, length: int, seed: int = 0) -> np.ndarray:
+    """The exclusive end positions (n,) of the segments :func:`draw_segments` draws from a
+    stream of ``total`` tokens (the scored token of segment i is at ``ends[i] - 1``)."""
+    n, length, total = int(n), int(length), int(total)
     floor = eval_region_start(total)
     rng = np.random.default_rng([seed, n, 0x5E6])
     if length <= floor:
-        ends = rng.integers(floor, total + 1, size=n)  # exclusive end positions
-    else:  # too long for the shared ends: ends that leave room for this length
-        ends = rng.integers(length, total + 1, size=n)
-    idx = ends[:, None] - length + np.arange(length)[None, :]  # (n, length)
-    return np.asarray(tokens[idx], dtype=np.int64)
+        return rng.integers(floor, total + 1, size=n)
+    # too long for the shared ends: ends that leave room for this length
+    return rng.integers(length, total + 1, size=n)
+
+
+def document_ids(tokens, positions, eot: int) -> np.ndarray:
+    """The document (0, 1, ...) that holds each of ``positions`` in the 1-D stream ``tokens``,
+    int64 like ``positions``.
+
+    A stream holds its documents one after the other, each followed by the separator
+    ``eot`` (:data:`EOT`, as :mod:`rflens.data.build` writes them): the document of a
+    position is the number of separators before it, and a separator belongs to the document
+    it closes."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size and (positions.min() < 0 or positions.max() >= len(tokens)):
+        raise UserError(f"positions must lie in the stream of {len(tokens)} tokens")
+    before = np.concatenate([[0], np.cumsum(np.asarray(tokens) == eot, dtype=np.int64)])  # separators before i
+    return before[positions]
+
+
+def segment_documents(tokens, n: int, length: int, seed: int, eot: int) -> np.ndarray:
+    """The document of each segment's scored (last) token, (n,) int64, for the segments
+    :func:`draw_segments` draws with the same ``n``, ``length`` and ``seed`` from ``tokens``
+    (:func:`document_ids`): the clusters of a bootstrap over documents
+    (:func:`rflens.results.paired_ratio`)."""
+    if int(length) > len(tokens):
+        raise UserError(f"the token stream has {len(tokens)} tokens, fewer than length={length}")
+    return document_ids(tokens, segment_ends(len(tokens), n, length, seed) - 1, eot)
 
 
 class Corpus:
@@ -103,6 +135,20 @@ class Corpus:
         See :func:`draw_segments`.
         """
         return draw_segments(self.tokens("test"), n, length, seed, what=f"the {self.name} test split")
+
+    @property
+    def eot_id(self) -> int:
+        """The id of the separator that closes every document in the token streams."""
+        eot = self.tokenizer.token_to_id(EOT)
+        if eot is None:
+            raise UserError(f"the tokenizer of {self.name} has no {EOT} token: rebuild the corpus (rflens data)")
+        return int(eot)
+
+    def segment_docs(self, n: int, length: int, seed: int = 0) -> np.ndarray:
+        """The test-split document (0, 1, ...) of the scored token of each of the segments
+        :meth:`eval_segments` draws with the same ``n``, ``length`` and ``seed``, (n,) int64
+        (:func:`segment_documents`)."""
+        return segment_documents(self.tokens("test"), n, length, seed, self.eot_id)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
