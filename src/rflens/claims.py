@@ -40,14 +40,14 @@ import pandas as pd
 
 from . import experiments as ex
 from . import paper
-from .claims_base import (LEVEL, UNDECIDED, Missing, _all, _at_least, _beyond, _extrap, _family, _ppl_ratio, _r_at,
+from .claims_base import (LEVEL, UNDECIDED, Missing, _alibi_row, _all, _at_least, _beyond, _extrap, _family, _ppl_ratio, _r_at,
                           _r_at_length, _row, _table)
 from .claims_legacy import LEGACY
 from .receptive import few_recent
 from .speed import load_speed_record, speed_ratio
 from .errors import UserError
 from .results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, erf_within_l_tr, row_ppl
-from .scales import mapped_exponents, mapped_windows
+from .scales import mapped_windows
 from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
 # The thresholds of the criteria, each written once: the checks compare against these and
@@ -197,35 +197,6 @@ def _c2(res):
     return f"{row['label']}: {text}", _at_least(lo, hi, BREAKS), 1
 
 
-def _alibi_row(res):
-    """ALiBi as the paper trains it: the slope-shift row that maps the paper's Δ = 0 to this
-    L_tr (rflens.scales.mapped_exponents), else Δ = 0 itself (the Table 1 row, or the
-    identical Table 3 model).
-
-    Why the mapped row and not Table 3's ALiBi: the sentence of claim 3 reads Table 1, whose
-    Δ = 0 row is ALiBi with h = n 8 / H at L_tr = 512 (Section 3). What those slopes do is set
-    by slope x distance across the training window; the mapped Δ keeps that product, so that
-    the implicit window is the same share of L_tr as in the paper. Table 3's ALiBi keeps the
-    paper's h at a 16 times shorter L_tr: a far flatter bias over the window it trained on."""
-    t1 = res.get("table1")
-    if isinstance(t1, pd.DataFrame) and "family" in t1.columns:
-        shifts = t1[t1["family"] == "slope_shift"]
-        if not shifts.empty:
-            mapped = float(mapped_exponents((0,), int(shifts["l_tr"].iloc[0]))[0])
-            for value in (mapped, 0.0):
-                sub = shifts[shifts["value"].astype(float) == value]
-                if not sub.empty:
-                    return sub.iloc[0], t1
-    t3 = res.get("table3")
-    if isinstance(t3, pd.DataFrame) and "pos" in t3.columns:
-        sub = t3[(t3["pos"] == "alibi") & (t3["corpus"] == res.get("corpus", "prose"))]
-        if not sub.empty:
-            return sub.iloc[0], t3
-    if t1 is None or isinstance(t1, Exception):
-        raise Missing("table1 not run")
-    raise Missing("ALiBi with Δ = 0 is neither in the slope-shift sweep nor in Table 3")
-
-
 @claim(3, "ALiBi itself is not flat beyond L_tr: its perplexity rises at every L_ex > L_tr.",
        f"ALiBi (the paper's Δ = 0, mapped to this L_tr): r(L) >= {RISES:g} at every L_tr < L <= {HORIZON} L_tr "
        f"({_LB}); {_SIM}", ("table1",),
@@ -361,7 +332,7 @@ def step_at_l_tr(normalized, l_tr: int) -> dict:
 @claim(8, "Sinusoidal breaks beyond L_tr (its perplexity at least doubles), and its gradient jumps at the "
           "absolute position L_tr.",
        f"r(4 L_tr) >= {BREAKS:g} ({_LB}); and, at every L_tr of the sweep, the normalised gradient's step from the "
-       f"L_tr-th token to the next exceeds every step within L_tr / 2 on both sides (rflens.claims.step_at_l_tr; "
+       f"L_tr-th token to the next exceeds every step within L_tr / 2 on both sides ("
        f"the stored gradient is a mean over segments, so the jump has no interval)", ("figure7",),
        sentence="\"Sinusoidal focuses on the 512-th token when $L_{tr}=512$ and the 128-th token when "
                 "$L_{tr}=128$ as indicated by the sudden jump on their normalized gradient plots\" (Section 5)")

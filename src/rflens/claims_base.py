@@ -22,6 +22,7 @@ import pandas as pd
 from .results import EXTRAPOLATION_HORIZON as HORIZON
 from .results import EXTRAPOLATION_TOLERANCE as TOL
 from .results import lengths_of, paired_interval
+from .scales import mapped_exponents
 
 UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
 LEVEL = 0.95  # every claim's verdict rests on intervals that hold together with this probability
@@ -166,3 +167,32 @@ def _all(*outcomes) -> bool | str:
 
 def _fmt(v: float) -> str:
     return "inf" if not np.isfinite(v) else f"{v:.2f}"
+
+
+def _alibi_row(res):
+    """ALiBi as the paper trains it: the slope-shift row that maps the paper's Δ = 0 to this
+    L_tr (rflens.scales.mapped_exponents), else Δ = 0 itself (the Table 1 row, or the
+    identical Table 3 model).
+
+    Why the mapped row and not Table 3's ALiBi: the sentence of claim 3 reads Table 1, whose
+    Δ = 0 row is ALiBi with h = n 8 / H at L_tr = 512 (Section 3). What those slopes do is set
+    by slope x distance across the training window; the mapped Δ keeps that product, so that
+    the implicit window is the same share of L_tr as in the paper. Table 3's ALiBi keeps the
+    paper's h at a 16 times shorter L_tr: a far flatter bias over the window it trained on."""
+    t1 = res.get("table1")
+    if isinstance(t1, pd.DataFrame) and "family" in t1.columns:
+        shifts = t1[t1["family"] == "slope_shift"]
+        if not shifts.empty:
+            mapped = float(mapped_exponents((0,), int(shifts["l_tr"].iloc[0]))[0])
+            for value in (mapped, 0.0):
+                sub = shifts[shifts["value"].astype(float) == value]
+                if not sub.empty:
+                    return sub.iloc[0], t1
+    t3 = res.get("table3")
+    if isinstance(t3, pd.DataFrame) and "pos" in t3.columns:
+        sub = t3[(t3["pos"] == "alibi") & (t3["corpus"] == res.get("corpus", "prose"))]
+        if not sub.empty:
+            return sub.iloc[0], t3
+    if t1 is None or isinstance(t1, Exception):
+        raise Missing("table1 not run")
+    raise Missing("ALiBi with Δ = 0 is neither in the slope-shift sweep nor in Table 3")

@@ -15,7 +15,7 @@ import math
 import pandas as pd
 
 from . import paper
-from .claims_base import (UNDECIDED, Missing, _all, _at_least, _family, _num, _ppl_ratio, _r_at, _r_at_length,
+from .claims_base import (_alibi_row, UNDECIDED, Missing, _all, _at_least, _family, _num, _ppl_ratio, _r_at, _r_at_length,
                           _row, _table)
 from .results import BREAKS, EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL, lengths_of, row_ppl
 from .schemes import TABLE3_LEARNABLE as LEARNED, TABLE3_PARAMETER_FREE as PARAMETER_FREE, title
@@ -50,8 +50,6 @@ def _c1(res):
 
 
 def _c3(res):
-    from .claims import _alibi_row
-
     row, df = _alibi_row(res)
     rs = {}
     for L in lengths_of(df, "r"):

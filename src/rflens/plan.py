@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # the experiments of model_plan each chapter reads (chapter 9 reads the claims of them all)
 CHAPTER_EXPERIMENTS = {"03": ("Table 1",), "04": ("Table 1", "Table 2"), "05": ("Figure 7",),
-                       "06": ("Table 3", "Figure 11"), "07": ("Table 3",), "08": ("Protocols",),
+                       "06": ("Table 1", "Table 3", "Figure 11"), "07": ("Table 3",), "08": ("Protocols",),
                        "09": ("Table 1", "Table 2", "Figure 7", "Table 3", "Figure 11", "Protocols"),
                        "11": ("Figure 7", "Table 3", "Beyond the paper")}
 
