@@ -55,9 +55,9 @@ def main() -> None:
     args = ap.parse_args()
     specs = ex.table1_models("tiny")[:args.models]
     items = [{"pos": s.pos, "corpus": s.corpus, "overrides": {**s.settings, "steps": args.steps}} for s in specs]
-    from rflens.runs import resolve
+    from rflens.settings import resolve
 
-    _, _, _, tcfg = resolve("tiny", items[0]["pos"], "prose", items[0]["overrides"])
+    tcfg = resolve("tiny", items[0]["pos"], "prose", items[0]["overrides"]).train
     tokens = len(items) * tcfg.steps * tcfg.batch_size * tcfg.l_tr
     print(f"{len(items)} models ({', '.join(s.label for s in specs)}), {args.steps} steps each, "
           f"{tokens / 1e6:.2f}M tokens in all\n")

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from rflens import runs, storage
+from rflens import runs, settings, storage
 from rflens.cli import main
 from rflens.config import ModelConfig, TrainConfig, parse_overrides
 from rflens.errors import ConfigError, UserError
@@ -42,7 +42,7 @@ def test_a_bare_training_key_is_a_training_setting_even_where_evaluation_has_one
     assert sections["train"] == {"batch_size": 4, "seed": 1}
     assert sections["eval"] == {"n_segments": 8}
     assert parse_overrides(["eval.batch_size=2"])["eval"] == {"batch_size": 2}
-    _, _, _, t = runs.resolve("smoke", "alibi", "prose", {k: v for k, v in sections.items() if k != "eval"})
+    _, _, _, t = settings.resolve("smoke", "alibi", "prose", {k: v for k, v in sections.items() if k != "eval"})
     assert (t.batch_size, t.seed) == (4, 1)
 
 
@@ -60,7 +60,7 @@ def test_non_finite_numbers_are_config_errors(pair, store, capsys):
     assert "finite" in one_line_error(capsys, "train", "--scale", "smoke", "--set", pair)
     assert not store.exists() or not any(store.iterdir())  # no orphan run folder
     with pytest.raises(ConfigError, match="finite"):
-        runs.resolve("smoke", "alibi", "prose", {k: v for k, v in parse_overrides([pair]).items() if k != "eval"})
+        settings.resolve("smoke", "alibi", "prose", {k: v for k, v in parse_overrides([pair]).items() if k != "eval"})
 
 
 def test_non_finite_numbers_are_refused_from_python_too():

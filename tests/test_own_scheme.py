@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import rflens
-from rflens import attention, positional, schemes
+from rflens import attention, positional, schemes, settings
 from rflens.config import ModelConfig
 from rflens.errors import UserError
 from rflens.model import TransformerLM
@@ -48,13 +48,13 @@ def test_a_scheme_is_keyed_by_its_file(registry, tmp_path):
     from rflens import runs
 
     rflens.load_schemes(OWN)
-    _, m, d, t = runs.resolve("smoke", "quarter_slope", "prose")
+    _, m, d, t = settings.resolve("smoke", "quarter_slope", "prose")
     key = runs.run_key(m, d, t, "fp")
     copy = tmp_path / "copy.py"
     copy.write_text(OWN.read_text().replace("-0.25", "-0.3"))
     rflens.load_schemes(copy)  # the same names from another file: replaces them
     assert runs.run_key(m, d, t, "fp") != key
-    _, ma, da, ta = runs.resolve("smoke", "alibi", "prose")
+    _, ma, da, ta = settings.resolve("smoke", "alibi", "prose")
     assert "scheme_source" not in json.dumps(runs.run_key(ma, da, ta, "fp"))
 
 

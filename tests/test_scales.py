@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rflens import positional, runs, scales
+from rflens import positional, scales, settings
 from rflens.paper import L_TR as PAPER_L_TR
 from rflens.paper import WINDOW as PAPER_WINDOW
 from rflens.config import SCHEMES
@@ -146,16 +146,16 @@ def test_table2_covers_the_erf_and_keeps_tokens_per_step(name, erf_mult):
 def test_every_sweep_point_is_a_valid_configuration(name):
     s = scales.get(name)
     corpus = s.sweeps.corpora[0]
-    configs = [runs.resolve(name, "alibi", corpus, {"slope_shift": v}) for v in s.sweeps.slope_shift]
-    configs += [runs.resolve(name, "alibi", corpus, {"same_slope": v}) for v in s.sweeps.same_slope]
-    configs += [runs.resolve(name, "window", corpus, {"window": v}) for v in s.sweeps.window]
-    configs += [runs.resolve(name, "sandwich", corpus, {"d_bar": v}) for v in s.sweeps.d_bar]
-    configs += [runs.resolve(name, "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps.sinusoidal_l_tr]
+    configs = [settings.resolve(name, "alibi", corpus, {"slope_shift": v}) for v in s.sweeps.slope_shift]
+    configs += [settings.resolve(name, "alibi", corpus, {"same_slope": v}) for v in s.sweeps.same_slope]
+    configs += [settings.resolve(name, "window", corpus, {"window": v}) for v in s.sweeps.window]
+    configs += [settings.resolve(name, "sandwich", corpus, {"d_bar": v}) for v in s.sweeps.d_bar]
+    configs += [settings.resolve(name, "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps.sinusoidal_l_tr]
     for entry in s.sweeps.table2:
         over = {scales.FAMILIES[entry.family].setting: entry.value,
                 **entry.training(s.train.l_tr, s.train.batch_size, s.eval.erf_length_mult * s.train.l_tr)}
-        configs.append(runs.resolve(name, entry.pos, corpus, over))
-    configs += [runs.resolve(name, p, c) for p in s.sweeps.table3_pos for c in s.sweeps.corpora]
+        configs.append(settings.resolve(name, entry.pos, corpus, over))
+    configs += [settings.resolve(name, p, c) for p in s.sweeps.table3_pos for c in s.sweeps.corpora]
     assert all(m.vocab_size == d.vocab_size for _, m, d, _ in configs)
 
 

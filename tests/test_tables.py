@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rflens import tables
+from rflens import settings, tables
 
 
 def test_a_table_is_written_with_its_provenance_and_read_back(tmp_path):
@@ -20,10 +20,10 @@ def test_a_table_is_written_with_its_provenance_and_read_back(tmp_path):
 def test_provenance_names_the_code_and_the_prepared_corpora():
     from rflens import data, runs
 
-    data.prepare(runs.resolve("smoke", "alibi", "prose")[2], progress=False)
+    data.prepare(settings.resolve("smoke", "alibi", "prose").data, progress=False)
     meta = tables.provenance("smoke")
     assert meta["scale"] == "smoke" and meta["code_version"] == runs.code_version()
-    assert meta["data_prose"] == data.prepare(runs.resolve("smoke", "alibi", "prose")[2], progress=False).fingerprint
+    assert meta["data_prose"] == data.prepare(settings.resolve("smoke", "alibi", "prose").data, progress=False).fingerprint
     assert all(k.startswith("data_") for k in meta if k not in ("scale", "code_version"))
 
 

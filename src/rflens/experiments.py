@@ -135,7 +135,7 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
             if not sc.shipped:
                 raise
             from .emergence import command_for
-            from .runs import resolve
+            from .settings import resolve
 
             command = command_for(sc.name, *resolve(sc.name, spec.pos, spec.corpus, spec.settings)[1:])
             raise NotStored(f"the {sc.name} bundle has no finished {model_label(spec.pos, spec.corpus, spec.settings)}: "

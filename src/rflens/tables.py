@@ -25,13 +25,14 @@ def provenance(scale: str | None = None) -> dict[str, str]:
     """The scale, the code version and the fingerprints of the corpora prepared for it."""
     from . import scales
     from .data.build import built_path
-    from .runs import code_version, resolve
+    from .runs import code_version
+    from .settings import resolve
     from .storage import read_json
 
     out = {"scale": scale or "", "code_version": code_version()}
     names = scales.get(scale).sweeps.corpora if scale else ()
     for corpus in names:
-        manifest = built_path(resolve(scale, "alibi", corpus)[2]) / "manifest.json"
+        manifest = built_path(resolve(scale, "alibi", corpus).data) / "manifest.json"
         if manifest.is_file():
             out[f"data_{corpus}"] = read_json(manifest)["fingerprint"]
     return out
