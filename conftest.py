@@ -40,3 +40,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebook)
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The scheme table, the implementations and the loaded files as they were, afterwards
+    (for tests that register schemes of their own)."""
+    from rflens import positional, schemes
+
+    table, impls, loaded = dict(schemes.TABLE), dict(positional.REGISTRY), dict(schemes._LOADED)
+    monkeypatch.delenv(schemes.ENV, raising=False)
+    monkeypatch.setattr(schemes, "_SEEN_ENV", "")
+    yield
+    for target, saved in ((schemes.TABLE, table), (positional.REGISTRY, impls), (schemes._LOADED, loaded)):
+        target.clear()
+        target.update(saved)

@@ -20,18 +20,6 @@ OWN = HERE / "own_scheme.py"
 FIRE = HERE.parent / "book" / "schemes" / "fire.py"
 
 
-@pytest.fixture
-def registry(monkeypatch):
-    """The scheme table, the implementations and the loaded files as they were, afterwards."""
-    table, registry, loaded = dict(schemes.TABLE), dict(positional.REGISTRY), dict(schemes._LOADED)
-    monkeypatch.delenv(schemes.ENV, raising=False)
-    monkeypatch.setattr(schemes, "_SEEN_ENV", "")
-    yield
-    for target, saved in ((schemes.TABLE, table), (positional.REGISTRY, registry), (schemes._LOADED, loaded)):
-        target.clear()
-        target.update(saved)
-
-
 def test_a_file_registers_fixed_and_learnable_schemes(registry):
     names = rflens.load_schemes(OWN)
     assert {"quarter_slope", "learned_slope"} <= set(names)

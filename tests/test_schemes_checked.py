@@ -15,18 +15,6 @@ from rflens.cli import main
 from rflens.errors import UserError
 
 
-@pytest.fixture
-def registry(monkeypatch):
-    """The scheme table, the implementations and the loaded files as they were, afterwards."""
-    table, registry, loaded = dict(schemes.TABLE), dict(positional.REGISTRY), dict(schemes._LOADED)
-    monkeypatch.delenv(schemes.ENV, raising=False)
-    monkeypatch.setattr(schemes, "_SEEN_ENV", "")
-    yield
-    for target, saved in ((schemes.TABLE, table), (positional.REGISTRY, registry), (schemes._LOADED, loaded)):
-        target.clear()
-        target.update(saved)
-
-
 def scheme_file(tmp_path, name: str, body: str):
     """A file registering ``name``: ``body`` is the function's body, with ``distance`` (n,) and ``n_head``."""
     path = tmp_path / f"{name}.py"

@@ -40,7 +40,7 @@ import pandas as pd
 
 from . import experiments as ex
 from . import paper
-from .claims_base import (LEVEL, UNDECIDED, Missing, _alibi_row, _all, _at_least, _beyond, _extrap, _family, _ppl_ratio, _r_at,
+from .claims_base import (_learned_and_free, LEVEL, UNDECIDED, Missing, _alibi_row, _all, _at_least, _beyond, _extrap, _family, _ppl_ratio, _r_at,
                           _r_at_length, _row, _table)
 from .claims_legacy import LEGACY
 from .receptive import few_recent
@@ -570,13 +570,7 @@ def _c15(res):
     corpora = _corpora(t3)
     pairs = {}
     for c in corpora:
-        sub = t3[t3["corpus"] == c]
-        l_tr = int(sub["l_tr"].iloc[0])
-        rows = {r["pos"]: r for _, r in sub.iterrows() if row_ppl(r).get(l_tr) is not None}
-        free = {p: r for p, r in rows.items() if p in PARAMETER_FREE}
-        learned = {p: r for p, r in rows.items() if p in LEARNED}
-        if not free or len(learned) < len(LEARNED):
-            raise Missing(f"Table 3 on {c} lacks parameter-free or learnable models")
+        l_tr, learned, free = _learned_and_free(t3, c)
         pairs.update({(c, p, q): (learned[p], free[q], l_tr) for p in learned for q in free})
     k = len(pairs)
     ratios = {key: _ppl_ratio(a, b, L, k) for key, (a, b, L) in pairs.items()}

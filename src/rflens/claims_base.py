@@ -21,8 +21,9 @@ import pandas as pd
 
 from .results import EXTRAPOLATION_HORIZON as HORIZON
 from .results import EXTRAPOLATION_TOLERANCE as TOL
-from .results import lengths_of, paired_interval
+from .results import lengths_of, paired_interval, row_ppl
 from .scales import mapped_exponents
+from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE
 
 UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
 LEVEL = 0.95  # every claim's verdict rests on intervals that hold together with this probability
@@ -196,3 +197,16 @@ def _alibi_row(res):
     if t1 is None or isinstance(t1, Exception):
         raise Missing("table1 not run")
     raise Missing("ALiBi with Δ = 0 is neither in the slope-shift sweep nor in Table 3")
+
+
+def _learned_and_free(t3: pd.DataFrame, corpus: str) -> tuple[int, dict, dict]:
+    """(L_tr, {pos: row} of the learnable schemes, {pos: row} of the parameter-free ones) of
+    Table 3 on ``corpus``, the rows that have ppl(L_tr); Missing unless both sides are there."""
+    sub = t3[t3["corpus"] == corpus]
+    l_tr = int(sub["l_tr"].iloc[0])
+    rows = {r["pos"]: r for _, r in sub.iterrows() if row_ppl(r).get(l_tr) is not None}
+    free = {p: r for p, r in rows.items() if p in TABLE3_PARAMETER_FREE}
+    learned = {p: r for p, r in rows.items() if p in TABLE3_LEARNABLE}
+    if not free or len(learned) < len(TABLE3_LEARNABLE):
+        raise Missing(f"Table 3 on {corpus} lacks parameter-free or learnable models")
+    return l_tr, learned, free

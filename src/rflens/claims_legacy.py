@@ -15,10 +15,10 @@ import math
 import pandas as pd
 
 from . import paper
-from .claims_base import (_alibi_row, UNDECIDED, Missing, _all, _at_least, _family, _num, _ppl_ratio, _r_at, _r_at_length,
+from .claims_base import (_learned_and_free, _alibi_row, UNDECIDED, Missing, _all, _at_least, _family, _num, _ppl_ratio, _r_at, _r_at_length,
                           _row, _table)
 from .results import BREAKS, EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL, lengths_of, row_ppl
-from .schemes import TABLE3_LEARNABLE as LEARNED, TABLE3_PARAMETER_FREE as PARAMETER_FREE, title
+from .schemes import title
 
 RISES = 1.01
 SHARE_IN_LTR = (0.3, 0.9)
@@ -159,13 +159,7 @@ def _c15(res):
         raise Missing("Table 3 is empty")
     parts, outcomes = [], []
     for c in corpora:
-        sub = t3[t3["corpus"] == c]
-        l_tr = int(sub["l_tr"].iloc[0])
-        rows = {r["pos"]: r for _, r in sub.iterrows() if row_ppl(r).get(l_tr) is not None}
-        free = {p: r for p, r in rows.items() if p in PARAMETER_FREE}
-        learned = {p: r for p, r in rows.items() if p in LEARNED}
-        if not free or len(learned) < len(LEARNED):
-            raise Missing(f"Table 3 on {c} lacks parameter-free or learnable models")
+        l_tr, learned, free = _learned_and_free(t3, c)
         pairs = {(p, q): _ppl_ratio(learned[p], free[q], l_tr) for p in learned for q in free}
         (p, q), (r, lo, hi) = max(pairs.items(), key=lambda kv: kv[1][2])
         outcomes += [True if h < 1 else (False if low > 1 else UNDECIDED) for _, low, h in pairs.values()]
