@@ -300,13 +300,15 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     return out
 
 
-def check(names: list[str], scale: str = "long", *, progress: bool = True) -> list[dict]:
+def check(names: list[str], scale: str = "long", *, progress: bool = True,
+          deadline: float | None = None) -> list[dict]:
     """Retrain shipped models from scratch and compare every measured NLL with the bundle.
 
     Bitwise equality is expected on a CPU like the bundle's, with the torch version and
     thread count it records; otherwise (another CPU, or a GPU) the largest difference is
     reported against a tolerance of 1e-3 nats (float rounding grows over tens of thousands
-    of steps). Returns one row a model.
+    of steps). Returns one row a model. Raises :class:`OutOfTime` (the state kept in the
+    run store) when ``deadline`` passes first.
     """
     import torch
 
@@ -315,7 +317,7 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
         shipped_result = bundle.load(name, scale)
         with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
             again = bundle.point_nlls(run(named(name, scale), scale, progress=progress, keep_weights=False,
-                                          root=Path(tmp)))
+                                          root=Path(tmp), deadline=deadline))
         same_setup = (machine.device().type == "cpu" and machine.same_machine(shipped_result)
                       and shipped_result["threads"] == torch.get_num_threads())
         diffs = [float(np.abs(again[p["steps"]] - p["nll"]).max())

@@ -1,0 +1,37 @@
+"""The long run's commands are bounded, say their cost before starting, and lock their models."""
+
+from __future__ import annotations
+
+import pytest
+
+from rflens import emergence
+from rflens.cli import main
+
+
+@pytest.fixture
+def no_training(monkeypatch, tmp_path):
+    """Record what would be trained or checked instead of doing it."""
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    calls = []
+    monkeypatch.setattr(emergence, "check", lambda names, scale="long", **kw: calls.append(("check", names, kw)) or [])
+    monkeypatch.setattr(emergence, "run", lambda spec, scale="long", **kw: calls.append(("run", spec.name, kw)) or "x")
+    return calls
+
+
+@pytest.mark.parametrize("argv", [["--check", "999"], ["--check", "41"], ["--check", "0"],
+                                  ["--check", "1", "--minutes", "-5"], ["--check", "1", "--minutes", "nan"],
+                                  ["--check", "1", "--minutes", "inf"], ["--minutes", "nan"], ["--minutes", "0"],
+                                  ["--only", "nope", "--check", "2"]])
+def test_check_and_minutes_out_of_bounds_start_nothing(no_training, capsys, argv):
+    assert main(["emergence", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ("--check" in err or "--minutes" in err), err
+    assert no_training == []
+
+
+def test_check_says_its_cost_first_and_honours_minutes(no_training, capsys):
+    assert main(["emergence", "--only", "nope", "--check", "1", "--minutes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "hours on one core" in out.splitlines()[0]
+    [(kind, names, kw)] = no_training
+    assert kind == "check" and names == ["nope"] and kw["deadline"] is not None
