@@ -6,6 +6,9 @@ import pytest
 
 from rflens import emergence
 from rflens.cli import main
+from rflens.errors import UserError
+
+from test_emergence import WSD
 
 
 @pytest.fixture
@@ -35,3 +38,31 @@ def test_check_says_its_cost_first_and_honours_minutes(no_training, capsys):
     assert "hours on one core" in out.splitlines()[0]
     [(kind, names, kw)] = no_training
     assert kind == "check" and names == ["nope"] and kw["deadline"] is not None
+
+
+def test_a_model_another_process_trains_is_one_line_and_not_trained_twice(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    from rflens import data
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    monkeypatch.setattr(data, "prepare", lambda *a, **k: None)
+    monkeypatch.setattr(emergence, "train", lambda *a, **k: pytest.fail("trained a model another process holds"))
+    spec = emergence.LongModel("alibi", WSD)
+    name = spec.name
+    lock = tmp_path / "runs" / "emergence" / "smoke" / f".{name}.lock"
+    lock.parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock\n"
+                               f"with FileLock({str(lock)!r}):\n print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError) as err:
+            emergence.run(spec, "smoke", progress=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    line = str(err.value)
+    assert len(line.splitlines()) == 1 and "another process" in line and name in line, line

@@ -25,6 +25,7 @@ that much work.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import platform
 import shutil
@@ -222,10 +223,9 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     ``root``, default :func:`rflens.storage.reference_dir`).
 
     Returns the bundle folder of the model. Raises :class:`OutOfTime` (the state kept)
-    when ``deadline`` passes first.
+    when ``deadline`` passes first, and a one-line error when another process trains the
+    model now (:func:`hold`).
     """
-    import torch
-
     _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
         raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
@@ -234,6 +234,37 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     work = storage.runs_dir() / "emergence" / scale / spec.name
     if root is not None:
         work = work.with_name(f"{spec.name}.check")
+    with hold(work, spec.name):
+        return _run(spec, scale, work, model_cfg, data_cfg, train_cfg, ev, corpus, deadline=deadline,
+                    progress=progress, keep_weights=keep_weights, root=root)
+
+
+@contextlib.contextmanager
+def hold(work: Path, name: str):
+    """The lock of the model whose state is kept in ``work``, held while it trains (the
+    operating system frees it when its holder dies); a one-line error at once when another
+    process holds it."""
+    from filelock import FileLock, Timeout
+
+    lock = work.parent / f".{work.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        held = FileLock(str(lock), timeout=0)
+        held.acquire()
+    except Timeout:
+        raise UserError(f"another process trains {name} now (it holds {lock}): wait for it to finish, or choose "
+                        "other models with --only") from None
+    try:
+        yield
+    finally:
+        held.release()
+
+
+def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg, ev, corpus, *, deadline, progress,
+         keep_weights, root) -> Path:
+    """:func:`run` once the model's lock is held."""
+    import torch
+
     points: list[dict] = []
     partial = work / "points.json"
     if partial.is_file():
