@@ -66,3 +66,32 @@ def test_a_model_another_process_trains_is_one_line_and_not_trained_twice(tmp_pa
         holder.wait()
     line = str(err.value)
     assert len(line.splitlines()) == 1 and "another process" in line and name in line, line
+
+
+@pytest.mark.parametrize("damage", ["checkpoint", "points.npz", "points.json"])
+def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monkeypatch, damage):
+    import shutil
+
+    from rflens import bundle, storage
+    from rflens import train as training
+    from rflens.train import OutOfTime
+
+    spec = emergence.LongModel("alibi", WSD)
+    checks = iter(range(100))
+    monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
+    with pytest.raises(OutOfTime):
+        emergence.run(spec, "smoke", progress=False, deadline=1.0)
+    monkeypatch.setattr(training, "_past", lambda deadline: False)
+    work = storage.runs_dir() / "emergence" / "smoke" / spec.name
+    if damage == "checkpoint":
+        target = work / training.read_checkpoint_pointer(work)["file"]
+    else:
+        target = work / damage
+    target.write_bytes(b"\0" + target.read_bytes()[1:])
+    with pytest.raises(UserError) as err:
+        emergence.run(spec, "smoke", progress=False)
+    line = str(err.value)
+    assert len(line.splitlines()) == 1 and "--retrain" not in line and f"remove {work}" in line, line
+    shutil.rmtree(work)  # what it advises
+    emergence.run(spec, "smoke", progress=False)
+    assert spec.name in bundle.complete("smoke")

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -265,14 +266,20 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
     """:func:`run` once the model's lock is held."""
     import torch
 
+    fix = f"remove {work} to train {spec.name} from its start"
     points: list[dict] = []
     partial = work / "points.json"
-    if partial.is_file():
-        points = storage.read_json(partial)
     arrays = {}
-    if (work / "points.npz").is_file():
-        with np.load(work / "points.npz") as z:
-            arrays = {k: z[k] for k in z.files}
+    try:
+        if partial.is_file():
+            points = storage.read_json(partial)
+            if not isinstance(points, list) or not all(isinstance(p, dict) and "steps" in p for p in points):
+                raise ValueError("not a list of points")
+        if (work / "points.npz").is_file():
+            with np.load(work / "points.npz") as z:
+                arrays = {k: z[k] for k in z.files}
+    except (ValueError, EOFError, zipfile.BadZipFile) as err:  # a damaged file: JSON, zip or neither
+        raise UserError(f"the kept state of {spec.name} in {work} is damaged ({type(err).__name__}): {fix}") from None
 
     def on_point(steps: int, model, val_loss: float) -> None:
         t0 = time.perf_counter()
@@ -298,7 +305,6 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
     final: dict = {}
     stopped = interrupted = None
     where = machine.device()
-    fix = f"remove {work} to train {spec.name} from its start"
     try:
         metrics = train(model_cfg, data_cfg, train_cfg, out_dir=work, progress=progress, corpus=corpus,
                         points=point_steps(train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
