@@ -187,7 +187,10 @@ class ShippedRun(TrainedModel):
             raise UserError(f"the shipped model {self.key} holds only its last-token perplexities and receptive "
                             f"field at {_SIZE.get():,} tokens, not this measurement")
         folder = storage.runs_dir() / "shipped" / self.scale / self.name
-        return storage.cached_file(storage.cache_entry(folder, name, params), name, params, compute)[0]
+        # keyed by what it is computed from: the model's files, through its manifest's sha256
+        # (which the bundle's checks hold to the files), so an edited model is never served old numbers
+        keyed = {**params, "bundle_manifest": storage.sha256_file(self.path / bundle.MANIFEST)}
+        return storage.cached_file(storage.cache_entry(folder, name, keyed), name, keyed, compute)[0]
 
 
 def _settings(result: dict) -> tuple | None:
