@@ -25,6 +25,7 @@ that much work.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import platform
 import shutil
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,10 +224,9 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     ``root``, default :func:`rflens.storage.reference_dir`).
 
     Returns the bundle folder of the model. Raises :class:`OutOfTime` (the state kept)
-    when ``deadline`` passes first.
+    when ``deadline`` passes first, and a one-line error when another process trains the
+    model now (:func:`hold`).
     """
-    import torch
-
     _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
         raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
@@ -234,14 +235,51 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     work = storage.runs_dir() / "emergence" / scale / spec.name
     if root is not None:
         work = work.with_name(f"{spec.name}.check")
+    with hold(work, spec.name):
+        return _run(spec, scale, work, model_cfg, data_cfg, train_cfg, ev, corpus, deadline=deadline,
+                    progress=progress, keep_weights=keep_weights, root=root)
+
+
+@contextlib.contextmanager
+def hold(work: Path, name: str):
+    """The lock of the model whose state is kept in ``work``, held while it trains (the
+    operating system frees it when its holder dies); a one-line error at once when another
+    process holds it."""
+    from filelock import FileLock, Timeout
+
+    lock = work.parent / f".{work.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        held = FileLock(str(lock), timeout=0)
+        held.acquire()
+    except Timeout:
+        raise UserError(f"another process trains {name} now (it holds {lock}): wait for it to finish, or choose "
+                        "other models with --only") from None
+    try:
+        yield
+    finally:
+        held.release()
+
+
+def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg, ev, corpus, *, deadline, progress,
+         keep_weights, root) -> Path:
+    """:func:`run` once the model's lock is held."""
+    import torch
+
+    fix = f"remove {work} to train {spec.name} from its start"
     points: list[dict] = []
     partial = work / "points.json"
-    if partial.is_file():
-        points = storage.read_json(partial)
     arrays = {}
-    if (work / "points.npz").is_file():
-        with np.load(work / "points.npz") as z:
-            arrays = {k: z[k] for k in z.files}
+    try:
+        if partial.is_file():
+            points = storage.read_json(partial)
+            if not isinstance(points, list) or not all(isinstance(p, dict) and "steps" in p for p in points):
+                raise ValueError("not a list of points")
+        if (work / "points.npz").is_file():
+            with np.load(work / "points.npz") as z:
+                arrays = {k: z[k] for k in z.files}
+    except (ValueError, EOFError, zipfile.BadZipFile) as err:  # a damaged file: JSON, zip or neither
+        raise UserError(f"the kept state of {spec.name} in {work} is damaged ({type(err).__name__}): {fix}") from None
 
     def on_point(steps: int, model, val_loss: float) -> None:
         t0 = time.perf_counter()
@@ -267,7 +305,6 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     final: dict = {}
     stopped = interrupted = None
     where = machine.device()
-    fix = f"remove {work} to train {spec.name} from its start"
     try:
         metrics = train(model_cfg, data_cfg, train_cfg, out_dir=work, progress=progress, corpus=corpus,
                         points=point_steps(train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
@@ -300,13 +337,15 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     return out
 
 
-def check(names: list[str], scale: str = "long", *, progress: bool = True) -> list[dict]:
+def check(names: list[str], scale: str = "long", *, progress: bool = True,
+          deadline: float | None = None) -> list[dict]:
     """Retrain shipped models from scratch and compare every measured NLL with the bundle.
 
     Bitwise equality is expected on a CPU like the bundle's, with the torch version and
     thread count it records; otherwise (another CPU, or a GPU) the largest difference is
     reported against a tolerance of 1e-3 nats (float rounding grows over tens of thousands
-    of steps). Returns one row a model.
+    of steps). Returns one row a model. Raises :class:`OutOfTime` (the state kept in the
+    run store) when ``deadline`` passes first.
     """
     import torch
 
@@ -315,7 +354,7 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True) -> li
         shipped_result = bundle.load(name, scale)
         with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
             again = bundle.point_nlls(run(named(name, scale), scale, progress=progress, keep_weights=False,
-                                          root=Path(tmp)))
+                                          root=Path(tmp), deadline=deadline))
         same_setup = (machine.device().type == "cpu" and machine.same_machine(shipped_result)
                       and shipped_result["threads"] == torch.get_num_threads())
         diffs = [float(np.abs(again[p["steps"]] - p["nll"]).max())

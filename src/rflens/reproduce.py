@@ -165,9 +165,27 @@ def shipped_chapters(scale: str, chosen: list[str], *, named: bool) -> tuple[lis
     if named and skipped:
         key, gaps = next(iter(skipped.items()))
         raise UserError(f"chapter {key} at the {scale} preset needs {len(gaps)} model(s) its shipped bundle lacks "
-                        f"({gaps[0]}{', ...' if len(gaps) > 1 else ''}): train them with `python -m rflens emergence "
-                        f"--scale {scale}`, or leave out --chapters to build the chapters it holds")
+                        f"({gaps[0]}{', ...' if len(gaps) > 1 else ''}): {shipped_fix(scale, [key])}, or leave out "
+                        "--chapters to build the chapters it holds")
     return ready, skipped
+
+
+def shipped_fix(scale: str, chapters) -> str:
+    """What builds ``chapters`` that a shipped preset's bundle cannot: the long run
+    (``emergence``) trains the models its plan lists; a chapter that measures weights the
+    bundle does not ship is built at a preset that trains (:data:`rflens.scales.DEFAULT_SCALE`)."""
+    from .plan import CHAPTER_EXPERIMENTS
+
+    weights = [c for c in chapters if any(e not in shipped.SERVED_EXPERIMENTS for e in CHAPTER_EXPERIMENTS.get(c, ()))]
+    trained = [c for c in chapters if c not in weights]
+    parts = []
+    if trained:
+        parts.append(f"`python -m rflens emergence --scale {scale}` trains the models of chapter(s) {', '.join(trained)}")
+    if weights:
+        parts.append(f"chapter(s) {', '.join(weights)} measure weights the bundle does not ship: "
+                     f"`python -m rflens reproduce --scale {scales.DEFAULT_SCALE} --chapters {','.join(weights)}` "
+                     "builds them at a preset that trains its models")
+    return "; ".join(parts)
 
 
 def kernel_env() -> dict:

@@ -69,6 +69,15 @@ class ShippedRun(TrainedModel):
         return f"python -m rflens emergence --scale {self.scale} --only {self.name}"
 
     @property
+    def copy_command(self) -> str:
+        """The command line that trains this model's settings into the run store, weights
+        kept (the run store's model is then read before the bundle's)."""
+        from .settings import describe, train_command
+
+        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
+        return train_command(self.scale, self.result["pos"], self.data_cfg.corpus, changed) + " --retrain"
+
+    @property
     def metrics(self) -> dict:
         """What a stored run's metrics.json gives, as far as the bundle holds it (its
         tokens/s is not recorded: None)."""
@@ -111,7 +120,8 @@ class ShippedRun(TrainedModel):
         """The finished model (drift models only): UserError naming the command otherwise."""
         if not self.has_weights:
             raise UserError(f"the shipped model {self.key} carries no weights, only its measurements: "
-                            f"train it with `{self.command}` to measure anything else")
+                            f"`{self.copy_command}` trains a copy with weights into the run store (the bundle is "
+                            "left as it is) to measure anything else")
         if _SIZE.get() is not None:
             raise UserError(f"the shipped weights of {self.key} are the finished model's, not the one at "
                             f"{_SIZE.get():,} tokens")
@@ -177,7 +187,10 @@ class ShippedRun(TrainedModel):
             raise UserError(f"the shipped model {self.key} holds only its last-token perplexities and receptive "
                             f"field at {_SIZE.get():,} tokens, not this measurement")
         folder = storage.runs_dir() / "shipped" / self.scale / self.name
-        return storage.cached_file(storage.cache_entry(folder, name, params), name, params, compute)[0]
+        # keyed by what it is computed from: the model's files, through its manifest's sha256
+        # (which the bundle's checks hold to the files), so an edited model is never served old numbers
+        keyed = {**params, "bundle_manifest": storage.sha256_file(self.path / bundle.MANIFEST)}
+        return storage.cached_file(storage.cache_entry(folder, name, keyed), name, keyed, compute)[0]
 
 
 def _settings(result: dict) -> tuple | None:

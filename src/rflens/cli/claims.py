@@ -16,6 +16,10 @@ def run(args) -> int:
     scales.get(args.scale)  # one line for an unknown scale, before anything is computed or written
     if args.corpus not in CORPORA:
         raise UserError(f"unknown corpus {args.corpus!r}: choose one of {', '.join(CORPORA)}")
+    if scales.get(args.scale).shipped:  # a damaged bundle stops the board: one line naming the file
+        from .. import bundle
+
+        bundle.check(args.scale)
     if getattr(args, "record_speed", False):
         from ..speed import record_speed, speed_record_path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from .. import bundle, emergence
@@ -10,23 +11,22 @@ from ..errors import UserError
 from ..plan import one_core_cost, one_core_minutes, one_core_speed
 
 
+def _deadline(minutes: float | None) -> float | None:
+    """The wall-clock end of a sitting of ``minutes`` (None: no limit); a positive finite
+    number or a one-line error."""
+    if minutes is None:
+        return None
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise UserError(f"--minutes must be a positive finite number of minutes, not {minutes}")
+    return time.time() + 60 * minutes
+
+
 def run(args) -> int:
     plan = emergence.models(args.scale)
     if args.only:
         plan = [emergence.named(name, args.scale) for name in args.only]
     have = bundle.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
-    if args.check is not None:
-        if args.check <= 0:
-            raise UserError(f"--check needs a positive number of models, not {args.check}")
-        names = [spec.name for spec in plan if spec.name in have][:args.check]
-        if not names:
-            raise UserError(f"no complete model is shipped in {bundle.bundle_dir(args.scale)} to check")
-        rows = emergence.check(names, args.scale, progress=not args.quiet)
-        for r in rows:
-            print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['points']} points, largest NLL difference "
-                  f"{r['max_abs_diff']:.2e} (expected {r['expected']})")
-        return 0 if all(r["ok"] for r in rows) else 1
     if args.list:
         at = one_core_speed(args.scale)
         need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at) or []))
@@ -37,12 +37,32 @@ def run(args) -> int:
         print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at)}" if todo
               else f"nothing to train: the bundle holds every model of the plan ({len(plan)})")
         return 0
-    if args.minutes is not None and args.minutes <= 0:
-        raise UserError(f"--minutes must be positive, not {args.minutes}")
-    deadline = None if args.minutes is None else time.time() + 60 * args.minutes
+    deadline = _deadline(args.minutes)
+    if args.check is not None:
+        shipped = [spec for spec in plan if spec.name in have]
+        if not shipped:
+            raise UserError(f"no complete model is shipped in {bundle.bundle_dir(args.scale)} to check")
+        if args.check <= 0 or args.check > len(shipped):
+            raise UserError(f"--check needs a number of models from 1 to {len(shipped)} (the shipped models of the "
+                            f"selection; --only chooses them, --list shows them), not {args.check}")
+        chosen = shipped[:args.check]
+        print(f"retraining {len(chosen)} shipped model(s) to check them: {one_core_cost(chosen, args.scale)}"
+              + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
+        try:
+            rows = emergence.check([spec.name for spec in chosen], args.scale, progress=not args.quiet,
+                                   deadline=deadline)
+        except OutOfTime as stop:
+            print(f"out of time at step {stop.args[0]} of a check; its state is kept, run the same command to resume")
+            return 0
+        for r in rows:
+            print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['points']} points, largest NLL difference "
+                  f"{r['max_abs_diff']:.2e} (expected {r['expected']})")
+        return 0 if all(r["ok"] for r in rows) else 1
     if not todo:
         print(f"every model asked for is shipped in {bundle.bundle_dir(args.scale)}")
         return 0
+    print(f"training {len(todo)} model(s): {one_core_cost(todo, args.scale)}"
+          + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
     for spec in todo:
         try:
             out = emergence.run(spec, args.scale, deadline=deadline, progress=not args.quiet)

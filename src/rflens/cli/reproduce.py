@@ -45,7 +45,7 @@ def run(args) -> int:
         gaps = request["skipped"]
         print(f"the {scale} preset's models are read from its shipped bundle; chapters {', '.join(gaps)} need models "
               f"it lacks ({len({g for lack in gaps.values() for g in lack})} in all) and are left unexecuted: "
-              f"`python -m rflens emergence --scale {scale}` trains them")
+              f"{reproduce.shipped_fix(scale, list(gaps))}")
     if scales.get(scale).shipped:
         if workers:
             raise UserError(f"--workers: the {scale} preset trains nothing here (its models are shipped); "
