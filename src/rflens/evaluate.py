@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 
 from . import positional, resources
 from .config import PROTOCOLS, ConfigError, EvalConfig
-from .data.corpus import draw_segments, eval_region_start
+from .data.corpus import draw_segments, eval_region_start, segment_ends
 from .errors import UserError
 from .results import CI_LEVEL, N_BOOTSTRAP, bootstrap_indices
 
@@ -218,26 +218,11 @@ def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     return ppl, float(lo), float(hi)
 
 
-class _Positions:
-    """A stand-in token stream whose token at position i is i: :func:`draw_segments` on it
-    returns the positions of the segments it would draw from a stream of ``total`` tokens."""
-
-    def __init__(self, total: int):
-        self.total = int(total)
-
-    def __len__(self) -> int:
-        return self.total
-
-    def __getitem__(self, idx):
-        return np.asarray(idx)
-
-
 def draw(tokens, n: int, length: int, seed: int = 0, what: str = "the token stream") -> tuple[np.ndarray, dict]:
     """The last-token segments of :func:`rflens.data.corpus.draw_segments` ((n, length) int64,
     the very same), and what they rest on (:func:`describe_segments`)."""
-    pos = draw_segments(_Positions(len(tokens)), n, length, seed, what)  # (n, length) positions
-    segments = np.asarray(tokens[pos], dtype=np.int64)
-    return segments, describe_segments(pos[:, -1] + 1, length, len(tokens))
+    segments = draw_segments(tokens, n, length, seed, what)  # checks n and length first
+    return segments, describe_segments(segment_ends(len(tokens), n, length, seed), length, len(tokens))
 
 
 def corpus_segments(corpus, n: int, length: int, seed: int = 0) -> tuple[np.ndarray, dict]:
@@ -245,12 +230,12 @@ def corpus_segments(corpus, n: int, length: int, seed: int = 0) -> tuple[np.ndar
     :func:`rflens.data.corpus.draw_segments` on its test split) and what they rest on, with
     the test-split document of each segment's scored token (``segment_docs``,
     :meth:`rflens.data.Corpus.segment_docs`) where the corpus knows its documents."""
+    segments = corpus.eval_segments(n, length, seed)  # checks n and length first
     total = len(corpus.tokens("test"))
-    ends = draw_segments(_Positions(total), n, length, seed)[:, -1] + 1
-    about = describe_segments(ends, length, total)
+    about = describe_segments(segment_ends(total, n, length, seed), length, total)
     if hasattr(corpus, "segment_docs"):  # a stream that knows its documents (rflens.data.Corpus)
         about["segment_docs"] = corpus.segment_docs(n, length, seed).tolist()
-    return corpus.eval_segments(n, length, seed), about
+    return segments, about
 
 
 def segment_docs_of(corpus, result: dict) -> list[int]:

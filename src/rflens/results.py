@@ -135,12 +135,12 @@ def paired_interval(nll: np.ndarray, base: int = 0, seed: int = 0, docs=None) ->
     the interval is the union of the document and the segment intervals (never narrower than
     either), and :func:`docs_note` says it is a lower bound on the uncertainty."""
     clusters = clusters_of(docs)
-    r, lo, hi = paired_ratio(nll, base=base, seed=seed)
     if clusters is None:
-        return r, lo, hi
-    _, dlo, dhi = paired_ratio(nll, base=base, seed=seed, clusters=clusters)
+        return paired_ratio(nll, base=base, seed=seed)
+    r, dlo, dhi = paired_ratio(nll, base=base, seed=seed, clusters=clusters)
     if n_docs(clusters) >= MIN_DOCS:
         return r, dlo, dhi
+    _, lo, hi = paired_ratio(nll, base=base, seed=seed)  # the segment interval, for the union
     return r, np.minimum(lo, dlo), np.maximum(hi, dhi)
 
 
