@@ -72,27 +72,64 @@ class LongModel:
 def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     """The long run's models by the experiment they answer, failing and stable sides
     together: Table 1's three sweeps (of :data:`rflens.scales.FAMILIES`), Table 2's
-    retrainings (once their failures are shipped), NoPE with Figure 7's absolute positions,
-    and Table 3 on each corpus. A model may answer two (Figure 7's Sinusoidal is also Table
-    3's on prose)."""
+    retrainings, NoPE with Figure 7's absolute positions, Table 3 on each corpus, and the
+    further seeds of the models that decide claims (:func:`seeded`). A model may answer
+    two (Figure 7's Sinusoidal is also Table 3's on prose).
+
+    A Table 2 entry with its training length fixed (``l_tr`` or ``l_tr_mult``) is trained
+    whatever its Table 1 model does, as the paper designed Table 2; one whose length covers
+    the Table 1 model's ERF waits for that model to be shipped and to fail."""
+    from . import experiments as ex  # pandas: not on the command line's startup path
+
     sc = scales.get(scale)
     sw, l_tr = sc.sweeps, sc.train.l_tr
     out = {f"Table 1: {f.title}": specs for f, specs in _table1(scale).items()}
-    table2 = []  # the failures of the shipped Table 1, retrained with an L_tr that covers their ERF
+    table2 = []
     for entry in sw.table2:
-        failing = _failing(LongModel(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),)), scale)
+        setting = ((scales.FAMILIES[entry.family].setting, entry.value),)
+        if entry.l_tr is not None or entry.l_tr_mult is not None:
+            table2.append(LongModel(entry.pos, (*setting, *sorted(entry.training(l_tr).items()))))
+            continue
+        failing = _failing(LongModel(entry.pos, setting), scale)
         if failing is not None:
             over = entry.training(l_tr, sc.train.batch_size, failing)
-            table2.append(LongModel(entry.pos, ((scales.FAMILIES[entry.family].setting, entry.value),
-                                           *sorted(over.items()))))
+            table2.append(LongModel(entry.pos, (*setting, *sorted(over.items()))))
     if table2:
         out["Table 2: the failures retrained on a longer L_tr"] = table2
     out["NoPE and Figure 7: no bias, absolute positions"] = (
-        [LongModel("nope")] + [LongModel("sinusoidal", (("l_tr", v),) if v != l_tr else ()) for v in sw.sinusoidal_l_tr]
-        + [LongModel("rotary")])
+        [LongModel("nope")] + [LongModel(spec.pos, spec.overrides) for spec in ex.figure7_models(sc)])
     for c in sw.corpora:
         out[f"Table 3 on {c}"] = [LongModel(p, (), c) for p in sw.table3_pos]
+    if sw.seeds:
+        out[f"Seeds {', '.join(map(str, sw.seeds))}: the models that decide claims 2, 4, 5, 7, 8 and 9"] = [
+            seeds for spec in _deciding(out) for seeds in with_seeds(spec, sw.seeds)]
     return out
+
+
+def _deciding(groups: dict[str, list[LongModel]]) -> list[LongModel]:
+    """The models whose verdicts decide claims 2, 4, 5, 7, 8 and 9: the two ends of each
+    Table 1 sweep, Table 2's retrained models, Sinusoidal at both L_tr and Rotary."""
+    out = []
+    for family, specs in groups.items():
+        if family.startswith("Table 1"):
+            out += [specs[0], specs[-1]]
+        elif family.startswith("Table 2"):
+            out += specs
+        elif family.startswith("NoPE"):
+            out += [s for s in specs if s.pos in ("sinusoidal", "rotary")]
+    return list(dict.fromkeys(out))
+
+
+def with_seeds(spec: LongModel, seeds) -> list[LongModel]:
+    """``spec`` trained from each of ``seeds`` (the training seed: initialisation and the
+    order of the batches)."""
+    return [LongModel(spec.pos, (*spec.overrides, ("seed", int(s))), spec.corpus) for s in seeds]
+
+
+def seeded(name: str, scale: str = "long") -> list[str]:
+    """The names of ``name``'s model trained from every seed the preset has (its own first)."""
+    spec = named(name, scale)
+    return [name] + [s.name for s in with_seeds(spec, scales.get(scale).sweeps.seeds)]
 
 
 def _table1(scale: str) -> dict:
@@ -103,12 +140,17 @@ def _table1(scale: str) -> dict:
 
 def models(scale: str = "long") -> list[LongModel]:
     """The models of the long run, in the order they are trained: the failing side of
-    Table 1 and NoPE first (the thesis), then the rest of Table 1, Table 2's retrainings,
-    Figure 7's Sinusoidal and Rotary, and Table 3 on every corpus (:func:`by_experiment`)."""
+    Table 1 and NoPE first (the thesis), then Table 2's retrainings and the Table 1 models
+    they are compared with, the rest of Table 1, Figure 7's Sinusoidal and Rotary, Table 3
+    on every corpus, and the further seeds (:func:`by_experiment`)."""
     sw = scales.get(scale).sweeps
     first = [LongModel("alibi", (("slope_shift", max(sw.slope_shift)),)), LongModel("window", (("window", max(sw.window)),)),
              LongModel("alibi", (("same_slope", max(sw.same_slope)),)), LongModel("nope")]
-    return list(dict.fromkeys(first + [spec for specs in by_experiment(scale).values() for spec in specs]))
+    groups = by_experiment(scale)
+    table2 = [spec for family, specs in groups.items() if family.startswith("Table 2") for spec in specs]
+    partners = [LongModel(spec.pos, spec.overrides[:1]) for spec in table2]
+    rest = [spec for specs in groups.values() for spec in specs]
+    return list(dict.fromkeys(first + [s for pair in zip(table2, partners) for s in pair] + rest))
 
 
 def sizes(scale: str = "long") -> list[int]:
@@ -169,8 +211,9 @@ def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_
 # ----------------------------------------------------------------------------- measuring
 
 def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
-    """Per-segment last-token NLLs at L_tr x length_mults (float64, (lengths, N)) and the
-    normalised input gradient over segments of erf_length_mult x L_tr."""
+    """Per-segment last-token NLLs at L_tr x length_mults (float64, (lengths, N)), the
+    test-split document of each segment's scored token, and the normalised input gradient
+    over segments of erf_length_mult x L_tr."""
     from .evaluate import last_token_nll
     from .receptive import input_gradients, normalize
 
@@ -178,23 +221,26 @@ def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
     was_training = model.training
     model.eval()
     segments = corpus.eval_segments(ev.n_segments, max(lengths) + 1, ev.seed)
+    docs = corpus.segment_docs(ev.n_segments, max(lengths) + 1, ev.seed)
     nll = last_token_nll(model, segments, lengths, batch_size=ev.batch_size, progress=False)
     erf_len = ev.erf_length_mult * l_tr
     grads = input_gradients(model, corpus.eval_segments(ev.erf_samples, erf_len + 1, ev.seed),
                             batch_size=ev.batch_size, progress=False)
     model.train(was_training)
-    return {"lengths": lengths, "nll": nll, "normalized": normalize(grads)}
+    return {"lengths": lengths, "nll": nll, "docs": docs.tolist(), "normalized": normalize(grads)}
 
 
-def summary(point: dict, l_tr: int, threshold: float) -> dict:
-    """ppl per length, r(L) = ppl(L) / ppl(L_tr) with its paired 95% interval, and the ERF
-    (whether the segment capped it is derived when read: :func:`rflens.bundle.table`)."""
+def summary(point: dict, l_tr: int, threshold: float, docs=None) -> dict:
+    """ppl per length, r(L) = ppl(L) / ppl(L_tr) with its paired 95% interval (over whole
+    documents when ``docs``, the document of each segment, is given:
+    :func:`rflens.results.paired_interval`), and the ERF (whether the segment capped it is
+    derived when read: :func:`rflens.bundle.table`)."""
     from .receptive import summarize
-    from .results import paired_ratio
+    from .results import paired_interval
 
     nll = np.asarray(point["nll"], dtype=np.float64)
     ppl = np.exp(nll.mean(axis=1))
-    r, lo, hi = paired_ratio(nll)
+    r, lo, hi = paired_interval(nll, docs=docs)
     erf = summarize(point["normalized"], threshold, l_tr)
     return {"ppl": ppl.round(4).tolist(), "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
             "r_high": hi.round(4).tolist(),
@@ -230,6 +276,9 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
         raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
+    if scales.get(scale).read_only and root is None:
+        raise UserError(f"the {scale} bundle is a read-only control: nothing is trained into it (`emergence --scale "
+                        f"{scale} --check K` retrains its models into a temporary folder to compare)")
     ev = scales.get(scale).eval
     corpus = data.prepare(data_cfg, progress=progress)
     work = storage.runs_dir() / "emergence" / scale / spec.name
@@ -288,7 +337,8 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
         point = {"steps": steps, "tokens": steps * train_cfg.batch_size * train_cfg.l_tr, "val_loss": round(val_loss, 5),
                  "lengths": m["lengths"],
                  "normalized": [float(f"{v:.4g}") for v in m["normalized"]], "measure_seconds": 0.0}
-        point.update(summary(m, train_cfg.l_tr, ev.erf_threshold))
+        point.update(summary(m, train_cfg.l_tr, ev.erf_threshold, m["docs"]))
+        final["docs"] = m["docs"]  # the same segments at every size
         point["measure_seconds"] = round(time.perf_counter() - t0, 1)
         points[:] = [p for p in points if p["steps"] != steps] + [point]  # a resumed branch replaces its point
         buf = io.BytesIO()
@@ -328,6 +378,8 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
                      "warmup": train_cfg.warmup},
         "train_curve": curve,
         "points": sorted(points, key=lambda p: p["steps"]),
+        "segment_docs": final.get("docs") or corpus.segment_docs(ev.n_segments, max(points[-1]["lengths"]) + 1,
+                                                                    ev.seed).tolist(),
     }
     keep = (spec.name in DRIFT_MODELS) if keep_weights is None else keep_weights
     out = bundle.write_model(scale, spec.name, result, arrays, final.get("model") if keep else None, root)

@@ -23,6 +23,7 @@ the only place the experiments read their grids from.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ from .config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
 from .schemes import TABLE3
 
-SCALES = ("smoke", "tiny", "long", "small", "full")
+SCALES = ("smoke", "tiny", "long", "long-repeated", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 
 
@@ -141,10 +142,16 @@ class Sweeps:
     table2: tuple[Retrain, ...]  # Table 2: the failures retrained with a longer L_tr
     table3_pos: tuple[str, ...] = TABLE3  # Table 3 (Section 6)
     corpora: tuple[str, ...] = CORPORA  # OpenWebText2, GitHub and ArXiv in the paper
+    # further training seeds of the models whose verdicts decide claims (the long run's
+    # rflens.emergence.seeded): a verdict holds when every seed agrees
+    seeds: tuple[int, ...] = ()
+    # Figure 7's Sinusoidal at another L_tr keeps the tokens of a step (so both L_tr see the
+    # same training tokens); False: the batch is kept instead (the first long run's choice)
+    same_tokens: bool = True
 
     def __post_init__(self):
         for name in ("slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2",
-                     "table3_pos", "corpora"):
+                     "table3_pos", "corpora", "seeds"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
@@ -160,6 +167,14 @@ class Scale:
     sweeps: Sweeps
     about: str = ""
     shipped: bool = False  # its models are read from the shipped bundle (rflens.shipped): the book never trains them
+    # the corpus each of the book's corpora (prose, code, math: the paper's OpenWebText2,
+    # GitHub and ArXiv) is at this preset; a corpus not named is itself
+    texts: tuple[tuple[str, str], ...] = ()
+    read_only: bool = False  # a shipped control: its bundle is read, never trained into
+
+    def text(self, corpus: str) -> str:
+        """The data corpus that stands for the book's ``corpus`` at this preset."""
+        return dict(self.texts).get(corpus, corpus)
 
     @property
     def lengths(self) -> list[int]:
@@ -250,32 +265,71 @@ def _tiny() -> Scale:
     )
 
 
-# The long reference run (rflens.emergence): the tiny model at 2^15 steps of 1024 tokens,
+# The long reference runs (rflens.emergence): the tiny model at 2^15 steps of 1024 tokens,
 # 2^25 = 33.6M tokens, past the size at which the flattest ALiBi slopes (the paper's Delta = 8)
 # reach r(16 L_tr) = 2 on the lower end of their interval (Chapter 10 reads it from the
 # shipped curves). A power of two, so that each measured size, budget / 2^k, is whole steps.
 LONG_STEPS = 2**15
 
 
+def _long_train(tiny: Scale) -> TrainConfig:
+    return tiny.train.replace(
+        steps=LONG_STEPS,
+        # warmup-stable-decay with a fixed warm-up: a snapshot cooled down over its last 20%
+        # is a finished shorter run, so one run gives every point of the emergence curves
+        schedule="wsd", warmup=30, cooldown_frac=0.2,
+        dtype="fp32",  # one precision on every machine: the shipped numbers are fp32
+        eval_interval=4096, ckpt_interval=1024)
+
+
 def _long() -> Scale:
     tiny = _tiny()
+    l_tr, batch = tiny.train.l_tr, tiny.train.batch_size
     return Scale(
         name="long",
-        about="the tiny model trained on 33.6M tokens (55x the book's), measured at 7 points from 0.5M: "
-              "shipped in reference/long (python -m rflens emergence --list: the plan and its cost)",
+        about="the tiny model trained on 33.6M tokens (55x the book's) of corpora it repeats at most 4 times, "
+              "measured at 7 points from 0.5M, the models that decide claims from 3 seeds: shipped in "
+              "reference/long (python -m rflens emergence --list: the plan and its cost)",
         model=tiny.model,
         data=tiny.data,
-        train=tiny.train.replace(
-            steps=LONG_STEPS,
-            # warmup-stable-decay with a fixed warm-up: a snapshot cooled down over its last 20%
-            # is a finished shorter run, so one run gives every point of the emergence curves
-            schedule="wsd", warmup=30, cooldown_frac=0.2,
-            dtype="fp32",  # one precision on every machine: the shipped numbers are fp32
-            eval_interval=4096, ckpt_interval=1024),
-        # the receptive field on segments of 16 L_tr (512 tokens), the longest evaluation
-        eval=tiny.eval.replace(erf_length_mult=16),
-        sweeps=tiny.sweeps,
+        train=_long_train(tiny),
+        # the receptive field on segments of 16 L_tr (512 tokens), the longest evaluation; 1024
+        # segments, so that the scored tokens fall in more of the test documents the intervals
+        # resample (512 reach 114, 145 and 78 of prose-wide's, code-wide's and math-tex's 308,
+        # 277 and 100; 1024 reach 172, 176 and 87)
+        eval=tiny.eval.replace(erf_length_mult=16, n_segments=1024),
+        sweeps=Sweeps(
+            slope_shift=tiny.sweeps.slope_shift, same_slope=tiny.sweeps.same_slope, window=tiny.sweeps.window,
+            d_bar=tiny.sweeps.d_bar, sinusoidal_l_tr=tiny.sweeps.sinusoidal_l_tr,
+            # Table 2 as the paper designed it, mapped to L_tr = 32: its Delta = 6 retrained at
+            # 4 L_tr and its w = 160 at 2 L_tr, each with the tokens of a step kept, whether or
+            # not the Table 1 model fails (the retrained models are measured to 16 times their
+            # own L_tr, and at Table 1's lengths from theirs up)
+            table2=[Retrain("slope_shift", mapped_exponents((6,), l_tr)[0], l_tr_mult=4, batch_size=batch // 4),
+                    Retrain("window", mapped_windows((160,), n_layer=tiny.model.n_layer, l_tr=l_tr)[0], l_tr_mult=2,
+                            batch_size=batch // 2)],
+            seeds=(1, 2)),
         shipped=True,
+        # corpora of 9.5M to 28M training tokens (data/README.md): 33.6M tokens repeat each at
+        # most 3.5 times (rflens.data.capped_budget would shorten a run on a smaller one)
+        texts=(("prose", "prose-wide"), ("code", "code-wide"), ("math", "math-tex")),
+    )
+
+
+def _long_repeated() -> Scale:
+    tiny = _tiny()
+    return Scale(
+        name="long-repeated",
+        about="the first long run, kept as a control: the embedded corpora, which 33.6M tokens repeat "
+              "(prose 11 times, math 95, code 3.9); one seed a model; read-only, in reference/long-repeated",
+        model=tiny.model,
+        data=tiny.data,
+        train=_long_train(tiny),
+        eval=tiny.eval.replace(erf_length_mult=16),
+        # its Sinusoidal at L_tr = 64 kept the batch of 32 sequences: twice the tokens of 32's
+        sweeps=dataclasses.replace(tiny.sweeps, same_tokens=False),
+        shipped=True,
+        read_only=True,
     )
 
 
@@ -355,7 +409,8 @@ def _full() -> Scale:
     )
 
 
-_BUILDERS = {"smoke": _smoke, "tiny": _tiny, "long": _long, "small": _small, "full": _full}
+_BUILDERS = {"smoke": _smoke, "tiny": _tiny, "long": _long, "long-repeated": _long_repeated, "small": _small,
+             "full": _full}
 
 
 def get(name: str) -> Scale:

@@ -32,7 +32,9 @@ class Resolved(NamedTuple):
 
 def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
             overrides: dict | None = None) -> Resolved:
-    """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied.
+    """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied; the book's
+    corpora (prose, code, math) become the data the preset trains them on
+    (:meth:`rflens.scales.Scale.text`).
 
     ``overrides`` is either flat (``{"window": 8, "l_tr": 256}``: each key goes to every
     settings class that has it, e.g. vocab_size to model and data) or by section
@@ -64,7 +66,7 @@ def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
             if key in sections[k]:
                 raise ConfigError(key, sections[k][key], f"give {key} as its own argument, not as an override")
     model_cfg = s.model.replace(pos=pos, **sections["model"])
-    data_cfg = s.data.replace(corpus=corpus, **sections["data"])
+    data_cfg = s.data.replace(corpus=s.text(corpus), **sections["data"])
     train_cfg = s.train.replace(**sections["train"])
     if train_cfg.dtype == "auto":  # the key names the precision the weights are trained in
         train_cfg = train_cfg.replace(dtype=native_dtype())
