@@ -318,7 +318,7 @@ def test_a_shipped_preset_reads_table3_over_the_corpora_it_holds_even_when_asked
     monkeypatch.setattr(ex, "table3_stored", lambda *a, **k: seen.append("stored") or pd.DataFrame())
     for name in ("table1", "table2", "figure7", "figure11"):
         monkeypatch.setattr(ex, name, lambda *a, **k: pd.DataFrame())
-    claims.gather("long", compute=True, progress=False)  # a shipped preset: nothing is trained
+    claims.gather("long-repeated", compute=True, progress=False)  # a shipped preset: nothing is trained
     claims.gather("smoke", compute=True, progress=False)
     claims.gather("smoke", compute=False, progress=False)
     assert seen == ["stored", "table3", "stored"]

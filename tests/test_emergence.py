@@ -9,11 +9,13 @@ import pytest
 
 from rflens import bundle, emergence, machine, runs, settings, storage
 from rflens import train as training
+from rflens.config import DataConfig
 from rflens.errors import UserError
 from rflens.train import OutOfTime, point_steps
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
-SHIPPED_NAMES = set(bundle.entries("long"))  # the bundle in the repository
+CONTROL = "long-repeated"  # the first long run: a complete, read-only bundle in the repository
+SHIPPED_NAMES = set(bundle.entries(CONTROL))
 
 
 @pytest.fixture
@@ -108,14 +110,14 @@ def shipped_copy(tmp_path, monkeypatch):
     """A copy of the repository's long-run bundle (models without their weights), read as the bundle."""
     import shutil
 
-    top = tmp_path / "reference" / "long"
-    shutil.copytree(bundle.bundle_dir("long"), top, ignore=shutil.ignore_patterns(bundle.WEIGHTS))
+    top = tmp_path / "reference" / CONTROL
+    shutil.copytree(bundle.bundle_dir(CONTROL), top, ignore=shutil.ignore_patterns(bundle.WEIGHTS))
     for d in top.iterdir():  # the copy leaves the weights out: each manifest and the bundle's say so
         if d.is_dir():
             man = json.loads((d / "manifest.json").read_text())
             man["sha256"].pop(bundle.WEIGHTS, None)
             (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
-    bundle.seal("long", tmp_path / "reference")
+    bundle.seal(CONTROL, tmp_path / "reference")
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     return top
@@ -126,10 +128,10 @@ def shipped_copy(tmp_path, monkeypatch):
 def test_a_change_the_writer_did_not_make_stops_every_reader_in_one_line(shipped_copy, capsys, how):
     from rflens.cli import main
 
-    assert main(["emergence", "--list"]) == 0  # the copy itself is whole
+    assert main(["emergence", "--scale", CONTROL, "--list"]) == 0  # the copy itself is whole
     capsys.readouterr()
     _damage(shipped_copy, how)
-    for argv in (["emergence", "--list"], ["reproduce", "--scale", "long", "--plan"]):
+    for argv in (["emergence", "--scale", CONTROL, "--list"], ["reproduce", "--scale", CONTROL, "--plan"]):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "damaged" in err[0] and str(shipped_copy) in err[0], (argv, err)
@@ -147,8 +149,8 @@ def test_a_result_that_is_not_one_is_one_line_naming_its_file(shipped_copy, caps
     man = json.loads((path / "manifest.json").read_text())
     man["sha256"]["result.json"] = st.sha256_file(path / "result.json")
     (path / "manifest.json").write_text(json.dumps(man))
-    bundle.seal("long", shipped_copy.parent)
-    for argv in (["emergence", "--list"], ["reproduce", "--scale", "long", "--plan"]):
+    bundle.seal(CONTROL, shipped_copy.parent)
+    for argv in (["emergence", "--scale", CONTROL, "--list"], ["reproduce", "--scale", CONTROL, "--plan"]):
         assert main_exit(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(path / "result.json") in err[0], (argv, err)
@@ -171,27 +173,55 @@ def test_the_plan_starts_with_the_thesis_models():
         emergence.named("alibi_slope_shift=99")
 
 
-SHIPPED = bundle.entries("long")  # the bundle in the repository
+def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_three_seeds():
+    from rflens import scales
+
+    names = [s.name for s in emergence.models("long")]
+    # the paper's Delta = 6 at 4 L_tr and w = 160 at 2 L_tr, mapped to L_tr = 32, each with 1024 tokens a step,
+    # planned whatever the Table 1 model does, right after the thesis models with their Table 1 partners
+    assert names[4:7] == ["alibi_slope_shift=2_batch_size=8_l_tr=128", "alibi_slope_shift=2",
+                          "window_window=30_batch_size=16_l_tr=64"]
+    assert "sinusoidal_batch_size=16_l_tr=64" in names  # Figure 7's two L_tr on the same tokens
+    seeded = [n for n in names if "_seed=" in n]
+    assert len(seeded) == 2 * 11 and set(emergence.seeded("alibi_slope_shift=-7")) <= set(names)
+    assert emergence.seeded("rotary") == ["rotary", "rotary_seed=1", "rotary_seed=2"]
+    r = settings.resolve("long", "alibi", "math", {"seed": 2})
+    assert r.data.corpus == "math-tex" and r.train.seed == 2 and r.scale.eval.n_segments == 1024
+    assert settings.resolve(CONTROL, "alibi", "math").data.corpus == "math"  # the control keeps its corpora
+    assert scales.get(CONTROL).read_only and not scales.get("long").read_only
+
+
+def test_the_control_bundle_is_never_trained_into(stores):
+    with pytest.raises(UserError, match="read-only control"):
+        emergence.run(emergence.LongModel("nope"), CONTROL, progress=False)
+
+
+# every shipped model of the repository's long runs, as (preset, name)
+SHIPPED = {(sc, name): path for sc in (CONTROL, "long") for name, path in bundle.entries(sc).items()}
 
 
 def _shipped(names) -> list:
-    return sorted(names) or [pytest.param(None, marks=pytest.mark.skip(reason="no long-run model is shipped"))]
+    return [pytest.param(*key, id="/".join(key)) for key in sorted(names)] or [pytest.param(None, marks=pytest.mark.skip(reason="no long-run model is shipped"))]
 
 
 @pytest.mark.skipif(not SHIPPED_NAMES, reason="no long-run bundle in this checkout")
 def test_the_shipped_bundle_holds_exactly_what_its_manifest_lists():
-    top = bundle.bundle_dir("long")
-    listed = json.loads((top / "manifest.json").read_text())["sha256"]
-    assert set(listed) == {p.relative_to(top).as_posix() for p in top.rglob("*") if p.is_file()} - {"manifest.json"}
-    assert {rel.split("/")[0] for rel in listed if "/" in rel} == SHIPPED_NAMES
-    bundle.check("long")
+    for scale in (CONTROL, "long"):
+        top = bundle.bundle_dir(scale)
+        if not top.is_dir():
+            continue
+        listed = json.loads((top / "manifest.json").read_text())["sha256"]
+        assert set(listed) == {p.relative_to(top).as_posix() for p in top.rglob("*") if p.is_file()} - {"manifest.json"}
+        assert {rel.split("/")[0] for rel in listed if "/" in rel} == set(bundle.entries(scale))
+        bundle.check(scale)
 
 
-@pytest.mark.parametrize("name", _shipped(SHIPPED))
-def test_every_shipped_result_matches_its_checksums_and_its_settings(name):
-    result = bundle.load(name, "long")  # verifies every sha256 first
-    spec = emergence.named(name, "long")
-    _, model_cfg, data_cfg, train_cfg = settings.resolve("long", spec.pos, spec.corpus, spec.settings())
+@pytest.mark.parametrize("scale, name", _shipped(SHIPPED))
+def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name):
+    result = bundle.load(name, scale)  # verifies every sha256 first
+    spec = emergence.named(name, scale)
+    _, model_cfg, data_cfg, train_cfg = settings.resolve(scale, spec.pos, spec.corpus, spec.settings())
+    assert result["scale"] == scale and DataConfig.from_dict(result["data"]) == data_cfg
     assert result["model"] == model_cfg.to_dict() and result["train"] == train_cfg.to_dict()
     steps = [p["steps"] for p in result["points"]]
     assert steps == sorted(steps) and set(steps) <= set(point_steps(train_cfg))
@@ -202,14 +232,16 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(name):
         assert p["nll"].shape == (len(result["eval"]["length_mults"]), result["eval"]["n_segments"])
         assert p["tokens"] == p["steps"] * train_cfg.batch_size * train_cfg.l_tr
         assert np.isfinite(p["nll"]).all() and sum(p["normalized"]) == pytest.approx(1, abs=1e-3)
-    for path in SHIPPED[name].iterdir():
+    if scale == "long":  # the second run records the document of each segment, for its intervals
+        assert len(result["segment_docs"]) == result["eval"]["n_segments"]
+    for path in SHIPPED[scale, name].iterdir():
         assert path.stat().st_size < 2 * 2**20, f"{path} is over 2 MB"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", _shipped(n for n in emergence.DRIFT_MODELS
-                                          if n in SHIPPED and (SHIPPED[n] / "model.safetensors").is_file()))
-def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(name):
+@pytest.mark.parametrize("scale, name", _shipped(key for key in SHIPPED if key[1] in emergence.DRIFT_MODELS
+                                                  and (SHIPPED[key] / "model.safetensors").is_file()))
+def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(scale, name):
     """The drift test: a shipped model re-measured by today's evaluation code gives the NLLs
     of its last point to 1e-5 on a machine like the one that measured it (the same torch and
     vector unit), to 1e-4 on another. When it fails, the evaluation changed meaning and the
@@ -220,9 +252,9 @@ def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(name):
     from rflens.config import DataConfig, EvalConfig, ModelConfig
     from rflens.model import TransformerLM
 
-    result = bundle.load(name, "long")
+    result = bundle.load(name, scale)
     model = TransformerLM(ModelConfig.from_dict(result["model"]))
-    load_model(model, str(SHIPPED[name] / "model.safetensors"))
+    load_model(model, str(SHIPPED[scale, name] / "model.safetensors"))
     corpus = data.prepare(DataConfig.from_dict(result["data"]), progress=False)
     assert corpus.fingerprint == result["data_fingerprint"], "the corpus changed: the shipped results are stale"
     last = result["points"][-1]
@@ -344,13 +376,14 @@ def test_every_model_of_the_long_run_has_a_colour_of_its_own():
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
     from rflens import scales
 
-    flattest = emergence.LongModel("alibi", (("slope_shift", max(scales.get("long").sweeps.slope_shift)),))
-    assert not any("batch_size=" in s.name for s in emergence.models("long"))
+    flattest = emergence.LongModel("alibi", (("slope_shift", max(scales.get(CONTROL).sweeps.slope_shift)),))
+    monkeypatch.setattr(bundle, "complete", lambda scale="long": set())
+    assert not any("l_tr=" in s.name for s in emergence.models(CONTROL) if s.pos == "alibi")
     monkeypatch.setattr(bundle, "complete", lambda scale="long": {flattest.name})
     point = {"ppl": [50.0, 60.0, 80.0, 90.0, 100.0], "r_high": [1.0, 1.3, 1.7, 1.9, 2.1], "erf": 300,
              "lengths": [32, 64, 128, 256, 512]}
     monkeypatch.setattr(bundle, "load", lambda name, scale="long": {"points": [point], "train": {"l_tr": 32}})
-    names = [s.name for s in emergence.models("long")]
+    names = [s.name for s in emergence.models(CONTROL)]
     assert "alibi_slope_shift=4_batch_size=2_l_tr=512" in names  # 32 x 2^4 = 512 covers the ERF of 300
     assert names.index("alibi_slope_shift=4_batch_size=2_l_tr=512") < names.index("sinusoidal")
 

@@ -26,14 +26,14 @@ def no_training(monkeypatch, tmp_path):
                                   ["--check", "1", "--minutes", "inf"], ["--minutes", "nan"], ["--minutes", "0"],
                                   ["--only", "nope", "--check", "2"]])
 def test_check_and_minutes_out_of_bounds_start_nothing(no_training, capsys, argv):
-    assert main(["emergence", *argv]) == 2
+    assert main(["emergence", "--scale", "long-repeated", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and ("--check" in err or "--minutes" in err), err
     assert no_training == []
 
 
 def test_check_says_its_cost_first_and_honours_minutes(no_training, capsys):
-    assert main(["emergence", "--only", "nope", "--check", "1", "--minutes", "3"]) == 0
+    assert main(["emergence", "--scale", "long-repeated", "--only", "nope", "--check", "1", "--minutes", "3"]) == 0
     out = capsys.readouterr().out
     assert "hours on one core" in out.splitlines()[0]
     [(kind, names, kw)] = no_training

@@ -343,8 +343,9 @@ def test_the_board_by_size_says_when_each_claim_is_decided():
 def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
     rows = claims.check({"table1": table1()}, [1])
     assert "**Claim 1 holds.**" in rd.long_run("Table 1", rows, [], "tiny")
-    text = rd.long_run("Table 1", rows, [], "long")
-    assert "built at the `long` scale" in text and "Claim 1" not in text
+    text = rd.long_run("Table 1", rows, [], "long-repeated")
+    assert "built at the `long-repeated` scale" in text and "Claim 1" not in text
+    assert "built at" in rd.long_run("Table 1", rows, [], "long", run="long")
     assert "not complete yet" in rd.long_run("Table 1", rows, ["w=8"], "tiny")
 
 

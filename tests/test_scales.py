@@ -14,6 +14,7 @@ from rflens.config import SCHEMES
 from rflens.errors import UserError
 
 SWEEP_KEYS = {"slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2", "table3_pos", "corpora"}
+OPTIONAL = {"seeds": (), "same_tokens": True}  # settings of a sweep that a preset may leave at their default
 
 
 def sweeps(s) -> dict:
@@ -25,14 +26,14 @@ def test_every_preset_is_complete_and_consistent(name):
     s = scales.get(name)
     assert s.name == name
     assert s.model.vocab_size == s.data.vocab_size  # the model reads the data's tokens
-    assert set(sweeps(s)) == SWEEP_KEYS
-    assert all(isinstance(v, tuple) and v for v in sweeps(s).values())
+    assert set(sweeps(s)) == SWEEP_KEYS | set(OPTIONAL)
+    assert all(isinstance(v, tuple) and v for k, v in sweeps(s).items() if k in SWEEP_KEYS)
     assert set(s.sweeps.table3_pos) <= set(SCHEMES)
     assert s.lengths == [s.train.l_tr * m for m in s.eval.length_mults]
 
 
 def test_spec_numbers():
-    smoke, tiny, long, small, full = (scales.get(n) for n in scales.SCALES)
+    smoke, tiny, long, repeated, small, full = (scales.get(n) for n in scales.SCALES)
     m, t = smoke.model, smoke.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
@@ -45,10 +46,21 @@ def test_spec_numbers():
     assert tiny.sweeps.window == (8, 15, 19, 22, 30)  # the paper's R * w / L_tr, 0.94 .. 3.75
     assert tiny.sweeps.d_bar == (32, 64, 128, 256)
     assert tiny.sweeps.sinusoidal_l_tr == (32, 64)
-    assert long.model == tiny.model and long.sweeps == tiny.sweeps and long.data == tiny.data
-    t = long.train
-    assert (t.steps * t.batch_size * t.l_tr, t.schedule, t.warmup, t.cooldown_frac, t.dtype) == (2**25, "wsd", 30, 0.2, "fp32")
-    assert long.eval.erf_length_mult * t.l_tr == max(long.lengths) == 512
+    assert repeated.model == tiny.model and repeated.data == tiny.data and repeated.train == long.train
+    assert dataclasses.replace(repeated.sweeps, same_tokens=True) == tiny.sweeps and repeated.texts == ()
+    assert long.model == tiny.model and long.data == tiny.data and long.sweeps.seeds == (1, 2)
+    assert [long.text(c) for c in ("prose", "code", "math")] == ["prose-wide", "code-wide", "math-tex"]
+    assert long.eval.n_segments == 1024 and repeated.eval.n_segments == 512
+    # Table 2 as the paper designed it: its Delta = 6 (2 at L_tr = 32) at 4 L_tr, its w = 160 (30) at 2 L_tr
+    assert [e.training(32) for e in long.sweeps.table2] == [{"l_tr": 128, "batch_size": 8}, {"l_tr": 64, "batch_size": 16}]
+    assert [(e.family, e.value) for e in long.sweeps.table2] == [("slope_shift", 2), ("window", 30)]
+    for run in (long, repeated):
+        t = run.train
+        assert (t.steps * t.batch_size * t.l_tr, t.schedule, t.warmup, t.cooldown_frac, t.dtype) == (2**25, "wsd", 30, 0.2, "fp32")
+        assert run.eval.erf_length_mult * t.l_tr == max(run.lengths) == 512
+    # Figure 7: both L_tr on the same tokens, but for the first long run, which kept the batch
+    assert tiny.sinusoidal_runs() == [(32, {}), (64, {"l_tr": 64, "batch_size": 16})]
+    assert repeated.sinusoidal_runs() == [(32, {}), (64, {"l_tr": 64})]
     m, t = small.model, small.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (4, 8, 256, 8192, 128, 32, 3000)
     m, t = full.model, full.train
@@ -160,7 +172,7 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 
 
 def test_unknown_preset_names_the_choices():
-    with pytest.raises(UserError, match="smoke, tiny, long, small, full"):
+    with pytest.raises(UserError, match="smoke, tiny, long, long-repeated, small, full"):
         scales.get("huge")
 
 

@@ -193,7 +193,7 @@ def _setting(settings, row) -> bool:
     return float(getattr(cfg, fam.setting)) == float(row["value"])
 
 
-@pytest.mark.skipif("alibi" not in bundle.entries("long"), reason="no long-run bundle in this checkout")
+@pytest.mark.skipif("alibi" not in bundle.entries("long-repeated"), reason="no long-run bundle in this checkout")
 def test_train_on_a_shipped_model_reports_it(store, capsys):
     """``train`` at a shipped preset answers with the bundle's model: what it holds of its
     training, its parameter count, and no throughput it did not record."""
@@ -201,7 +201,7 @@ def test_train_on_a_shipped_model_reports_it(store, capsys):
     from rflens.cli import main
     from rflens.model import TransformerLM
 
-    params = TransformerLM(scales.get("long").model.replace(pos="alibi")).num_params(non_embedding=False)
-    assert main(["train", "--scale", "long", "--pos", "alibi", "--quiet"]) == 0
+    params = TransformerLM(scales.get("long-repeated").model.replace(pos="alibi")).num_params(non_embedding=False)
+    assert main(["train", "--scale", "long-repeated", "--pos", "alibi", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "reused the stored run" in out and f"{params:,} parameters" in out and "tokens/s" not in out

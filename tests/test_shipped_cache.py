@@ -7,7 +7,7 @@ from rflens import bundle, shipped_runs, storage
 
 def test_an_edited_shipped_model_is_never_served_its_old_cached_numbers(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    run = shipped_runs.ShippedRun(bundle.bundle_dir("long") / "nope")
+    run = shipped_runs.ShippedRun(bundle.bundle_dir("long-repeated") / "nope")
     calls = []
 
     def compute():

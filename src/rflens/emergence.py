@@ -79,8 +79,6 @@ def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     A Table 2 entry with its training length fixed (``l_tr`` or ``l_tr_mult``) is trained
     whatever its Table 1 model does, as the paper designed Table 2; one whose length covers
     the Table 1 model's ERF waits for that model to be shipped and to fail."""
-    from . import experiments as ex  # pandas: not on the command line's startup path
-
     sc = scales.get(scale)
     sw, l_tr = sc.sweeps, sc.train.l_tr
     out = {f"Table 1: {f.title}": specs for f, specs in _table1(scale).items()}
@@ -97,7 +95,8 @@ def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     if table2:
         out["Table 2: the failures retrained on a longer L_tr"] = table2
     out["NoPE and Figure 7: no bias, absolute positions"] = (
-        [LongModel("nope")] + [LongModel(spec.pos, spec.overrides) for spec in ex.figure7_models(sc)])
+        [LongModel("nope")] + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in sc.sinusoidal_runs()]
+        + [LongModel("rotary")])
     for c in sw.corpora:
         out[f"Table 3 on {c}"] = [LongModel(p, (), c) for p in sw.table3_pos]
     if sw.seeds:

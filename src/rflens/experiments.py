@@ -288,12 +288,7 @@ def figure7_models(scale, corpus: str = "prose") -> list[Spec]:
     sc = get_scale(scale)
     base = sc.train.l_tr
     specs = []
-    for l_tr in sc.sweeps.sinusoidal_l_tr:
-        # the default L_tr gets no override, so it is the very run of Table 3; another L_tr
-        # keeps the tokens of a step, so both see the same training tokens
-        over = {} if int(l_tr) == base else {"l_tr": int(l_tr)}
-        if over and sc.sweeps.same_tokens:
-            over["batch_size"] = max(1, sc.train.batch_size * base // int(l_tr))
+    for l_tr, over in sc.sinusoidal_runs():
         specs.append(make_spec(f"Sinusoidal, L_tr={int(l_tr)}", "sinusoidal", corpus, family="sinusoidal",
                                value=int(l_tr), **over))
     specs.append(make_spec(f"Rotary, L_tr={base}", "rotary", corpus, family="rotary", value=base))

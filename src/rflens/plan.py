@@ -129,11 +129,15 @@ class Speed:
 
 def _rates(scale: str) -> dict[str, list[tuple[float, float]]]:
     """{vector unit: [(training, measuring) FLOP/s of each finished shipped model trained on
-    a CPU with it]} from the models' wall times and FLOPs. Models whose measurements took no
-    measurable time give no measuring speed (nan)."""
+    a CPU with it]} from the models' wall times and FLOPs: the models of ``scale``'s bundle,
+    or, while it has none, of every shipped preset's (a FLOP rate is the core's, whichever
+    run it was measured in). Models whose measurements took no measurable time give no
+    measuring speed (nan)."""
     pools: dict[str, list[tuple[float, float]]] = {}
-    for name in bundle.complete(scale):
-        res = bundle.load(name, scale)
+    found = [(scale, name) for name in bundle.complete(scale)] or [
+        (other, name) for other in scales.SCALES if scales.get(other).shipped for name in bundle.complete(other)]
+    for where, name in found:
+        res = bundle.load(name, where)
         if res.get("device", "cpu") != "cpu":  # a GPU's wall time says nothing of a core's
             continue
         measured = sum(p["measure_seconds"] for p in res["points"])

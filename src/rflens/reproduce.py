@@ -306,7 +306,7 @@ def write_this_build(index: Path, scale: str) -> None:
         counts, trained = scoreboard.summary(board), scoreboard.summary(board, claims.TRAINED)
     except (UserError, OSError, ValueError, KeyError):
         counts = trained = None  # chapter 9 was not executed in this build
-    box = this_build(scale, counts, bundle.table("long"), len(emergence.models("long")), trained)
+    box = this_build(scale, counts, bundle.table(scales.BOOK_LONG), len(emergence.models(scales.BOOK_LONG)), trained)
     title, _, rest = index.read_text().partition("\n")
     index.write_text(f"{title}\n\n{box}{rest}")
 

@@ -34,6 +34,9 @@ from .schemes import TABLE3
 
 SCALES = ("smoke", "tiny", "long", "long-repeated", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
+# The long run the chapters read beside their own scale: the first run (on text it repeats)
+# until every model of the second, ``long``, is shipped; chapter 10 shows the second as it grows.
+BOOK_LONG = "long-repeated"
 
 
 def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:
@@ -175,6 +178,19 @@ class Scale:
     def text(self, corpus: str) -> str:
         """The data corpus that stands for the book's ``corpus`` at this preset."""
         return dict(self.texts).get(corpus, corpus)
+
+    def sinusoidal_runs(self) -> list[tuple[int, dict]]:
+        """Figure 7's Sinusoidal models: (L_tr, settings beside the preset's) for each L_tr of
+        the sweep. The preset's own L_tr gets none (it is Table 3's model); another keeps the
+        tokens of a step when ``sweeps.same_tokens`` (both see the same training tokens)."""
+        base = self.train.l_tr
+        out = []
+        for l_tr in self.sweeps.sinusoidal_l_tr:
+            over = {} if int(l_tr) == base else {"l_tr": int(l_tr)}
+            if over and self.sweeps.same_tokens:
+                over["batch_size"] = max(1, self.train.batch_size * base // int(l_tr))
+            out.append((int(l_tr), over))
+        return out
 
     @property
     def lengths(self) -> list[int]:

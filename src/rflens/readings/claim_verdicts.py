@@ -10,6 +10,7 @@ run's verdicts from its bundle (:func:`long_run`). The rows come from
 from __future__ import annotations
 
 from ..claims import BY_ID, CONSTRUCTION, RESULTS, TRAINED
+from ..scales import BOOK_LONG
 from .notation import Prose, _join, tex
 
 
@@ -78,12 +79,13 @@ def by_scale(boards: dict[str, list[dict]]) -> Prose:
     return Prose(text)
 
 
-def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str | None = None) -> Prose:
-    """The long run's verdicts on an experiment read from its bundle, or what the bundle
-    still lacks for it (:func:`rflens.shipped.experiment`); in a chapter built at the long
-    scale itself (``scale``), a pointer to its verdicts above instead of a second copy."""
-    if scale == "long":
-        return Prose(f"This chapter is built at the `long` scale: its {experiment} and verdicts above are the long "
+def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str | None = None,
+             run: str = BOOK_LONG) -> Prose:
+    """The verdicts of the long run ``run`` on an experiment read from its bundle, or what
+    the bundle still lacks for it (:func:`rflens.shipped.experiment`); in a chapter built at
+    that scale itself (``scale``), a pointer to its verdicts above instead of a second copy."""
+    if scale == run:
+        return Prose(f"This chapter is built at the `{run}` scale: its {experiment} and verdicts above are the long "
                      f"run's.")
     if lacking:
         more = f" and {len(lacking) - 1} more" if len(lacking) > 1 else ""
@@ -95,5 +97,5 @@ def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str |
         waiting = [str(c["id"]) for c in rows if c["result"] == "not run"]
         wait = f"Claim{'s' if len(waiting) > 1 else ''} {_join(waiting)} wait{'' if len(waiting) > 1 else 's'} for it; " \
             if waiting else ""
-        return Prose(note + wait + "what it holds already decides the rest.\n\n" + verdicts(ran, "long"))
-    return verdicts(rows, "long")
+        return Prose(note + wait + "what it holds already decides the rest.\n\n" + verdicts(ran, run))
+    return verdicts(rows, run)
