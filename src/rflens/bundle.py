@@ -9,6 +9,9 @@ whole bundle (the schedule check, ``schedule_check.json``) sit beside the models
 bundle's own ``manifest.json`` gives the sha256 of every file in it, so that a deleted model
 folder, an added one or an edited file is caught before anything is read.
 
+Each result records the test-split document of every scored segment (``segment_docs``), and
+a point's r intervals resample those documents whole (:func:`rflens.results.paired_interval`;
+a result measured before keeps its intervals over segments beside them, ``r_low_segments``).
 What a point stores is measured (NLLs, normalised gradients) or computed from them once
 (ppl, r with its interval, the ERF); what a rule decides from them (whether the segment
 capped the ERF, r at the horizon) is derived when read (:func:`table`), never stored.
@@ -72,6 +75,18 @@ def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None,
         (path / WEIGHTS).unlink(missing_ok=True)
     storage.write_json(path / MANIFEST, {"version": VERSION,
                                          "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
+    seal(scale, root)
+    return path
+
+
+def rewrite_result(scale: str, name: str, result: dict, root: Path | None = None) -> Path:
+    """A shipped model's result.json replaced by ``result`` (its measurements untouched:
+    only what is computed from them may change), then its manifest and the bundle's."""
+    path = bundle_dir(scale, root) / name
+    listed = storage.read_json(path / MANIFEST)["sha256"]
+    storage.write_json(path / RESULT, result, newline=True)
+    listed[RESULT] = storage.sha256_file(path / RESULT)
+    storage.write_json(path / MANIFEST, {"version": VERSION, "sha256": listed}, newline=True)
     seal(scale, root)
     return path
 

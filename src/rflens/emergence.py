@@ -247,6 +247,37 @@ def summary(point: dict, l_tr: int, threshold: float, docs=None) -> dict:
             "share_in_ltr": round(erf["share_in_ltr"], 4)}
 
 
+def document_intervals(scale: str, *, progress: bool = True) -> list[str]:
+    """Give every shipped model of ``scale`` that lacks them the document of each of its
+    segments (``segment_docs``, from its corpus and evaluation settings) and the paired
+    intervals of each point resampled over those documents (:func:`summary`); the intervals
+    over segments it carried are kept beside them (``r_low_segments``, ``r_high_segments``).
+    Its NLLs and gradients are left as they are. Returns the names rewritten."""
+    done = []
+    for name, path in bundle.entries(scale).items():
+        result = bundle.read_result(path)
+        if "segment_docs" in result:
+            continue
+        bundle.verify(path)
+        corpus = data.prepare(DataConfig.from_dict(result["data"]), progress=False)
+        if corpus.fingerprint != result["data_fingerprint"]:
+            raise UserError(f"the corpus of {name} changed since it was measured: its documents cannot be recovered")
+        ev = EvalConfig.from_dict(result["eval"])
+        nlls = bundle.point_nlls(path)
+        docs = corpus.segment_docs(ev.n_segments, max(result["points"][-1]["lengths"]) + 1, ev.seed).tolist()
+        for p in result["points"]:
+            again = summary({"nll": nlls[p["steps"]], "normalized": p["normalized"]}, result["train"]["l_tr"],
+                            ev.erf_threshold, docs)
+            p["r_low_segments"], p["r_high_segments"] = p["r_low"], p["r_high"]
+            p["r_low"], p["r_high"] = again["r_low"], again["r_high"]
+        result["segment_docs"] = docs
+        bundle.rewrite_result(scale, name, result)
+        done.append(name)
+        if progress:
+            print(f"{name}: intervals over {len(set(docs))} documents", file=sys.stderr, flush=True)
+    return done
+
+
 # ----------------------------------------------------------------------------- the bundle
 
 def _git_commit() -> str | None:
@@ -437,7 +468,7 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     compares r(L) with the shipped point of that size: both intervals, and the paired 95%
     interval of their ratio over the same segments. Writes the result into the bundle.
     """
-    from .results import paired_ratio  # pandas: not on the command line's startup path
+    from .results import paired_interval  # pandas: not on the command line's startup path
 
     shipped_result = bundle.load(name, scale)
     point = next((p for p in shipped_result["points"] if p["steps"] == steps), None)
@@ -451,11 +482,12 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     m = measure(run_.load_model(), run_.corpus(), ev, run_.train_cfg.l_tr)
     wsd, cos = point["nll"], m["nll"]
     # paired over segments: r_wsd(L) / r_cos(L) = exp mean_i [(w_iL - c_iL) - (w_i0 - c_i0)], the r(L) of w - c
-    ratio, lo, hi = paired_ratio(wsd - cos, seed=ev.seed)
+    docs = shipped_result.get("segment_docs")  # whole documents resampled where the bundle records them
+    ratio, lo, hi = paired_interval(wsd - cos, seed=ev.seed, docs=docs)
     result = {
         "name": name, "steps": steps, "tokens": point["tokens"], "lengths": m["lengths"],
-        "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold),
-        "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold),
+        "wsd": summary({"nll": wsd, "normalized": point["normalized"]}, run_.train_cfg.l_tr, ev.erf_threshold, docs),
+        "cosine": summary(m, run_.train_cfg.l_tr, ev.erf_threshold, docs),
         "ratio": ratio.round(4).tolist(), "ratio_low": lo.round(4).tolist(),
         "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
     }

@@ -168,6 +168,8 @@ class ShippedRun(TrainedModel):
                 return None
             rows = [point["lengths"].index(L) for L in lengths]
             out = last_token_result(point["nll"][rows], lengths, self.l_tr, ev.seed)
+            if "segment_docs" in self.result:  # so that its paired intervals resample documents
+                out["segment_docs"] = self.result["segment_docs"]
             return {**out, "seconds": point["measure_seconds"]}
         if name == "input_gradients":
             want = {"length": ev.erf_length_mult * self.l_tr, "n": ev.erf_samples, "seed": ev.seed, **rope}
