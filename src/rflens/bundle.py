@@ -38,6 +38,7 @@ from .schemes import title
 RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
 VERSION = 1  # of the bundle's layout
 SCHEDULE_CHECK = "schedule_check.json"  # beside the models: rflens.emergence.schedule_check
+CORPORA = "corpora.json"  # beside the models: what the run's corpora hold (rflens.long_runs.record_corpora)
 RESTORE = "restore it from the repository (git checkout -- reference)"
 
 # what every result.json holds, and every point of it (a result without one is damaged)
@@ -79,6 +80,30 @@ def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None,
     return path
 
 
+def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
+    """Copy a finished model that another bundle folder holds (a worker trained it with its
+    own ``$RFLENS_REFERENCE``) into this bundle, after checking its files against its
+    manifest and that it is complete and of this preset; then seal the bundle. Returns the
+    model's folder here."""
+    import shutil
+
+    folder = Path(folder)
+    verify(folder)
+    result = read_result(folder)
+    if result["scale"] != scale or not result["complete"]:
+        what = f"a model of the {result['scale']} preset" if result["scale"] != scale else "an unfinished model"
+        raise UserError(f"{folder} holds {what}: only a finished {scale} model joins the {scale} bundle")
+    path = bundle_dir(scale, root) / result["name"]
+    if path.exists():
+        raise UserError(f"the {scale} bundle already holds {result['name']}: {RESTORE} if it is damaged")
+    tmp = path.with_name(f".{path.name}.adopting")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(folder, tmp)
+    tmp.rename(path)
+    seal(scale, root)
+    return path
+
+
 def rewrite_result(scale: str, name: str, result: dict, root: Path | None = None) -> Path:
     """A shipped model's result.json replaced by ``result`` (its measurements untouched:
     only what is computed from them may change), then its manifest and the bundle's."""
@@ -94,6 +119,7 @@ def rewrite_result(scale: str, name: str, result: dict, root: Path | None = None
 def write_file(scale: str, filename: str, obj, root: Path | None = None) -> Path:
     """A JSON file of the whole bundle (beside the models), then the bundle's manifest."""
     path = bundle_dir(scale, root) / filename
+    path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, obj, newline=True)
     seal(scale, root)
     return path

@@ -490,3 +490,67 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
                       yaxis={"title": r_axis, "range": r_range}, shapes=r_lines,
                       updatemenus=[_menu(buttons)], showlegend=True, legend={"orientation": "h", "y": -0.2})
     return fig
+
+
+def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, labels=("new text", "repeated text"),
+                   title: str = "Two long runs") -> go.Figure:
+    """Chapter 10: each model's r(16 L_tr) with its paired 95% interval against its training
+    tokens in two long runs, one colour a model: solid lines for ``new`` (rows of
+    :func:`rflens.bundle.table`), dashed for ``old``. Both axes are logarithmic, with the
+    lines at which a model extrapolates (1.10) and breaks (2)."""
+    fig = go.Figure()
+    highs = []
+    for i, name in enumerate(names):
+        for em, label, dash in ((new, labels[0], "solid"), (old, labels[1], "dash")):
+            d = em[em["name"] == name].sort_values("tokens") if not em.empty else em
+            if d.empty:
+                continue
+            r, lo, hi = d["r_horizon"], d["r_horizon_lo"], d["r_horizon_hi"]
+            highs.append(float(hi.max()))
+            model = d["label"].iloc[0]
+            fig.add_trace(go.Scatter(
+                x=d["tokens"], y=r, mode="lines+markers", name=f"{model}, {label}", legendgroup=name,
+                line={"color": _color(i), "dash": dash},
+                error_y={"type": "data", "symmetric": False, "array": hi - r, "arrayminus": r - lo},
+                hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}<extra>{model}, "
+                              f"{label}</extra>"))
+    breaks = _hline(2.0, "2: breaks", color="firebrick", yref="y")
+    breaks["label"]["textposition"] = "end"
+    lines = [_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolates"), breaks]
+    head = _top(title + _subtitle(f"r(16 L_tr) as training grows: solid, {labels[0]}; dashed, {labels[1]}"), HEIGHT)
+    top = max([2.5, *highs]) * 1.2
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
+                      xaxis={"type": "log", "title": "training tokens"},
+                      yaxis={"type": "log", "title": "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)",
+                             "range": [math.log10(0.9), math.log10(top)]},
+                      shapes=lines, showlegend=True, legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
+    """Chapter 10: every finished long-run model's ERF at its first measured size (in units
+    of its L_tr; a capped one is a lower bound) against its r(16 L_tr) at its last size, both
+    logarithmic; a cross marks a model that broke at some size. ``ew``: rows of
+    :func:`rflens.long_runs.early_warning`."""
+    fig = go.Figure()
+    symbols = {False: "circle", True: "x"}
+    for j, (run, d) in enumerate(ew.groupby("run", sort=False)):
+        for broke, e in d.groupby("breaks"):
+            fig.add_trace(go.Scatter(
+                x=e["ERF / L_tr first"], y=e["r(16 L_tr) last"], mode="markers",
+                name=f"{run}: {'broke' if broke else 'did not break'}",
+                marker={"color": _color(j), "symbol": symbols[bool(broke)], "size": 9,
+                        "line": {"width": 1.5, "color": _color(j)}},
+                text=e["model"], hovertemplate="%{text}: ERF %{x:.2f} L_tr early, r(16 L_tr) %{y:.2f} last"
+                                                f"<extra>{run}</extra>"))
+    lines = [_hline(2.0, "2: breaks", color="firebrick"),
+             {"type": "line", "x0": 1, "x1": 1, "y0": 0, "y1": 1, "xref": "x", "yref": "paper",
+              "line": {"color": "gray", "dash": "dot", "width": 1.5},
+              "label": {"text": "ERF = L_tr", "textposition": "end", "font": {"size": 11, "color": "gray"}}}]
+    head = _top("Does an early ERF warn of a later break?" + _subtitle(
+        "ERF at the first measured size against r(16 L_tr) at the last"), HEIGHT)
+    fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
+                      xaxis={"type": "log", "title": "ERF / L_tr at the first size (0.5M tokens)"},
+                      yaxis={"type": "log", "title": "r(16 L_tr) at the last size"}, shapes=lines,
+                      legend={"orientation": "h", "y": -0.2})
+    return fig

@@ -92,6 +92,56 @@ def emergence(em: pd.DataFrame) -> Prose:
     return _bullets(out)
 
 
+def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str = "long",
+             old: str = "long-repeated") -> Prose:
+    """The second long run against the first: how many of its models are shipped, and for
+    each thesis model shipped in both, what it does on text it does not repeat against text
+    it repeats (rows of :func:`rflens.long_runs.side_by_side`)."""
+    head = f"The second long run holds {shipped} of its {planned} models" + (
+        "." if shipped == planned else f"; the rest need {cost}.")
+    if sbs is None or sbs.empty or new not in sbs.columns.get_level_values(0):
+        return Prose(head + " None of its thesis models is shipped yet: the comparison appears as they are.")
+    out = []
+    for name, row in sbs.iterrows():
+        if pd.isna(row.get((new, "state"))) or pd.isna(row.get((old, "state"))):
+            continue
+        parts = []
+        for run, words in ((new, "on new text"), (old, "on repeated text")):
+            r, lo, hi = row[(run, "r(16 L_tr)")], row[(run, "low")], row[(run, "high")]
+            broke = row[(run, "breaks from")]
+            when = f", breaking from {_tokens(broke)} tokens" if not pd.isna(broke) else ""
+            parts.append(f"{words} r(16 $L_{{tr}}$) = {r:.2f} [{lo:.2f}, {hi:.2f}] at {_tokens(row[(run, 'tokens')])} "
+                         f"tokens ({row[(run, 'state')]}{when})")
+        same = "the same state" if row[(new, "state")] == row[(old, "state")] else "**a different state**"
+        out.append(f"{tex(row[('', 'model')])}: " + "; ".join(parts) + f": {same}.")
+    if not out:
+        return Prose(head + " None of its shipped models is in both runs yet.")
+    return Prose(head + " Each model shipped in both runs:\n\n" + "\n".join(f"- {line}" for line in out))
+
+
+def early_warning(counts: pd.DataFrame) -> Prose:
+    """How well an ERF beyond L_tr at the first measured size foretold a break by the last
+    (rows of :func:`rflens.long_runs.warning_counts`), per run."""
+    if counts is None or counts.empty:
+        return Prose("No finished long-run model to test the early warning on.")
+    out, missed, false = [], 0, 0
+    for run in dict.fromkeys(counts.index.get_level_values("run")):
+        c = counts.loc[run]
+        get = lambda flagged, col: int(c.loc[flagged, col]) if flagged in c.index and col in c.columns else 0
+        tp, fp, fn, tn = get(True, "broke"), get(True, "did not break"), get(False, "broke"), get(False, "did not break")
+        broke, missed, false = tp + fn, missed + fn, false + fp
+        out.append(f"- `{run}`: of the {broke} models that broke, {tp} had an ERF beyond $L_{{tr}}$ at the first size; "
+                   f"of the {fp + tn} that did not, {fp} had one too. The warning "
+                   + ("missed no break" if fn == 0 else f"missed {fn} break{'s' * (fn != 1)}")
+                   + f", and {fp / max(fp + tp, 1):.0%} of the models it flagged did not break.")
+    verdict = ("No model whose early ERF stayed inside $L_{tr}$ broke" if not missed else
+               f"{missed} model{'s' * (missed != 1)} broke with an early ERF inside $L_{{tr}}$")
+    verdict += (", but a wide early ERF does not mean a break: the warning is a screen, not a forecast."
+                if false else ", and every flagged model broke.")
+    return Prose("An ERF beyond $L_{tr}$ at the first measured size (0.5M tokens), read as a warning that the model "
+                 "will break by its last size:\n\n" + "\n".join(out) + "\n\n" + verdict)
+
+
 def schedule_check(sc: pd.DataFrame | None) -> Prose:
     """Whether a cooled-down point of the long run agrees with a cosine run of its size, at
     the longest length: the paired interval of the ratio of their r(L)."""
