@@ -279,6 +279,9 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     assert box.startswith(":::{admonition} This build") and box.rstrip().endswith(":::")
     assert "5 pass, 7 fail, 2 not decided, 2 not run" in box and "16 claims" in box
     assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "2 of its 40 models shipped" in box
+    assert "trained on 2.1M tokens each (1 on more)" in box and "second long run" not in box
+    assert "second long run, on text it repeats at most 4 times" in rd.this_build("tiny", None, long, 40, second=(3, 62))
+    assert "3 of its 62 models shipped" in rd.this_build("tiny", None, long, 40, second=(3, 62))
     # a preset with another L_tr reads the long run's breaks at the long run's own 16 L_tr
     assert "needed 8.4M training tokens; a model here sees 4k" in rd.this_build("smoke", None, long, 40)
     assert "blow-ups" not in rd.this_build("smoke", None, long.assign(r_horizon_lo=1.5), 40)

@@ -306,7 +306,12 @@ def write_this_build(index: Path, scale: str) -> None:
         counts, trained = scoreboard.summary(board), scoreboard.summary(board, claims.TRAINED)
     except (UserError, OSError, ValueError, KeyError):
         counts = trained = None  # chapter 9 was not executed in this build
-    box = this_build(scale, counts, bundle.table(scales.BOOK_LONG), len(emergence.models(scales.BOOK_LONG)), trained)
+    second = None
+    if scales.BOOK_LONG != "long":  # the second run, while the chapters read the first
+        planned = [s.name for s in emergence.models("long")]
+        second = (len(bundle.complete("long") & set(planned)), len(planned))
+    box = this_build(scale, counts, bundle.table(scales.BOOK_LONG), len(emergence.models(scales.BOOK_LONG)), trained,
+                     second)
     title, _, rest = index.read_text().partition("\n")
     index.write_text(f"{title}\n\n{box}{rest}")
 

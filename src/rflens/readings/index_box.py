@@ -16,12 +16,14 @@ from ..scales import get
 from .notation import _tokens
 
 
-def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int, trained: dict | None = None) -> str:
+def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int, trained: dict | None = None,
+               second: tuple[int, int] | None = None) -> str:
     """The "this build" box of the index page (MyST): the scale's model and tokens a model,
     the scoreboard's counts (``counts``, None when the board was not computed; ``trained``,
     the counts of the claims that rest on trained models), and from the
     long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
-    shipped and from how many tokens its first model breaks."""
+    shipped, on how many tokens, and from how many tokens its first model breaks; ``second``:
+    (shipped, planned) models of the second long run while the book reads the first."""
     sc = get(scale)
     m, t = sc.model, sc.train
     tokens = t.steps * t.batch_size * t.l_tr
@@ -42,7 +44,16 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
         lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
                      f"(r({HORIZON} $L_{{tr}}$) ≥ {BREAKS:g} on the lower bound of its interval) needed "
                      f"{_tokens(broke['tokens'].min())} training tokens; a model here sees {_tokens(tokens)}.")
-    lines.append(f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
-                 + (f", trained on up to {_tokens(long['tokens'].max())} tokens each." if not long.empty else "."))
+    line = f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
+    if not long.empty:
+        done = long[long["complete"].astype(bool)]
+        budgets = (done if not done.empty else long).groupby("name")["tokens"].max()
+        usual = budgets.mode().iloc[0]
+        more = int((budgets > usual).sum())
+        line += f", trained on {_tokens(usual)} tokens each" + (f" ({more} on more)" if more else "")
+    lines.append(line + ".")
+    if second is not None:
+        lines.append(f"The second long run, on text it repeats at most 4 times and with three seeds where verdicts "
+                     f"are decided: {second[0]} of its {second[1]} models shipped.")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} This build\n:class: note\n{body}\n:::\n"
