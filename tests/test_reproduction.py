@@ -123,7 +123,8 @@ def test_keep_keeps_the_retrained_bundle_outside_the_shipped_one(shipped, tmp_pa
 
 def test_keep_inside_the_shipped_bundles_folder_is_refused(shipped, capsys, monkeypatch):
     monkeypatch.setattr(emergence, "run", lambda *a, **k: pytest.fail("trained although --keep was refused"))
-    for inside in (storage.reference_dir() / "kept", storage.reference_dir(), storage.project_dir() / "reference" / "x"):
+    ref = storage.reference_dir()
+    for inside in (ref / "kept", ref, storage.project_dir() / "reference" / "x"):  # this test's bundles, the repository's
         assert main(["emergence", "--scale", "smoke", "--check", "1", "--keep", str(inside)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--keep" in err[0] and "outside" in err[0], err
