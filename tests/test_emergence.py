@@ -265,23 +265,6 @@ def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(scale, nam
     assert not stale, f"{name}: the NLLs at L = {stale} moved by up to {diff.max():.2e} (> {tol:g}): the bundle is stale"
 
 
-def test_check_retrains_a_shipped_model_and_finds_it_bitwise_equal(stores):
-    spec = emergence.LongModel("alibi", WSD)
-    emergence.run(spec, "smoke", progress=False)
-    plan = [spec]
-    import rflens.emergence as em
-
-    original = em.models
-    em.models = lambda scale="long": plan if scale == "smoke" else original(scale)
-    try:
-        rows = emergence.check([spec.name], "smoke", progress=False)
-    finally:
-        em.models = original
-    assert rows == [{"name": spec.name, "points": 4, "max_abs_diff": 0.0, "bitwise": True, "expected": "bitwise",
-                     "ok": True}]
-    assert set(bundle.entries("smoke")) == {spec.name}  # the check wrote nothing into the bundle
-
-
 def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkeypatch):
     from rflens.cli import main
 
@@ -414,7 +397,9 @@ def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
     assert emergence.drift_tolerance({"torch": torch.__version__}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({**here, "device": "NVIDIA H200"}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({**here, "device": "cpu"}) == expected
-    assert emergence.DRIFT_TOLERANCE < emergence.DRIFT_TOLERANCE_ELSEWHERE < emergence.CHECK_TOLERANCE
+    from rflens.reproduction import FALLBACK_BOUND  # re-measuring a model moves it less than retraining it
+
+    assert emergence.DRIFT_TOLERANCE < emergence.DRIFT_TOLERANCE_ELSEWHERE < FALLBACK_BOUND
 
 
 def test_the_last_sizes_give_each_shipped_model_once_per_family_at_its_largest_size():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rflens import emergence
+from rflens import emergence, reproduction
 from rflens.cli import main
 from rflens.errors import UserError
 
@@ -16,7 +16,7 @@ def no_training(monkeypatch, tmp_path):
     """Record what would be trained or checked instead of doing it."""
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     calls = []
-    monkeypatch.setattr(emergence, "check", lambda names, scale="long", **kw: calls.append(("check", names, kw)) or [])
+    monkeypatch.setattr(reproduction, "check", lambda names, scale="long", **kw: calls.append(("check", names, kw)) or [])
     monkeypatch.setattr(emergence, "run", lambda spec, scale="long", **kw: calls.append(("run", spec.name, kw)) or "x")
     return calls
 

@@ -31,7 +31,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
@@ -419,36 +418,6 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
     return out
 
 
-def check(names: list[str], scale: str = "long", *, progress: bool = True,
-          deadline: float | None = None) -> list[dict]:
-    """Retrain shipped models from scratch and compare every measured NLL with the bundle.
-
-    Bitwise equality is expected on a CPU like the bundle's, with the torch version and
-    thread count it records; otherwise (another CPU, or a GPU) the largest difference is
-    reported against a tolerance of 1e-3 nats (float rounding grows over tens of thousands
-    of steps). Returns one row a model. Raises :class:`OutOfTime` (the state kept in the
-    run store) when ``deadline`` passes first.
-    """
-    import torch
-
-    rows = []
-    for name in names:
-        shipped_result = bundle.load(name, scale)
-        with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
-            again = bundle.point_nlls(run(named(name, scale), scale, progress=progress, keep_weights=False,
-                                          root=Path(tmp), deadline=deadline))
-        same_setup = (machine.device().type == "cpu" and machine.same_machine(shipped_result)
-                      and shipped_result["threads"] == torch.get_num_threads())
-        diffs = [float(np.abs(again[p["steps"]] - p["nll"]).max())
-                 for p in shipped_result["points"]]
-        worst = max(diffs)
-        ok = worst == 0.0 if same_setup else worst <= CHECK_TOLERANCE
-        rows.append({"name": name, "points": len(diffs), "max_abs_diff": worst, "bitwise": worst == 0.0,
-                     "expected": "bitwise" if same_setup else f"<= {CHECK_TOLERANCE:g}", "ok": ok})
-    return rows
-
-
-CHECK_TOLERANCE = 1e-3  # nats, across torch versions, vector units or thread counts
 DRIFT_TOLERANCE = 1e-5  # nats: a shipped model re-measured with the torch and vector unit it was measured with
 DRIFT_TOLERANCE_ELSEWHERE = 1e-4  # nats: elsewhere (AVX2 against AVX-512 moved NLLs by up to 2.2e-5; AMX, 3.3e-5)
 

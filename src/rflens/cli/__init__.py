@@ -158,7 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after this many minutes, keeping the state of an unfinished model (the next call resumes)")
     p.add_argument("--list", action="store_true", help="the plan: every model, shipped or not, and the cost of the rest")
     p.add_argument("--check", type=int, default=None, metavar="K",
-                   help="retrain the first K shipped models from scratch and compare them with the bundle")
+                   help="retrain the first K shipped models from scratch and compare them with the bundle: bitwise "
+                        "on a machine like the bundle's, else by the book's verdicts and the seeds' spread of the NLLs")
+    p.add_argument("--keep", default=None, metavar="DIR",
+                   help="with --check: keep the retrained models' bundles (with weights) in DIR/SCALE/NAME/ instead "
+                        "of a temporary folder (not inside reference/)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from .. import bundle, emergence
+from .. import bundle, emergence, reproduction
 from ..train import OutOfTime
 from ..errors import UserError
 from ..plan import one_core_cost, one_core_minutes, one_core_speed
@@ -38,6 +38,9 @@ def run(args) -> int:
               else f"nothing to train: the bundle holds every model of the plan ({len(plan)})")
         return 0
     deadline = _deadline(args.minutes)
+    keep = getattr(args, "keep", None)
+    if keep is not None and args.check is None:
+        raise UserError("--keep keeps the models a check retrains: give --check K as well")
     if args.check is not None:
         shipped = [spec for spec in plan if spec.name in have]
         if not shipped:
@@ -46,18 +49,20 @@ def run(args) -> int:
             raise UserError(f"--check needs a number of models from 1 to {len(shipped)} (the shipped models of the "
                             f"selection; --only chooses them, --list shows them), not {args.check}")
         chosen = shipped[:args.check]
+        if keep is not None:
+            keep = reproduction.keep_folder(keep)  # a folder inside reference/ is refused before any training
         print(f"retraining {len(chosen)} shipped model(s) to check them: {one_core_cost(chosen, args.scale)}"
-              + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
+              + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes")
+              + ("" if keep is None else f"; kept in {keep}"), flush=True)
         try:
-            rows = emergence.check([spec.name for spec in chosen], args.scale, progress=not args.quiet,
-                                   deadline=deadline)
+            rows = reproduction.check([spec.name for spec in chosen], args.scale, progress=not args.quiet,
+                                      deadline=deadline, keep=keep)
         except OutOfTime as stop:
             print(f"out of time at step {stop.args[0]} of a check; its state is kept, run the same command to resume")
             return 0
         for r in rows:
-            print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['points']} points, largest NLL difference "
-                  f"{r['max_abs_diff']:.2e} (expected {r['expected']})")
-        return 0 if all(r["ok"] for r in rows) else 1
+            print(reproduction.render(r))
+        return 0 if all(r["reproduced"] for r in rows) else 1
     if not todo:
         print(f"every model asked for is shipped in {bundle.bundle_dir(args.scale)}")
         return 0
