@@ -193,3 +193,38 @@ def warning_counts(ew: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     return (ew.groupby(["run", "flagged", "breaks"]).size().unstack("breaks", fill_value=0)
             .rename(columns={True: "broke", False: "did not break"}))
+
+
+# ----------------------------------------------------------------------------- Table 2, as designed
+
+
+def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
+    """Table 2 as the paper designed it: each retrained model against its Table 1 model at
+    the same absolute lengths, both at their last shipped size. At every length both
+    measured (the retrained model's L_tr up to Table 1's horizon) they scored the same
+    tokens, so the ratio of their perplexities has a paired interval (over documents where
+    the bundle records them); beyond Table 1's horizon only the retrained model is measured,
+    with its own r(L) against its own L_tr. One row a (retrained model, length)."""
+    from .results import paired_interval
+
+    done = bundle.complete(scale)
+    rows = []
+    for spec in next((specs for family, specs in by_experiment(scale).items() if family.startswith("Table 2")), []):
+        partner = LongModel(spec.pos, spec.overrides[:1], spec.corpus)
+        if spec.name not in done or partner.name not in done:
+            continue
+        new, old = bundle.load(spec.name, scale), bundle.load(partner.name, scale)
+        p, q = new["points"][-1], old["points"][-1]
+        docs = new.get("segment_docs") if new.get("segment_docs") == old.get("segment_docs") else None
+        for i, L in enumerate(p["lengths"]):
+            row = {"retrained": bundle.label(new), "Table 1 model": bundle.label(old), "L": L,
+                   "L / retrained L_tr": L // new["train"]["l_tr"], "ppl retrained": p["ppl"][i],
+                   "r retrained": p["r"][i], "r low": p["r_low"][i], "r high": p["r_high"][i]}
+            if L in q["lengths"]:
+                j = q["lengths"].index(L)
+                both = np.stack([q["nll"][j], p["nll"][i]])  # r of the pair = ppl retrained / ppl Table 1
+                ratio, lo, hi = paired_interval(both, docs=docs)
+                row.update({"ppl Table 1": q["ppl"][j], "r Table 1": q["r"][j], "retrained / Table 1": ratio[1],
+                            "low": lo[1], "high": hi[1]})
+            rows.append(row)
+    return pd.DataFrame(rows)
