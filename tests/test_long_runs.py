@@ -1,0 +1,108 @@
+"""The two long runs read side by side (rflens.long_runs), on the shipped control bundle and
+on second-run bundles made from its models."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rflens import bundle, storage
+from rflens import long_runs as lr
+from rflens import readings as rd
+
+CONTROL = lr.CONTROL
+REPO_CONTROL = bundle.bundle_dir(CONTROL)  # the repository's, before a test points $RFLENS_REFERENCE elsewhere
+pytestmark = pytest.mark.skipif("nope" not in bundle.entries(CONTROL), reason="no control bundle in this checkout")
+
+
+def _as_second_run(reference, models: dict[str, str]) -> None:
+    """A ``long`` bundle in ``reference`` holding copies of control models under other names."""
+    for name, source in models.items():
+        target = bundle.bundle_dir("long") / name
+        shutil.copytree(bundle.bundle_dir(CONTROL) / source, target,
+                        ignore=shutil.ignore_patterns(bundle.WEIGHTS))
+        man = storage.read_json(target / bundle.MANIFEST)
+        man["sha256"].pop(bundle.WEIGHTS, None)
+        storage.write_json(target / bundle.MANIFEST, man)
+        result = bundle.read_result(target)
+        bundle.rewrite_result("long", name, {**result, "name": name, "scale": "long"})
+
+
+@pytest.fixture
+def control_beside(reference, monkeypatch):
+    """The repository's control bundle copied beside an empty ``long`` bundle of this test's own."""
+    shutil.copytree(REPO_CONTROL, reference / CONTROL)
+    return reference
+
+
+def test_a_state_reads_the_lower_end_for_a_break_and_the_upper_for_extrapolating():
+    assert lr.state({"r_horizon_lo": 2.0, "r_horizon_hi": 3.0}) == "breaks"
+    assert lr.state({"r_horizon_lo": 1.9, "r_horizon_hi": 3.0}) == "rises"
+    assert lr.state({"r_horizon_lo": 0.9, "r_horizon_hi": 1.10}) == "extrapolates"
+    assert lr.state({"r_horizon_lo": 0.9, "r_horizon_hi": 1.11}) == "rises"
+
+
+def test_side_by_side_pairs_a_model_of_both_runs_by_name(control_beside):
+    _as_second_run(control_beside, {"window_window=30": "window_window=8", "nope": "nope"})
+    sbs = lr.side_by_side()
+    assert set(sbs.columns.get_level_values(0)) == {"", "long", CONTROL}
+    assert sbs.loc["nope", ("long", "state")] == sbs.loc["nope", (CONTROL, "state")] == "breaks"
+    # the copy of w=8 stands in the second run for w=30: a different state, said so
+    assert sbs.loc["window_window=30", ("long", "state")] == "extrapolates"
+    assert sbs.loc["window_window=30", (CONTROL, "state")] == "rises"
+    assert pd.isna(sbs.loc["rotary", ("long", "state")])  # only in the control
+    text = rd.two_runs(sbs, 2, 62, "some hours")
+    assert "holds 2 of its 62 models; the rest need some hours" in text
+    assert "**a different state**" in text and text.count("- ") == 2
+
+
+def test_the_seeds_agree_only_when_every_shipped_seed_gives_the_same_state(control_beside):
+    _as_second_run(control_beside, {"rotary": "rotary", "rotary_seed=1": "sinusoidal", "window_window=8": "window_window=8",
+                                    "window_window=8_seed=1": "window_window=8", "window_window=8_seed=2": "window_window=30"})
+    spread = lr.seed_spread("long")
+    assert spread.loc["rotary", "seeds agree"] and spread.loc["rotary", "seeds shipped"] == 2
+    agree = spread.loc["window_window=8", "seeds agree"]
+    assert agree is not None and not agree  # seed 2 rises where seeds 0 and 1 extrapolate
+    assert spread.loc["window_window=8", "seeds shipped"] == 3 and "rises" in spread.loc["window_window=8", "seed 2"]
+    assert pd.isna(spread.loc["sinusoidal", "seeds agree"])  # none shipped
+
+
+def test_the_early_warning_flags_an_early_erf_beyond_l_tr_and_counts_what_followed():
+    ew = lr.early_warning((CONTROL,))
+    assert len(ew) == len(bundle.complete(CONTROL))
+    assert (ew["flagged"] == (ew["ERF / L_tr first"] > 1)).all()
+    counts = lr.warning_counts(ew)
+    assert counts.values.sum() == len(ew)
+    broke = ew[ew["breaks"]]
+    missed = int((~broke["flagged"]).sum())
+    text = rd.early_warning(counts)
+    assert (f"missed {missed} break" in text) if missed else ("missed no break" in text)
+    assert "screen, not a forecast" in text or "every flagged model broke" in text
+
+
+def test_table2_pairs_compare_on_the_same_tokens_at_the_same_absolute_lengths(monkeypatch):
+    import rflens.long_runs as mod
+    from rflens.emergence import LongModel
+
+    retrained = LongModel("alibi", (("slope_shift", 4), ("batch_size", 2), ("l_tr", 512)))
+    monkeypatch.setattr(mod, "by_experiment", lambda scale: {"Table 2: retrained": [retrained]})
+    t2 = lr.table2_pairs(CONTROL)
+    assert list(t2["L"]) == [512, 1024, 2048, 4096, 8192]
+    new, old = bundle.load(retrained.name, CONTROL), bundle.load("alibi_slope_shift=4", CONTROL)
+    want = np.exp(np.mean(new["points"][-1]["nll"][0] - old["points"][-1]["nll"][4]))  # both at L = 512
+    row = t2.iloc[0]
+    assert row["retrained / Table 1"] == pytest.approx(want) and row["low"] < want < row["high"]
+    assert t2["retrained / Table 1"].iloc[1:].isna().all()  # Table 1 is not measured beyond its horizon
+
+
+def test_the_corpora_record_says_how_often_the_budget_repeats_the_text(reference):
+    record = lr.record_corpora("smoke")
+    c = record["corpora"]["prose"]
+    assert c["epochs"] == pytest.approx(record["budget_tokens"] / c["tokens"]["train"], abs=0.01)
+    assert 0 < c["test_documents_scored"] <= c["documents"]["test"]
+    table = lr.corpora_table("smoke")
+    assert list(table.index) == ["OpenWebText2"] and table.loc["OpenWebText2", "corpus"] == "prose"
+    assert lr.corpora_table("long") is None  # nothing recorded in this test's bundle
