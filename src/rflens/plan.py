@@ -193,7 +193,9 @@ def one_core_cost(specs: list[LongModel], scale: str = "long", at: Speed | None 
     at = at or one_core_speed(scale)
     if at is None:
         return "not timed: no finished model shipped yet"
-    hours = sum(one_core_minutes(specs, scale, at)) / 60
-    return (f"about {hours:.1f} hours on one core, {hours / 2:.1f} on 2 (one worker per core; each model's FLOPs at "
+    minutes = one_core_minutes(specs, scale, at)
+    hours = sum(minutes) / 60
+    two = max(hours / 2, max(minutes) / 60)  # a model trains on one core: two workers share whole models
+    return (f"about {hours:.1f} hours on one core, {two:.1f} on 2 (one worker per core; each model's FLOPs at "
             f"the speed of the {at.models} shipped model(s) trained on {at.where}: {at.train / 1e9:.0f} GFLOP/s "
             f"training, {at.measure / 1e9:.0f} measuring)")
