@@ -24,10 +24,11 @@ def _deadline(minutes: float | None) -> float | None:
 def run(args) -> int:
     plan = emergence.models(args.scale)
     if args.only:
-        plan = [emergence.named(name, args.scale) for name in args.only]
+        plan = [emergence.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once
     have = bundle.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
     if args.list:
+        _deadline(args.minutes)  # refused here too, not ignored
         at = one_core_speed(args.scale)
         need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at) or []))
         for spec in plan:
