@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -273,6 +274,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         if hit is not None:  # the shipped bundle, read-only
             hit._corpus = corpus_obj
             return hit
+    long = scales.get(scale).shipped  # a long preset: training takes hours, said before it starts
     if not train:
         raise NotStored(f"no stored model for {scale} {pos} on {corpus}"
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
@@ -286,6 +288,9 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         resources.check(resources.training_bytes(model_cfg, train_cfg, per_rank),
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
+    if long and main:
+        print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
+              f"{training_cost(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited
             return stored()
@@ -311,6 +316,25 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     run = Run(path)
     run._corpus, run.reused = corpus_obj, False
     return run
+
+
+def training_cost(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
+    """What training this model from its start takes on one core, at the training speed of
+    the shipped models (:func:`rflens.plan.one_core_speed`): one line, for the long presets,
+    whose models train for hours."""
+    import torch
+
+    from .model import TransformerLM
+    from .plan import one_core_speed
+
+    at = one_core_speed(scale)
+    if at is None:
+        return "its time not known: no finished model is shipped to time it by"
+    with torch.device("meta"):  # sizes only
+        model = TransformerLM(model_cfg)
+    flops = model.flops_per_token(train_cfg.l_tr) * train_cfg.steps * train_cfg.batch_size * train_cfg.l_tr
+    return (f"{train_cfg.steps:,} steps, about {flops / at.train / 3600:.1f} hours on one core at the training "
+            f"speed of the {at.models} shipped model(s) trained on {at.where}, {at.train / 1e9:.0f} GFLOP/s")
 
 
 def _prepare_data(data_cfg: DataConfig, *, progress: bool, several: bool):

@@ -48,8 +48,8 @@ def run(args) -> int:
               f"{reproduce.shipped_fix(scale, list(gaps))}")
     if scales.get(scale).shipped:
         if workers:
-            raise UserError(f"--workers: the {scale} preset trains nothing here (its models are shipped); "
-                            f"`python -m rflens emergence --scale {scale}` trains what its bundle lacks")
+            raise UserError(f"--workers: the {scale} preset trains nothing here (its models are read from its "
+                            "shipped bundle): drop --workers")
         if getattr(args, "plan", False):
             print(f"chapters {', '.join(chosen)} are built from the shipped bundle: nothing to train")
             return 0
