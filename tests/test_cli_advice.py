@@ -88,3 +88,13 @@ def test_a_read_only_control_that_lacks_models_is_sent_to_restore_it_not_to_trai
     out, err = capsys.readouterr()
     assert "training" not in out and len(err.strip().splitlines()) == 1, (out, err)
     assert "--check" not in err and "git checkout -- reference" in err, err
+
+
+def test_a_training_of_minutes_or_more_says_its_hours_before_it_starts_at_any_preset(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    started = _fake_training(monkeypatch, capsys)
+    assert main(["train", "--scale", "tiny", "--pos", "alibi", "--set", "steps=100000"]) == 2
+    assert main(["train", "--scale", "smoke", "--pos", "alibi", "--set", "steps=2"]) == 2
+    [(_, long_before), (_, short_before)] = started
+    assert "100,000 steps, about" in long_before and "hours on one core" in long_before, long_before
+    assert "hours" not in short_before, short_before  # seconds of training: nothing to say

@@ -274,7 +274,6 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         if hit is not None:  # the shipped bundle, read-only
             hit._corpus = corpus_obj
             return hit
-    long = scales.get(scale).shipped  # a long preset: training takes hours, said before it starts
     if not train:
         raise NotStored(f"no stored model for {scale} {pos} on {corpus}"
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
@@ -288,7 +287,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         resources.check(resources.training_bytes(model_cfg, train_cfg, per_rank),
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
-    if long and main:
+    if main and (scales.get(scale).shipped or training_flops(model_cfg, train_cfg) >= ANNOUNCED_FLOPS):
         print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
               f"{training_cost(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
@@ -318,21 +317,30 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     return run
 
 
-def training_cost(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
-    """What training this model from its start takes on one core, at the training speed of
-    the shipped models (:func:`rflens.plan.one_core_speed`): one line, for the long presets,
-    whose models train for hours."""
+ANNOUNCED_FLOPS = 1e13  # a few minutes of one core: a training at least this long says its hours before it starts
+
+
+def training_flops(model_cfg: ModelConfig, train_cfg: TrainConfig) -> float:
+    """The FLOPs of training this model from its start (its validation passes aside)."""
     import torch
 
     from .model import TransformerLM
+
+    with torch.device("meta"):  # sizes only
+        model = TransformerLM(model_cfg)
+    return model.flops_per_token(train_cfg.l_tr) * train_cfg.steps * train_cfg.batch_size * train_cfg.l_tr
+
+
+def training_cost(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
+    """What training this model from its start takes on one core, at the training speed of
+    the shipped models (:func:`rflens.plan.one_core_speed`): one line, said before a long
+    training starts (a long preset's, or any of :data:`ANNOUNCED_FLOPS` or more)."""
     from .plan import one_core_speed
 
     at = one_core_speed(scale)
     if at is None:
-        return "its time not known: no finished model is shipped to time it by"
-    with torch.device("meta"):  # sizes only
-        model = TransformerLM(model_cfg)
-    flops = model.flops_per_token(train_cfg.l_tr) * train_cfg.steps * train_cfg.batch_size * train_cfg.l_tr
+        return f"{train_cfg.steps:,} steps, its time not known: no finished model is shipped to time it by"
+    flops = training_flops(model_cfg, train_cfg)
     return (f"{train_cfg.steps:,} steps, about {flops / at.train / 3600:.1f} hours on one core at the training "
             f"speed of the {at.models} shipped model(s) trained on {at.where}, {at.train / 1e9:.0f} GFLOP/s")
 
