@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from rflens import scales
 from rflens.cli import main
 
@@ -98,3 +100,23 @@ def test_a_training_of_minutes_or_more_says_its_hours_before_it_starts_at_any_pr
     [(_, long_before), (_, short_before)] = started
     assert "100,000 steps, about" in long_before and "hours on one core" in long_before, long_before
     assert "hours" not in short_before, short_before  # seconds of training: nothing to say
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--lengths", "16", "--n", "2"], ["erf", "--n", "1"]])
+def test_a_damaged_checkpoint_met_by_a_measuring_command_names_the_train_command_that_starts_over(
+        capsys, tmp_path, monkeypatch, command):
+    """evaluate and erf have no --retrain: the fix they name is the train command with it."""
+    from rflens import data, runs, settings
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    _, model_cfg, data_cfg, train_cfg = settings.resolve("smoke", "alibi", "prose", {})
+    path = runs.runs_dir() / runs.run_key(model_cfg, data_cfg, train_cfg, data.prepare(data_cfg, progress=False).fingerprint)
+    path.mkdir(parents=True)
+    (path / "checkpoint.json").write_text("{")
+    assert main([*command, "--scale", "smoke", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "corrupted" in err, err
+    [advised] = re.findall(r"`python -m rflens ([^`]+)`", err)
+    assert advised.split()[0] == "train" and "--retrain" in advised, advised
+    assert main([*advised.split(), "--quiet"]) == 0  # what it advises: trains it from the start
+    assert main([*command, "--scale", "smoke", "--quiet"]) == 0

@@ -277,8 +277,9 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     if not train:
         raise NotStored(f"no stored model for {scale} {pos} on {corpus}"
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
+    restart = f"start over with `{command} --retrain`"  # whichever command met it: train has --retrain
     if not retrain:
-        training.read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work
+        training.read_checkpoint_pointer(path, restart)  # a corrupted checkpoint stops us here, before any work
     from .positional import check_bias
 
     check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
@@ -306,7 +307,8 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         distributed.barrier()  # the other ranks wait until rank 0 has laid out the folder
         (path / FAILED).unlink(missing_ok=True)
         try:
-            training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
+            training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj,
+                           fix=restart)
         except Exception as err:  # marked, so that the store lists it as failed (a kill leaves it resumable)
             if main:
                 with contextlib.suppress(OSError):  # a full disk must not hide the error itself
