@@ -158,13 +158,18 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
 
     @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, print_blob=False,
               suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])  # no shrinking: slow
-    @given(argv=_emergence_argv(st))
-    @example(argv=["emergence", "--scale", "long", "--only", "nope", "nope"])  # one model, asked twice
-    @example(argv=["emergence", "--scale", "long-repeated", "--check", "999"])
-    @example(argv=["emergence", "--scale", "long-repeated", "--only", "nope", "nope", "--check", "2"])
-    @example(argv=["emergence", "--scale", "long", "--minutes", "nan"])
-    @example(argv=["emergence", "--scale", "long-repeated", "--list", "--minutes", "nan"])
-    def property_(argv):
+    @given(argv=_emergence_argv(st), empty=st.sampled_from([False, False, False, True]))
+    @example(argv=["emergence", "--scale", "long", "--only", "nope", "nope"], empty=False)  # one model, asked twice
+    @example(argv=["emergence", "--scale", "long-repeated", "--check", "999"], empty=False)
+    @example(argv=["emergence", "--scale", "long-repeated", "--only", "nope", "nope", "--check", "2"], empty=False)
+    @example(argv=["emergence", "--scale", "long", "--minutes", "nan"], empty=False)
+    @example(argv=["emergence", "--scale", "long-repeated", "--list", "--minutes", "nan"], empty=False)
+    @example(argv=["emergence", "--scale", "long-repeated"], empty=True)  # nothing trains into the control
+    def property_(argv, empty):
+        if empty:  # a reference folder without the bundles
+            monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "empty"))
+        else:
+            monkeypatch.delenv("RFLENS_REFERENCE", raising=False)
         calls.clear()
         out.seek(0)
         out.truncate()
@@ -188,6 +193,8 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
             minutes = _asked(argv, "--minutes")
             assert minutes is None or 0 < float(minutes[-1]) < float("inf"), argv  # else refused
         started = [n for _, names, _ in calls for n in names]
+        assert not (started and _asked(argv, "--scale") == ["long-repeated"] and _asked(argv, "--check") is None), \
+            argv  # the read-only control is never trained into
         assert len(started) == len(set(started)), started  # no model twice
         for kind, names, before in calls:
             assert "hours on one core" in before or "not timed" in before, (kind, names, before)
