@@ -120,3 +120,23 @@ def test_a_damaged_checkpoint_met_by_a_measuring_command_names_the_train_command
     assert advised.split()[0] == "train" and "--retrain" in advised, advised
     assert main([*advised.split(), "--quiet"]) == 0  # what it advises: trains it from the start
     assert main([*command, "--scale", "smoke", "--quiet"]) == 0
+
+
+def test_claims_says_what_it_trains_first_before_it_starts(capsys, tmp_path, monkeypatch):
+    """The board at a preset that trains: the models the run store lacks, and their hours on
+    one core, said before the first is trained (nothing at all when they take seconds)."""
+    from rflens import scoreboard
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    seen = []
+
+    def board(scale, corpus, **kw):
+        seen.append(capsys.readouterr().err)
+        raise KeyboardInterrupt  # stops the command: nothing is trained
+
+    monkeypatch.setattr(scoreboard, "scoreboard", board)
+    for scale in ("tiny", "smoke"):
+        assert main(["claims", "--scale", scale]) == 130
+    tiny, smoke = seen
+    assert re.search(r"\d+ model\(s\) the run store lacks are trained first: about [\d.]+ hours on one core", tiny), tiny
+    assert "reproduce --scale tiny --plan" in tiny and "hours" not in smoke, (tiny, smoke)
