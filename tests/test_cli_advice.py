@@ -140,3 +140,23 @@ def test_claims_says_what_it_trains_first_before_it_starts(capsys, tmp_path, mon
     tiny, smoke = seen
     assert re.search(r"\d+ model\(s\) the run store lacks are trained first: about [\d.]+ hours on one core", tiny), tiny
     assert "reproduce --scale tiny --plan" in tiny and "hours" not in smoke, (tiny, smoke)
+
+
+def test_reproduce_says_what_it_trains_first_before_it_starts(capsys, tmp_path, monkeypatch):
+    import os
+
+    from rflens import reproduce
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(os, "environ", os.environ.copy())  # reproduce sets the kernel's variables
+    monkeypatch.setattr(reproduce, "log_path", lambda scale: tmp_path / "reproduce.log")
+    seen = []
+
+    def execute(key, path, params, scale, log=None):
+        seen.append("".join(capsys.readouterr()))
+        raise KeyboardInterrupt  # stops the command: nothing is trained
+
+    monkeypatch.setattr(reproduce, "execute", execute)
+    assert main(["reproduce", "--scale", "tiny", "--chapters", "03", "--no-build"]) == 130
+    [before] = seen
+    assert re.search(r"model\(s\) the run store lacks are trained first: about [\d.]+ hours on one core", before), before

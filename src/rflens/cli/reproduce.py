@@ -62,6 +62,9 @@ def run(args) -> int:
         workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
     with Log(reproduce.log_path(scale), quiet=quiet) as log:
         log(f"reproduce --scale {scale}: chapters {', '.join(chosen)}; progress also in {log.path}")
+        cost = None if scales.get(scale).shipped else parallel.missing_cost(scale, chosen)
+        if cost:  # said before the first model trains
+            log(cost)
         if workers:
             trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster,
                                           chapters=chosen, log=log)
