@@ -298,8 +298,8 @@ def missing_cost(scale: str, chapters: list[str] | None = None) -> str | None:
     if sum(flops) < ANNOUNCED_FLOPS:
         return None
     at = one_core_speed(scale)
-    time = f"about {sum(flops) / at.train / 3600:.1f} hours on one core" if at else "not timed"
-    return (f"{len(flops)} model(s) the run store lacks are trained first: {time} ({sum(flops) / 1e12:,.0f} TFLOP; "
+    hours = f"about {sum(flops) / at.train / 3600:.1f} hours on one core" if at else "not timed"
+    return (f"{len(flops)} model(s) the run store lacks are trained first: {hours} ({sum(flops) / 1e12:,.0f} TFLOP; "
             f"`python -m rflens reproduce --scale {scale} --plan` times them on this machine)")
 
 

@@ -290,7 +290,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
     if main and (scales.get(scale).shipped or training_flops(model_cfg, train_cfg) >= ANNOUNCED_FLOPS):
         print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
-              f"{training_cost(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
+              f"{hours_to_train(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited
             return stored()
@@ -333,7 +333,7 @@ def training_flops(model_cfg: ModelConfig, train_cfg: TrainConfig) -> float:
     return model.flops_per_token(train_cfg.l_tr) * train_cfg.steps * train_cfg.batch_size * train_cfg.l_tr
 
 
-def training_cost(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
+def hours_to_train(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
     """What training this model from its start takes on one core, at the training speed of
     the shipped models (:func:`rflens.plan.one_core_speed`): one line, said before a long
     training starts (a long preset's, or any of :data:`ANNOUNCED_FLOPS` or more)."""

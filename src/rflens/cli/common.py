@@ -35,7 +35,7 @@ def select_run(args):
         run = runs.get_run(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet, train=not long)
     except runs.NotStored as err:
         _, model_cfg, _, train_cfg = resolve(args.scale, args.pos, args.corpus, overrides)
-        raise runs.NotStored(f"{err} ({runs.training_cost(args.scale, model_cfg, train_cfg)})") from None
+        raise runs.NotStored(f"{err} ({runs.hours_to_train(args.scale, model_cfg, train_cfg)})") from None
     ev = eval_config(run)
     if ev_overrides:
         ev = ev.replace(**ev_overrides)
