@@ -95,3 +95,117 @@ def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monk
     shutil.rmtree(work)  # what it advises
     emergence.run(spec, "smoke", progress=False)
     assert spec.name in bundle.complete("smoke")
+
+
+# --- a property-based fuzz of the long run's command (hypothesis): nothing is ever trained ----
+
+FUZZ_SCALES = ["long", "long-repeated", "smoke", "tiny", "nosuch", "", "é"]
+FUZZ_JUNK = ["nosuch", "", "é", "NOPE", "nope ", "alibi_slope_shift=99"]
+FUZZ_MINUTES = ["nan", "NaN", "inf", "-inf", "-5", "0", "-0", "1e-300", "0.001", "3", "1e308", "abc", "", "１"]
+FUZZ_CHECK = ["abc", "", "1.5", "nan", "１", "99999999999999999999999", "-99999999999999999999999"]
+NUMBER_WORDS = r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])"
+
+
+def _emergence_argv(st):
+    """``emergence`` with a drawn --scale, --only, --check, --minutes, --list and --quiet."""
+    names = sorted({s.name for s in emergence.models("long")})
+    only = st.lists(st.one_of(st.sampled_from(names), st.sampled_from(FUZZ_JUNK)), min_size=0, max_size=3)
+    check = st.one_of(st.integers(-3, 45).map(str), st.integers(-2 ** 70, 2 ** 70).map(str), st.sampled_from(FUZZ_CHECK))
+
+    def flag(name, values):
+        return st.one_of(st.just([]), values.map(lambda v: [name, v]))
+
+    def concat(*parts):
+        return st.tuples(*parts).map(lambda ps: [x for p in ps for x in p])
+
+    return concat(st.just(["emergence"]), flag("--scale", st.sampled_from(FUZZ_SCALES)),
+                  st.one_of(st.just([]), only.map(lambda ns: ["--only", *ns])), flag("--check", check),
+                  flag("--minutes", st.sampled_from(FUZZ_MINUTES)),
+                  st.booleans().map(lambda b: ["--list"] if b else []),
+                  st.booleans().map(lambda b: ["--quiet"] if b else []))
+
+
+def _asked(argv, flag):
+    """The values given to ``flag`` (None when it is not given)."""
+    if flag not in argv:
+        return None
+    rest = argv[argv.index(flag) + 1:]
+    return rest[:next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]
+
+
+def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_model(monkeypatch, tmp_path):
+    """Any combination of the flags: exit 0 (or 1: a check failed) with no non-finite number
+    printed, or exit 2 with exactly one line on stderr and nothing started; never a
+    traceback, never a model trained or checked before its cost is printed, never more
+    models than asked (``--only``, ``--check K``), nothing at all with ``--list``."""
+    import contextlib
+    import io
+    import re
+
+    from hypothesis import HealthCheck, Phase, example, given, settings
+    from hypothesis import strategies as st
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    out = io.StringIO()
+    calls = []
+
+    def record(kind, names):  # what was printed before this model started
+        calls.append((kind, list(names), out.getvalue()))
+
+    monkeypatch.setattr(emergence, "check", lambda names, scale="long", **kw: record("check", names) or [
+        {"ok": True, "name": n, "points": 1, "max_abs_diff": 0.0, "expected": "x"} for n in names])
+    monkeypatch.setattr(emergence, "run", lambda spec, scale="long", **kw: record("run", [spec.name]) or "x")
+
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, print_blob=False,
+              suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])  # no shrinking: slow
+    @given(argv=_emergence_argv(st), empty=st.sampled_from([False, False, False, True]))
+    @example(argv=["emergence", "--scale", "long", "--only", "nope", "nope"], empty=False)  # one model, asked twice
+    @example(argv=["emergence", "--scale", "long-repeated", "--check", "999"], empty=False)
+    @example(argv=["emergence", "--scale", "long-repeated", "--only", "nope", "nope", "--check", "2"], empty=False)
+    @example(argv=["emergence", "--scale", "long", "--minutes", "nan"], empty=False)
+    @example(argv=["emergence", "--scale", "long-repeated", "--list", "--minutes", "nan"], empty=False)
+    @example(argv=["emergence", "--scale", "long-repeated"], empty=True)  # nothing trains into the control
+    def property_(argv, empty):
+        if empty:  # a reference folder without the bundles
+            monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "empty"))
+        else:
+            monkeypatch.delenv("RFLENS_REFERENCE", raising=False)
+        calls.clear()
+        out.seek(0)
+        out.truncate()
+        err = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's refusals
+                code = exc.code
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        assert "Traceback" not in err.getvalue(), lines[-5:]
+        if code == 2:
+            assert len(lines) == 1 and lines[0].startswith("error:"), lines
+            assert calls == [], calls
+            return
+        assert code in (0, 1), (code, lines)
+        bad = re.findall(NUMBER_WORDS, out.getvalue(), re.IGNORECASE)
+        assert not bad, out.getvalue()[-500:]
+        if "--list" in argv:
+            assert calls == []
+            minutes = _asked(argv, "--minutes")
+            assert minutes is None or 0 < float(minutes[-1]) < float("inf"), argv  # else refused
+        started = [n for _, names, _ in calls for n in names]
+        assert not (started and _asked(argv, "--scale") == ["long-repeated"] and _asked(argv, "--check") is None), \
+            argv  # the read-only control is never trained into
+        assert len(started) == len(set(started)), started  # no model twice
+        for kind, names, before in calls:
+            assert "hours on one core" in before or "not timed" in before, (kind, names, before)
+        only = _asked(argv, "--only")
+        if only is not None:
+            assert set(started) <= set(only), (started, only)
+        if any(kind == "check" for kind, _, _ in calls):
+            [(_, names, _)] = calls
+            assert len(names) == int(_asked(argv, "--check")[-1]), names
+
+    property_()
+
+
+FUZZ_EXAMPLES = 25  # and the explicit examples; 150 drawn examples passed when the fuzz was written

@@ -25,6 +25,7 @@ the models to the run store.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -157,18 +158,22 @@ def check(scale: str = "long", root: Path | None = None) -> None:
     if _CHECKED.get(str(top)) == stamp:
         return
     try:
-        listed = storage.read_json(top / MANIFEST)["sha256"]
-        if not isinstance(listed, dict):
+        doc = storage.read_json(top / MANIFEST)
+        listed = doc["sha256"]
+        # nothing vouches for the manifest itself: it must be exactly what seal wrote
+        if (not isinstance(listed, dict) or doc.get("version") != VERSION or (top / MANIFEST).is_symlink()
+                or (top / MANIFEST).read_text() != json.dumps(doc, indent=1, sort_keys=True) + "\n"):
             raise TypeError
     except (OSError, ValueError, KeyError, TypeError):
-        raise UserError(f"the shipped bundle {top} is damaged ({MANIFEST} is missing or unreadable): {RESTORE}") from None
+        raise UserError(f"the shipped bundle {top} is damaged ({MANIFEST} is missing, unreadable or not as its writer "
+                        f"wrote it): {RESTORE}") from None
     for rel in sorted(set(listed) | set(found)):
         if rel not in listed:
             why = "is not in its manifest"
         elif rel not in found:
             why = "is missing"
         elif (top / rel).is_symlink() or storage.sha256_file(top / rel) != listed[rel]:
-            why = "does not match its sha256"
+            why = f"does not match its sha256 in {MANIFEST}"
         else:
             continue
         raise UserError(f"the shipped bundle {top} is damaged ({rel} {why}): {RESTORE}")

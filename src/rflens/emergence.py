@@ -197,13 +197,17 @@ def named(name: str, scale: str = "long") -> LongModel:
 
 
 def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
-    """The command that trains the model of these settings with its emergence points (the
-    whole run's command when it is not one of its models)."""
-    for spec in models(scale):
-        r = resolve(scale, spec.pos, spec.corpus, spec.settings())
-        if (r.model, r.data, r.train) == (model_cfg, data_cfg, train_cfg):
-            return f"python -m rflens emergence --scale {scale} --only {spec.name}"
-    return f"python -m rflens emergence --scale {scale} (it is not in the plan: --list shows the plan)"
+    """The command that trains the model of these settings: for a model of the run's plan,
+    the long run's, with its emergence points; otherwise (or at a read-only control, whose
+    bundle nothing trains into) ``train``, into the run store, where it is read first."""
+    from .settings import describe, train_command
+
+    if not scales.get(scale).read_only:
+        for spec in models(scale):
+            r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+            if (r.model, r.data, r.train) == (model_cfg, data_cfg, train_cfg):
+                return f"python -m rflens emergence --scale {scale} --only {spec.name}"
+    return train_command(scale, model_cfg.pos, data_cfg.corpus, describe(model_cfg, data_cfg, train_cfg, scale))
 
 
 # ----------------------------------------------------------------------------- measuring

@@ -275,6 +275,34 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
     return [d for d in done if d["trained"]]
 
 
+def missing_cost(scale: str, chapters: list[str] | None = None) -> str | None:
+    """One line, said before a command trains what the run store lacks for ``chapters``
+    (None: the whole book): how many models and about how long on one core (their FLOPs at
+    the shipped models' training speed, :func:`rflens.plan.one_core_speed`; times nothing).
+    None when they take less than :data:`rflens.runs.ANNOUNCED_FLOPS`."""
+    from . import data
+    from .plan import chapter_experiments, one_core_speed, training_cost
+    from .runs import ANNOUNCED_FLOPS, is_complete, run_key, runs_dir
+    from .settings import resolve
+
+    wanted = chapter_experiments(chapters)
+    rows = [r for r in training_cost(scale) if wanted is None or r["experiment"] in wanted]
+    if sum(r["train_flops"] + r["eval_flops"] for r in rows) < ANNOUNCED_FLOPS:
+        return None  # even all of them: nothing to say
+    flops = []
+    for r in rows:
+        _, m, d, t = resolve(scale, r["pos"], r["corpus"], r["overrides"])
+        corpus = data.built(d)  # data not built yet holds no stored model
+        if corpus is None or not is_complete(runs_dir() / run_key(m, d, t, corpus.fingerprint)):
+            flops.append(r["train_flops"] + r["eval_flops"])
+    if sum(flops) < ANNOUNCED_FLOPS:
+        return None
+    at = one_core_speed(scale)
+    hours = f"about {sum(flops) / at.train / 3600:.1f} hours on one core" if at else "not timed"
+    return (f"{len(flops)} model(s) the run store lacks are trained first: {hours} ({sum(flops) / 1e12:,.0f} TFLOP; "
+            f"`python -m rflens reproduce --scale {scale} --plan` times them on this machine)")
+
+
 def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int = 3) -> dict:
     """What ``reproduce`` would train for ``chapters``, trained nothing: each model of
     :func:`rflens.plan.model_plan` those chapters read, whether the run store has it,

@@ -179,13 +179,27 @@ def shipped_fix(scale: str, chapters) -> str:
     weights = [c for c in chapters if any(e not in shipped.SERVED_EXPERIMENTS for e in CHAPTER_EXPERIMENTS.get(c, ()))]
     trained = [c for c in chapters if c not in weights]
     parts = []
-    if trained:
+    if trained and scales.get(scale).read_only:
+        parts.append(f"chapter(s) {', '.join(trained)}: {restore_fix(scale)}")
+    elif trained:
         parts.append(f"`python -m rflens emergence --scale {scale}` trains the models of chapter(s) {', '.join(trained)}")
     if weights:
         parts.append(f"chapter(s) {', '.join(weights)} measure weights the bundle does not ship: "
                      f"`python -m rflens reproduce --scale {scales.DEFAULT_SCALE} --chapters {','.join(weights)}` "
                      "builds them at a preset that trains its models")
     return "; ".join(parts)
+
+
+def restore_fix(scale: str) -> str:
+    """What gives back the models a read-only control's bundle lacks: nothing trains into it,
+    and the repository ships it complete."""
+    import os
+
+    from .bundle import RESTORE, bundle_dir
+
+    fix = (f"the {scale} bundle is a read-only control that the repository ships complete, and {bundle_dir(scale)} "
+           f"lacks some of its models: {RESTORE}")
+    return fix + (", or unset RFLENS_REFERENCE" if os.environ.get("RFLENS_REFERENCE") else "")
 
 
 def kernel_env() -> dict:

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -276,8 +277,9 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     if not train:
         raise NotStored(f"no stored model for {scale} {pos} on {corpus}"
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
+    restart = f"start over with `{command} --retrain`"  # whichever command met it: train has --retrain
     if not retrain:
-        training.read_checkpoint_pointer(path)  # a corrupted checkpoint stops us here, before any work
+        training.read_checkpoint_pointer(path, restart)  # a corrupted checkpoint stops us here, before any work
     from .positional import check_bias
 
     check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
@@ -286,6 +288,9 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         resources.check(resources.training_bytes(model_cfg, train_cfg, per_rank),
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
+    if main and (scales.get(scale).shipped or training_flops(model_cfg, train_cfg) >= ANNOUNCED_FLOPS):
+        print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
+              f"{hours_to_train(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
         if is_complete(path) and not retrain:  # another process finished it while we waited
             return stored()
@@ -302,7 +307,8 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         distributed.barrier()  # the other ranks wait until rank 0 has laid out the folder
         (path / FAILED).unlink(missing_ok=True)
         try:
-            training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj)
+            training.train(model_cfg, data_cfg, train_cfg, out_dir=path, progress=progress, corpus=corpus_obj,
+                           fix=restart)
         except Exception as err:  # marked, so that the store lists it as failed (a kill leaves it resumable)
             if main:
                 with contextlib.suppress(OSError):  # a full disk must not hide the error itself
@@ -311,6 +317,34 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     run = Run(path)
     run._corpus, run.reused = corpus_obj, False
     return run
+
+
+ANNOUNCED_FLOPS = 1e13  # a few minutes of one core: a training at least this long says its hours before it starts
+
+
+def training_flops(model_cfg: ModelConfig, train_cfg: TrainConfig) -> float:
+    """The FLOPs of training this model from its start (its validation passes aside)."""
+    import torch
+
+    from .model import TransformerLM
+
+    with torch.device("meta"):  # sizes only
+        model = TransformerLM(model_cfg)
+    return model.flops_per_token(train_cfg.l_tr) * train_cfg.steps * train_cfg.batch_size * train_cfg.l_tr
+
+
+def hours_to_train(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
+    """What training this model from its start takes on one core, at the training speed of
+    the shipped models (:func:`rflens.plan.one_core_speed`): one line, said before a long
+    training starts (a long preset's, or any of :data:`ANNOUNCED_FLOPS` or more)."""
+    from .plan import one_core_speed
+
+    at = one_core_speed(scale)
+    if at is None:
+        return f"{train_cfg.steps:,} steps, its time not known: no finished model is shipped to time it by"
+    flops = training_flops(model_cfg, train_cfg)
+    return (f"{train_cfg.steps:,} steps, about {flops / at.train / 3600:.1f} hours on one core at the training "
+            f"speed of the {at.models} shipped model(s) trained on {at.where}, {at.train / 1e9:.0f} GFLOP/s")
 
 
 def _prepare_data(data_cfg: DataConfig, *, progress: bool, several: bool):

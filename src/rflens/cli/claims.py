@@ -20,6 +20,14 @@ def run(args) -> int:
         from .. import bundle
 
         bundle.check(args.scale)
+    else:  # what the board trains first, said before it starts when it takes minutes or more
+        import sys
+
+        from ..parallel import missing_cost
+
+        cost = missing_cost(args.scale, ["09"])
+        if cost:
+            print(cost, file=sys.stderr, flush=True)
     if getattr(args, "record_speed", False):
         from ..speed import record_speed, speed_record_path
 

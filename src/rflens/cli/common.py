@@ -10,6 +10,7 @@ import sys
 from .. import runs, scales
 from ..config import EvalConfig, parse_overrides
 from ..errors import UserError
+from ..settings import resolve
 
 
 def emit(text: str) -> None:
@@ -28,8 +29,13 @@ def select_run(args):
     sections = parse_overrides(args.overrides)
     ev_overrides = sections.pop("eval")
     EvalConfig().replace(**ev_overrides)  # a bad evaluation setting is one line, before any training
-    run = runs.get_run(args.scale, args.pos, args.corpus, {k: v for k, v in sections.items() if v},
-                       progress=not args.quiet)
+    overrides = {k: v for k, v in sections.items() if v}
+    long = scales.get(args.scale).shipped  # a long preset's model is not trained here: `train` and its hours
+    try:
+        run = runs.get_run(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet, train=not long)
+    except runs.NotStored as err:
+        _, model_cfg, _, train_cfg = resolve(args.scale, args.pos, args.corpus, overrides)
+        raise runs.NotStored(f"{err} ({runs.hours_to_train(args.scale, model_cfg, train_cfg)})") from None
     ev = eval_config(run)
     if ev_overrides:
         ev = ev.replace(**ev_overrides)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import time
 
-from .. import bundle, emergence, reproduction
+from .. import bundle, emergence, reproduction, scales
 from ..train import OutOfTime
 from ..errors import UserError
 from ..plan import one_core_cost, one_core_minutes, one_core_speed
+from ..reproduce import restore_fix
 
 
 def _deadline(minutes: float | None) -> float | None:
@@ -24,12 +25,18 @@ def _deadline(minutes: float | None) -> float | None:
 def run(args) -> int:
     plan = emergence.models(args.scale)
     if args.only:
-        plan = [emergence.named(name, args.scale) for name in args.only]
+        plan = [emergence.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once
     have = bundle.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
     if args.list:
+        _deadline(args.minutes)  # refused here too, not ignored
         at = one_core_speed(args.scale)
         need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at) or []))
+        if todo and scales.get(args.scale).read_only:  # nothing trains into a control: its models are missing
+            for spec in plan:
+                print(f"{'shipped' if spec.name in have else 'missing':9s} {spec.name}")
+            print(f"{len(todo)} missing: {restore_fix(args.scale)}")
+            return 0
         for spec in plan:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
@@ -66,6 +73,9 @@ def run(args) -> int:
     if not todo:
         print(f"every model asked for is shipped in {bundle.bundle_dir(args.scale)}")
         return 0
+    if scales.get(args.scale).read_only:
+        raise UserError(f"{len(todo)} model(s) asked for are not shipped ({todo[0].name}"
+                        f"{', ...' if len(todo) > 1 else ''}): {restore_fix(args.scale)}")
     print(f"training {len(todo)} model(s): {one_core_cost(todo, args.scale)}"
           + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
     for spec in todo:

@@ -48,8 +48,8 @@ def run(args) -> int:
               f"{reproduce.shipped_fix(scale, list(gaps))}")
     if scales.get(scale).shipped:
         if workers:
-            raise UserError(f"--workers: the {scale} preset trains nothing here (its models are shipped); "
-                            f"`python -m rflens emergence --scale {scale}` trains what its bundle lacks")
+            raise UserError(f"--workers: the {scale} preset trains nothing here (its models are read from its "
+                            "shipped bundle): drop --workers")
         if getattr(args, "plan", False):
             print(f"chapters {', '.join(chosen)} are built from the shipped bundle: nothing to train")
             return 0
@@ -62,6 +62,9 @@ def run(args) -> int:
         workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
     with Log(reproduce.log_path(scale), quiet=quiet) as log:
         log(f"reproduce --scale {scale}: chapters {', '.join(chosen)}; progress also in {log.path}")
+        cost = None if scales.get(scale).shipped else parallel.missing_cost(scale, chosen)
+        if cost:  # said before the first model trains
+            log(cost)
         if workers:
             trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster,
                                           chapters=chosen, log=log)
