@@ -152,8 +152,9 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
     def record(kind, names):  # what was printed before this model started
         calls.append((kind, list(names), out.getvalue()))
 
-    monkeypatch.setattr(emergence, "check", lambda names, scale="long", **kw: record("check", names) or [
-        {"ok": True, "name": n, "points": 1, "max_abs_diff": 0.0, "expected": "x"} for n in names])
+    monkeypatch.setattr(reproduction, "check", lambda names, scale="long", **kw: record("check", names) or [
+        {"reproduced": True, "name": n} for n in names])
+    monkeypatch.setattr(reproduction, "render", lambda row: f"ok {row['name']}")
     monkeypatch.setattr(emergence, "run", lambda spec, scale="long", **kw: record("run", [spec.name]) or "x")
 
     @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, print_blob=False,
@@ -209,3 +210,28 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
 
 
 FUZZ_EXAMPLES = 25  # and the explicit examples; 150 drawn examples passed when the fuzz was written
+
+
+def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkeypatch, capsys):
+    from rflens import bundle
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
+    spec = emergence.LongModel("alibi", WSD)
+    emergence.run(spec, "smoke", progress=False)
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 0
+    assert bundle.complete("smoke") == {spec.name} and "1 model(s) joined" in capsys.readouterr().out
+    assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 0  # already joined
+    assert "0 model(s) joined" in capsys.readouterr().out
+    bundle.check("smoke")  # the bundle's manifest lists what joined
+    # a damaged model is refused in one line, and nothing joins
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "other"))
+    (tmp_path / "worker" / "smoke" / spec.name / "nll.npz").write_bytes(b"damaged")
+    assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nll.npz" in err[0] and not bundle.entries("smoke")
+    for argv in (["--adopt", str(tmp_path / "nowhere")], ["--adopt", str(tmp_path / "worker"), "--list"],
+                 ["--scale", "long-repeated", "--adopt", str(tmp_path / "worker")]):
+        assert main(["emergence", *argv]) == 2, argv
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

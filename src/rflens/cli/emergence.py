@@ -22,14 +22,45 @@ def _deadline(minutes: float | None) -> float | None:
     return time.time() + 60 * minutes
 
 
+def _adopt(args) -> int:
+    """Join every finished model of ``args.adopt``/SCALE/ that the bundle lacks (the
+    selection of --only, if given) to the bundle."""
+    from pathlib import Path
+
+    if args.list or args.check is not None or args.minutes is not None:
+        raise UserError("--adopt joins models another folder holds: give it without --list, --check or --minutes")
+    if scales.get(args.scale).read_only:
+        raise UserError(f"the {args.scale} bundle is a read-only control: nothing joins it")
+    top = Path(args.adopt).expanduser() / args.scale
+    if not top.is_dir():
+        raise UserError(f"{top} does not exist: give the folder a worker had as RFLENS_REFERENCE (it holds {args.scale}/)")
+    wanted = set(dict.fromkeys(args.only)) if args.only else None
+    have = set(bundle.entries(args.scale))
+    joined = 0
+    for folder in sorted(p for p in top.iterdir() if p.is_dir() and (p / bundle.MANIFEST).is_file()):
+        if folder.name in have or (wanted is not None and folder.name not in wanted):
+            continue
+        if not bundle.read_result(folder)["complete"]:
+            print(f"{folder.name}: unfinished, left where it is")
+            continue
+        print(f"{folder.name}: joined the bundle in {bundle.adopt(args.scale, folder)}")
+        joined += 1
+    print(f"{joined} model(s) joined the {args.scale} bundle")
+    return 0
+
+
 def run(args) -> int:
     plan = emergence.models(args.scale)
     if args.only:
         plan = [emergence.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once
     have = bundle.complete(args.scale)
     todo = [spec for spec in plan if spec.name not in have]
+    if getattr(args, "adopt", None) is not None:
+        return _adopt(args)
     if args.list:
         _deadline(args.minutes)  # refused here too, not ignored
+        if args.check is not None:
+            raise UserError("--list shows the plan and --check retrains shipped models: give one of them")
         at = one_core_speed(args.scale)
         need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at) or []))
         if todo and scales.get(args.scale).read_only:  # nothing trains into a control: its models are missing
