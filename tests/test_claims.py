@@ -347,6 +347,9 @@ def test_claim16_not_run_without_speeds():
     t3["tokens_per_s_rounds"] = None
     c16 = by_id(claims.check({"table3": t3}, [16]))[16]
     assert c16["passed"] is None and "--record-speed" in c16["measured"] and c16["legacy"]["passed"] is None
+    # the advice records the speed of the preset the board was read at, not the default one
+    c16 = by_id(claims.check({"table3": t3, "scale": "smoke"}, [16]))[16]
+    assert "`python -m rflens claims --scale smoke --record-speed`" in c16["measured"]
 
 
 @pytest.mark.parametrize("share, expected", [(0.3, True), (0.9, True), (0.6, True), (0.29, False), (0.91, False)])

@@ -602,7 +602,8 @@ def _c16(res):
     itself: without a record the claim is not run. One interval. Not by construction."""
     rec = res.get("speed_record")
     if not isinstance(rec, dict):
-        raise Missing("no recorded training speed: record it once with `python -m rflens claims --record-speed`")
+        scale = f" --scale {res['scale']}" if res.get("scale") else ""
+        raise Missing(f"no recorded training speed: record it once with `python -m rflens claims{scale} --record-speed`")
     speeds = rec.get("tokens_per_s", {})
     a, b = speeds.get("t5"), speeds.get("sandwich")
     if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)) or len(a) != len(b) or len(a) < 2:
@@ -700,7 +701,7 @@ def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress:
     """Every experiment table the claims read. With compute=False nothing is trained: a
     model missing from the run store leaves its experiment "not run". An experiment that
     fails is kept as its exception, so the claims that need it say why."""
-    res: dict = {"corpus": corpus}
+    res: dict = {"corpus": corpus, "scale": scale}
     steps = {
         "table1": lambda: ex.table1(scale, corpus, progress=progress, train=compute),
         "table2": lambda: ex.table2(scale, corpus, t1=res["table1"], progress=progress, train=compute),

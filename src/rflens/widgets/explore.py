@@ -39,9 +39,14 @@ def app(scale: str):
     from .results import erf_explorer
 
     curves = stored_curves(scale)
+    from ..scales import get
+
+    fix = (f"its bundle in <code>reference/{scale}</code> holds none of them yet (<code>python -m rflens emergence "
+           f"--scale {scale} --list</code> shows what it lacks)" if get(scale).shipped else
+           f"<code>python -m rflens reproduce --scale {scale}</code> (or <code>make book</code>) trains them, then "
+           "reload this page")
     fields = erf_explorer(curves) if curves else W.HTML(
-        f"<p>No model of the <code>{scale}</code> book is stored yet: <code>python -m rflens reproduce "
-        f"--scale {scale}</code> (or <code>make book</code>) trains them, then reload this page.</p>")
+        f"<p>No Figure 11 or Table 1 model of the <code>{scale}</code> book is stored yet: {fix}.</p>")
     tabs = W.Tab(children=[bias_explorer(), fields])
     tabs.set_title(0, "positional biases")
     tabs.set_title(1, f"receptive fields ({scale})")
