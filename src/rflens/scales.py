@@ -237,7 +237,7 @@ def _tiny() -> Scale:
     n_layer, l_tr = 4, 32
     return Scale(
         name="tiny",
-        about="CPU default: the whole book (~41 models) trains, evaluates and builds on 2 cores",
+        about="CPU default: the whole book trains, evaluates and builds on 2 cores (reproduce --plan counts its models)",
         # R = 4: the window sweep needs R * w / L_tr well above 2 (the paper's boundary lies
         # between 2.34 and 2.81) with w <= L_tr, which two layers cannot reach. d = 64 trains
         # twice the tokens a second of d = 128 at this depth (bench/README.md, the pilot).
