@@ -328,7 +328,10 @@ def test_the_emergence_figure_has_both_views_and_a_range_that_shows_the_break_li
 
     fig = fr.emergence_figure(_synthetic([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1)]))
     assert len(fig.data) == 2 and [t.visible for t in fig.data] == [None, False]
-    assert fig.layout.yaxis.range[1] > 2.0 and fig.layout.xaxis.type == "log"
+    assert 10 ** fig.layout.yaxis.range[1] > 2.0 and fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+    assert fig.data[0].line.dash == "dot" and "star" not in fig.data[0].marker.symbol  # it never breaks
+    broke = fr.emergence_figure(_synthetic([(1.1, 1.05, 1.15), (2.4, 2.1, 2.7), (3.0, 2.5, 3.5)])).data[0]
+    assert broke.line.dash == "solid" and list(broke.marker.symbol) == ["circle", "star", "circle"]
     labels = [b.label for b in fig.layout.updatemenus[0].buttons]
     assert labels == ["r(16 L_tr)", "ERF"]
 

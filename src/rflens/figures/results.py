@@ -28,7 +28,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .. import experiments as ex
-from ..results import EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, flag, lengths_of
+from ..results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, flag, lengths_of
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
@@ -436,9 +436,11 @@ def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per mod
 
 def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title: str = "The long run") -> go.Figure:
     """Chapter 10: each long-run model's r(16 L_tr) with its paired 95% interval against its
-    training tokens, each at its own L_tr (``r_horizon``); a menu switches to the ERF in units of L_tr (the
-    segment is 16 L_tr for every model). ``em``: rows of :func:`rflens.bundle.table`;
-    ``names``: the models to draw, in this order (default: all of them)."""
+    training tokens, each at its own L_tr (``r_horizon``), on logarithmic axes; a model that
+    breaks (the lower end reaches 2) is drawn solid with a star at the first size it does,
+    one that never breaks dotted. A menu switches to the ERF in units of L_tr (the segment is
+    16 L_tr for every model). ``em``: rows of :func:`rflens.bundle.table`; ``names``: the
+    models to draw, in this order (default: all of them)."""
     fig = go.Figure()
     names = list(dict.fromkeys(em["name"])) if names is None else [n for n in names if n in set(em["name"])]
     lows, highs = [], []
@@ -447,8 +449,13 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
         label, r, lo, hi = d["label"].iloc[0], d["r_horizon"], d["r_horizon_lo"], d["r_horizon_hi"]
         lows.append(float(lo.min()))
         highs.append(float(hi.max()))
+        broke = list(lo >= BREAKS)
+        first = broke.index(True) if True in broke else None
         fig.add_trace(go.Scatter(
-            x=d["tokens"], y=r, mode="lines+markers", name=label, line={"color": _color(i)},
+            x=d["tokens"], y=r, mode="lines+markers", name=label,
+            line={"color": _color(i), "dash": "solid" if first is not None else "dot"},
+            marker={"symbol": ["star" if k == first else "circle" for k in range(len(d))],
+                    "size": [15 if k == first else 6 for k in range(len(d))]},
             error_y={"type": "data", "symmetric": False, "array": hi - r, "arrayminus": r - lo},
             hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}<extra>{label}</extra>"))
     segments, ratios = set(), []
@@ -471,23 +478,24 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
     for seg in sorted(segments):  # 16 for every model of the long run
         erf_lines.append(_hline(seg, f"segment length ({seg:g} L_tr)", color="firebrick"))
         erf_lines[-1]["label"]["textposition"] = "end"
-    r_title = title + _subtitle("r(16 L_tr) as training grows")
+    r_title = title + _subtitle("r(16 L_tr) as training grows; ★ where a model breaks, dotted if it never does")
     erf_title = title + _subtitle("ERF (99% of the gradient) as training grows")
     r_axis = "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)"
     erf_axis = "ERF / L_tr (▵ ≥: capped by the segment)"
-    r_range = [min(0.95, min(lows) - 0.05), max(2.3, max(highs) + 0.1)]
+    # a log axis takes its range in decades: from below 1 (or the lowest bar) to above the break line
+    r_range = [math.log10(min(0.95, min(lows) * 0.97)), math.log10(max(2.3, max(highs) * 1.1))]
     # a log axis takes its range in decades: from below the smallest ERF to above the segment's line
     erf_range = [math.log10(min(min(ratios), 1.0) / 1.5), math.log10(max(segments) * 2.0)]
     buttons = [_button("r(16 L_tr)", [True] * n + [False] * n, r_title,
                        {"yaxis.title.text": r_axis, "shapes": r_lines, "yaxis.range": r_range,
-                        "yaxis.autorange": False, "yaxis.type": "linear"}),
+                        "yaxis.autorange": False, "yaxis.type": "log"}),
                _button("ERF", [False] * n + [True] * n, erf_title,
                        {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": False,
                         "yaxis.type": "log", "yaxis.range": erf_range})]
     head = _top(r_title, HEIGHT)
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
-                      yaxis={"title": r_axis, "range": r_range}, shapes=r_lines,
+                      yaxis={"title": r_axis, "range": r_range, "type": "log"}, shapes=r_lines,
                       updatemenus=[_menu(buttons)], showlegend=True, legend={"orientation": "h", "y": -0.2})
     return fig
 
