@@ -17,6 +17,7 @@ from rflens import scales, scoreboard
 from rflens.config import ModelConfig
 from rflens import experiments as ex
 from rflens import pilot
+from rflens import core_cost
 from rflens import plan as book_plan
 from rflens import receptive
 from rflens import results as rs
@@ -234,35 +235,35 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
     from rflens import bundle, emergence, settings
     from rflens.config import EvalConfig
 
-    assert book_plan.one_core_speed("smoke") is None and "not timed" in book_plan.one_core_cost([], "smoke")
+    assert core_cost.one_core_speed("smoke") is None and "not timed" in core_cost.one_core_cost([], "smoke")
     spec = emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
     emergence.run(spec, "smoke", progress=False)
     shipped = bundle.load(spec.name, "smoke")
     # wall times fixed, as the run's own (rounded to 0.1 s) can read 0.0 s of measuring
     timed = {**shipped, "train_seconds": 90.0, "points": [{**p, "measure_seconds": 2.5} for p in shipped["points"]]}
     monkeypatch.setattr(bundle, "load", lambda name, scale: timed)
-    at = book_plan.one_core_speed("smoke")
+    at = core_cost.one_core_speed("smoke")
     assert at.models == 1 and at.where.endswith("like this one") and at.measure != at.train
-    assert book_plan.one_core_minutes([spec], "smoke", at)[0] == pytest.approx(1.5, rel=1e-9)
+    assert core_cost.one_core_minutes([spec], "smoke", at)[0] == pytest.approx(1.5, rel=1e-9)
     _, model_cfg, _, train_cfg = settings.resolve("smoke", "alibi", "prose", dict(spec.overrides))
     ev = EvalConfig.from_dict(shipped["eval"])
-    train, measure = book_plan.run_flops(model_cfg, train_cfg, ev)
+    train, measure = core_cost.run_flops(model_cfg, train_cfg, ev)
     longer = train_cfg.replace(l_tr=4 * train_cfg.l_tr, batch_size=train_cfg.batch_size)
-    train4, measure4 = book_plan.run_flops(model_cfg, longer, ev)
+    train4, measure4 = core_cost.run_flops(model_cfg, longer, ev)
     assert train4 > 4 * train and measure4 > 4 * measure  # 4x the tokens, and longer attention
     # a model whose measurements took no measurable time is timed at the training speed
     monkeypatch.setattr(bundle, "load", lambda name, scale: {**shipped, "points": [
         {**p, "measure_seconds": 0.0} for p in shipped["points"]]})
-    flat = book_plan.one_core_speed("smoke")
+    flat = core_cost.one_core_speed("smoke")
     assert flat.measure == flat.train
     # a model trained on a GPU says nothing of a core's speed
     monkeypatch.setattr(bundle, "load", lambda name, scale: {**timed, "device": "NVIDIA H200"})
-    assert book_plan.one_core_speed("smoke") is None
+    assert core_cost.one_core_speed("smoke") is None
 
 
 @pytest.mark.parametrize("name", ["tiny", "full"])
 def test_model_plan_lists_every_model_of_the_book_once(name):
-    """Chapter 10's plan comes from the experiments' own model lists: a model two experiments
+    """Chapter 11's plan comes from the experiments' own model lists: a model two experiments
     share (ALiBi at Delta = 0 is a Table 1 row and a Table 3 entry) is trained once."""
     plan = book_plan.model_plan(name)
     keys = [(m["pos"], m["corpus"], tuple(sorted(m["overrides"].items()))) for m in plan]
@@ -274,7 +275,7 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     shared = int(0 in sc.sweeps.slope_shift) + int(sc.train.l_tr in sc.sweeps.sinusoidal_l_tr) + 1
     assert sum(m["experiment"] == "Table 1" for m in plan) == t1
     assert sum(m["experiment"] == "Table 3" for m in plan) == len(sc.sweeps.table3_pos) * len(sc.sweeps.corpora) - shared
-    # Chapter 11 adds FIRE on every corpus, its threshold started at L_tr
+    # Chapter 12 adds FIRE on every corpus, its threshold started at L_tr
     beyond = [m for m in plan if m["experiment"] == "Beyond the paper"]
     assert [m["pos"] for m in beyond] == ["fire"] * len(sc.sweeps.corpora)
     assert all(m["overrides"].get("max_distance") == sc.train.l_tr for m in beyond)

@@ -57,7 +57,7 @@ def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, 
 
 def test_there_is_one_chapter_per_section_in_the_table_of_contents():
     toc = (ROOT / "_toc.yml").read_text()
-    assert len(CHAPTERS) == 11  # ten for the paper's sections, and "Beyond the paper"
+    assert len(CHAPTERS) == 12  # the paper's sections, the long runs, the full size, and "Beyond the paper"
     for path in CHAPTERS:
         assert f"file: book/{path.stem}" in toc
 

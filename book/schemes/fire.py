@@ -14,7 +14,7 @@ transformations that keep its input inside the range seen in training:
 * f is an MLP 1 -> 32 -> H with a ReLU, one output per head.
 
 Initial values as in the FIRE paper: c = 0.1. The threshold L starts at the model's
-``max_distance`` setting (the distance scale of a scheme; chapter 11 sets it to L_tr).
+``max_distance`` setting (the distance scale of a scheme; chapter 12 sets it to L_tr).
 As every scheme in rflens, one FIRE module serves all layers.
 """
 

@@ -1,4 +1,4 @@
-"""Beyond the paper (Chapter 11): the rotary model stretched at inference (position
+"""Beyond the paper (Chapter 12): the rotary model stretched at inference (position
 interpolation, NTK-aware base, YaRN) and FIRE, a scheme of one's own, under the same lens."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ ROPE_TITLES = {"plain": "plain", "pi": "position interpolation", "ntk": "NTK-awa
 
 
 def beyond_models(scale, corpora=None) -> list[Spec]:
-    """The models Chapter 11 trains that no other chapter does: FIRE on every corpus (the
+    """The models Chapter 12 trains that no other chapter does: FIRE on every corpus (the
     stretched rotary model is Figure 7's, the other schemes Table 3's)."""
     return table3_models(scale, corpora, positions=("fire",))
 

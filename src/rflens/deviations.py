@@ -3,7 +3,7 @@
 Chi et al. (ACL 2023) train with GPT-NeoX as used in the KERPLE repository
 (``kerple_configs/train.yml`` there: 12 layers, d = 768, Adam at 6e-4, cosine decay over
 50k steps with 1% warm-up, no weight decay, no dropout, bf16, no weight tying). rflens
-follows that code by default. What still differs is listed here, once: Chapter 10 of the
+follows that code by default. What still differs is listed here, once: Chapter 11 of the
 book prints this table, and each row that is a setting names the ``--set`` key that puts
 the paper's choice back.
 """
@@ -95,7 +95,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
 
 
 def table():
-    """The deviations as a DataFrame (Chapter 10)."""
+    """The deviations as a DataFrame (Chapter 11)."""
     import pandas as pd
 
     rows = [{"what": d.what, "rflens": d.ours, "the paper's code": d.papers_code, "why": d.why,

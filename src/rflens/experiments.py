@@ -21,7 +21,7 @@ function here only reads JSON. Two experiments that need the same configuration 
 model: ALiBi with Delta = 0 on prose is the Table 1 row, the Table 3 entry and the
 protocol-comparison model at once.
 
-The book's plan and cost are :mod:`rflens.plan`, Chapter 11's work :mod:`rflens.beyond`, the
+The book's plan and cost are :mod:`rflens.plan`, Chapter 12's work :mod:`rflens.beyond`, the
 bench's pilots :mod:`rflens.pilot`; training speed is :mod:`rflens.speed` and Figure 7's
 gradient jump :func:`rflens.receptive.gradient_jump`.
 
@@ -467,7 +467,7 @@ def table2_curves(scale: str, t2: pd.DataFrame, corpus: str = "prose") -> dict[s
 
 
 # --------------------------------------------------------------------------------------
-# every model of the book, and what training it costs (Chapter 10)
+# every model of the book, and what training it costs (Chapter 11)
 # --------------------------------------------------------------------------------------
 def table2_models(scale, corpus: str = "prose") -> list[Spec]:
     """Every retraining ``sweeps.table2`` lists, whether or not its Table 1 model fails."""
@@ -484,7 +484,7 @@ def table2_models(scale, corpus: str = "prose") -> list[Spec]:
 
 
 # --------------------------------------------------------------------------------------
-# FIRE (Chapter 11), a scheme of one's own in Table 3's format
+# FIRE (Chapter 12), a scheme of one's own in Table 3's format
 # --------------------------------------------------------------------------------------
 FIRE_FILE = package_repo() / "book" / "schemes" / "fire.py"  # registers "fire" (rflens.register_scheme)
 def scheme_settings(sc, pos: str) -> dict:

@@ -278,10 +278,11 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
 def missing_cost(scale: str, chapters: list[str] | None = None) -> str | None:
     """One line, said before a command trains what the run store lacks for ``chapters``
     (None: the whole book): how many models and about how long on one core (their FLOPs at
-    the shipped models' training speed, :func:`rflens.plan.one_core_speed`; times nothing).
+    the shipped models' training speed, :func:`rflens.core_cost.one_core_speed`; times nothing).
     None when they take less than :data:`rflens.runs.ANNOUNCED_FLOPS`."""
     from . import data
-    from .plan import chapter_experiments, one_core_speed, training_cost
+    from .core_cost import one_core_speed
+    from .plan import chapter_experiments, training_cost
     from .runs import ANNOUNCED_FLOPS, is_complete, run_key, runs_dir
     from .settings import resolve
 
@@ -313,7 +314,7 @@ def book_plan(scale: str, chapters: list[str], *, workers: int, timed_steps: int
     time is its tokens at that speed, times (1 + its evaluation FLOPs / training FLOPs) for
     the measurements that follow training; the wall time spreads the models over
     ``workers``. Timed on a CPU machine only, and not for the ``full`` preset (a CPU step of
-    it takes minutes; chapter 10 gives its GPU-hours).
+    it takes minutes; chapter 11 gives its GPU-hours).
     Returns {"rows": [...], "missing_s", "wall_s", "speeds": [tokens/s], "timed": bool,
     "no_data": why some data could not be prepared, or None}.
     """
@@ -396,7 +397,7 @@ def format_plan(scale: str, plan: dict, workers: int) -> str:
         lines.append("everything is stored: reproduce trains nothing")
     elif not plan["timed"]:
         why = "a step of the full preset takes minutes on a CPU" if scale == "full" else "timing runs on CPU machines only"
-        lines.append(f"not timed ({why}; chapter 10 estimates GPU-hours); the first to train: "
+        lines.append(f"not timed ({why}; chapter 11 estimates GPU-hours); the first to train: "
                      f"{train_command(scale, missing[0]['pos'], missing[0]['corpus'], missing[0]['overrides'])}")
     else:
         tokens = sum(r["tokens"] for r in missing)

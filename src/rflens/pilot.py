@@ -1,4 +1,4 @@
-"""The bench's measured pilots, read for Chapter 10: the phenomena pilot
+"""The bench's measured pilots, read for Chapter 11: the phenomena pilot
 (``bench/phenomena.json``: which CPU-sized models can show Table 1's failures) and the
 second-seed check (``bench/seeds.json``)."""
 

@@ -335,9 +335,9 @@ def training_flops(model_cfg: ModelConfig, train_cfg: TrainConfig) -> float:
 
 def hours_to_train(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
     """What training this model from its start takes on one core, at the training speed of
-    the shipped models (:func:`rflens.plan.one_core_speed`): one line, said before a long
+    the shipped models (:func:`rflens.core_cost.one_core_speed`): one line, said before a long
     training starts (a long preset's, or any of :data:`ANNOUNCED_FLOPS` or more)."""
-    from .plan import one_core_speed
+    from .core_cost import one_core_speed
 
     at = one_core_speed(scale)
     if at is None:

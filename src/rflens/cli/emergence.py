@@ -8,7 +8,7 @@ import time
 from .. import bundle, emergence, reproduction, scales
 from ..train import OutOfTime
 from ..errors import UserError
-from ..plan import one_core_cost, one_core_minutes, one_core_speed
+from ..core_cost import one_core_cost, one_core_minutes, one_core_speed
 from ..reproduce import restore_fix
 
 

@@ -420,7 +420,7 @@ RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not decided": "#fdf1c9",
 
 
 def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:
-    """Chapter 10: stacked bars of the estimated GPU-hours of each model
+    """Chapter 11: stacked bars of the estimated GPU-hours of each model
     (rows of :func:`rflens.plan.training_cost`), one bar per experiment."""
     import plotly.express as px
 

@@ -7,7 +7,7 @@ very code that measures rflens's own models: ``hub`` resolves a folder or hub na
 and its identity, ``adapter`` gives a ``transformers`` causal LM the calls rflens's protocols
 make, ``text`` turns a file or a corpus's test split into the model's tokens, ``measure`` runs
 and caches the two measurements, ``tiny`` builds three tiny random models (learned absolute,
-rotary, ALiBi) for tests and demos, and ``book`` holds what Chapter 11 measures. Every public
+rotary, ALiBi) for tests and demos, and ``book`` holds what Chapter 12 measures. Every public
 name is importable from ``rflens.hf``; ``transformers`` is imported only when a model is loaded
 or built.
 """

@@ -1,4 +1,4 @@
-"""What Chapter 11 measures: the models (the tiny random ones, and any named in
+"""What Chapter 12 measures: the models (the tiny random ones, and any named in
 ``RFLENS_HF_MODELS`` where the book is built), the lengths and sample counts at each scale, and
 :func:`lens_table`, one row per model with its perplexities, r(L) and ERF.
 """
@@ -28,7 +28,7 @@ def book_models(folder) -> dict[str, str]:
 
 
 def book_settings(scale: str) -> dict:
-    """The lengths and sample counts of Chapter 11's measurements at a scale: small at the
+    """The lengths and sample counts of Chapter 12's measurements at a scale: small at the
     smoke scale (the notebook tests), L_ex = 64..512 and 64 segments otherwise."""
     if scale == "smoke":
         return {"lengths": [16, 32, 64], "n": 8, "erf_length": 64, "erf_n": 4}

@@ -12,7 +12,7 @@ Readings by chapter: :func:`verdicts` and :func:`held` (every chapter with claim
 :func:`table3` (6), :func:`log_fit` and :func:`log_like` (7), :func:`protocols` (8),
 :func:`board` (9). By module: ``notation`` (:class:`Prose`, :func:`tex` and the shared
 number formats), ``claim_verdicts`` (the claims' verdicts), ``paper_results`` (chapters 3
-to 7), ``checking`` (chapters 8, 10 and 11), ``full_size`` (chapter 10's pilot and
+to 7), ``checking`` (chapters 8, 10 and 12), ``full_size`` (chapter 11's pilot and
 presets) and ``index_box`` (the index page's "this
 build" box).
 """

@@ -1,8 +1,8 @@
-"""Readings of the book's own checks beyond the paper's tables (chapters 8, 10 and 11).
+"""Readings of the book's own checks beyond the paper's tables (chapters 8, 10 and 12).
 
 The evaluation protocols side by side (chapter 8), the long run's models as they grow
 and the check of its learning-rate schedule (chapter 10), and the paper's thesis on the
-released models of chapter 11.
+released models of chapter 12.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def schedule_check(sc: pd.DataFrame | None) -> Prose:
 
 
 # --------------------------------------------------------------------------------------
-# chapter 11
+# chapter 12
 # --------------------------------------------------------------------------------------
 def thesis_verdict(df: pd.DataFrame) -> str:
     """Computed sentences (Markdown) on rows with Table 1's columns and an ERF: whether each

@@ -1,5 +1,5 @@
-"""Chapter 10's sentences: the phenomena pilot's rule and findings, and the design of the
-CPU presets it led to (tiny and the long run), each computed from the pilot's shipped
+"""Chapter 11's sentences: the phenomena pilot's rule and findings, and the design of the
+CPU presets it led to (tiny, in chapter 11, and the long run, in chapter 10), each computed from the pilot's shipped
 measurements (:mod:`rflens.pilot`) and the presets (:mod:`rflens.scales`)."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
         lines.append(f"Why the paper's blow-ups are absent at this scale: in the long run the first model to break "
                      f"(r({HORIZON} $L_{{tr}}$) ≥ {BREAKS:g} on the lower bound of its interval) needed "
                      f"{_tokens(broke['tokens'].min())} training tokens; a model here sees {_tokens(tokens)}.")
-    line = f"The long run ([chapter 10](10_full_size.ipynb)): {names} of its {planned} models shipped"
+    line = f"The long run ([chapter 10](10_long_runs.ipynb)): {names} of its {planned} models shipped"
     if not long.empty:
         done = long[long["complete"].astype(bool)]
         budgets = (done if not done.empty else long).groupby("name")["tokens"].max()

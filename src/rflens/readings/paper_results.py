@@ -102,7 +102,7 @@ def pilot_growth(pilot: pd.DataFrame | None, t1: pd.DataFrame) -> str:
     if len(g) < 2:
         return ""
     steps = [f"{float(r['r(16 L_tr)']):.2f} after {r['tokens']}" for _, r in g.iterrows()]
-    return (f"In the pilot of chapter 10 (R = {R}, d = {d}, $L_{{tr}}$ = {l_tr}) the paper's Δ = 8 rose further with "
+    return (f"In the pilot of chapter 11 (R = {R}, d = {d}, $L_{{tr}}$ = {l_tr}) the paper's Δ = 8 rose further with "
             f"more training: r(16 $L_{{tr}}$) = {_join(steps)} training tokens.")
 
 
