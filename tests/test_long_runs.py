@@ -106,3 +106,22 @@ def test_the_corpora_record_says_how_often_the_budget_repeats_the_text(reference
     table = lr.corpora_table("smoke")
     assert list(table.index) == ["OpenWebText2"] and table.loc["OpenWebText2", "corpus"] == "prose"
     assert lr.corpora_table("long") is None  # nothing recorded in this test's bundle
+
+
+def test_the_two_runs_figure_gives_each_model_one_colour_and_one_legend_entry(control_beside):
+    from rflens.figures import results as fr
+
+    _as_second_run(control_beside, {"nope": "window_window=8"})
+    fig = fr.emergence_pair(bundle.table("long"), bundle.table(CONTROL), ["nope", "rotary"])
+    assert [(t.legendgroup, t.line.dash, t.showlegend) for t in fig.data] == [
+        ("nope", "solid", True), ("nope", "dash", False), ("rotary", "dash", True)]
+    assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+
+
+def test_the_early_warning_figure_marks_the_breaks_in_colours_of_their_own():
+    from rflens.figures import results as fr
+
+    fig = fr.early_warning_figure(lr.early_warning((CONTROL,)))
+    colours = [t.marker.color for t in fig.data]
+    assert len(colours) == len(set(colours)) == 2 and {t.marker.symbol for t in fig.data} == {"circle", "x"}

@@ -19,6 +19,7 @@ import pandas as pd
 from . import bundle, scales
 from .config import DataConfig
 from .emergence import LongModel, by_experiment, seeded
+from .emergence import named as emergence_named
 from .results import BREAKS, EXTRAPOLATION_TOLERANCE
 
 CONTROL = "long-repeated"
@@ -133,7 +134,9 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
     rows = []
     for name in _seeded_models(scale):
         names = [n for n in seeded(name, scale) if n in done]
-        row = {"name": name, "seeds shipped": len(names), "of": 1 + len(sw.seeds)}
+        spec = emergence_named(name, scale)
+        row = {"name": name, "model": bundle.label({"pos": spec.pos, "settings": spec.settings(), "corpus": spec.corpus}),
+               "seeds shipped": len(names), "of": 1 + len(sw.seeds)}
         states = []
         if names:
             em = bundle.table(scale, names=names)
@@ -143,7 +146,6 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
                 s = _summary(em[em["name"] == n])
                 states.append(s["state"])
                 row[f"seed {seed}"] = f"{s['r(16 L_tr)']:.2f} [{s['low']:.2f}, {s['high']:.2f}] {s['state']}"
-            row["model"] = em["label"].iloc[0]
         row["seeds agree"] = None if len(states) < 2 else len(set(states)) == 1
         rows.append(row)
     return pd.DataFrame(rows).set_index("name")

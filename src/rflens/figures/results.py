@@ -509,6 +509,7 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
     fig = go.Figure()
     highs = []
     for i, name in enumerate(names):
+        legend = True  # one legend entry a model (its colour): the line style tells the runs apart
         for em, label, dash in ((new, labels[0], "solid"), (old, labels[1], "dash")):
             d = em[em["name"] == name].sort_values("tokens") if not em.empty else em
             if d.empty:
@@ -517,11 +518,12 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
             highs.append(float(hi.max()))
             model = d["label"].iloc[0]
             fig.add_trace(go.Scatter(
-                x=d["tokens"], y=r, mode="lines+markers", name=f"{model}, {label}", legendgroup=name,
+                x=d["tokens"], y=r, mode="lines+markers", name=model, legendgroup=name, showlegend=legend,
                 line={"color": _color(i), "dash": dash},
                 error_y={"type": "data", "symmetric": False, "array": hi - r, "arrayminus": r - lo},
                 hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}<extra>{model}, "
                               f"{label}</extra>"))
+            legend = False
     breaks = _hline(2.0, "2: breaks", color="firebrick", yref="y")
     breaks["label"]["textposition"] = "end"
     lines = [_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolates"), breaks]
@@ -544,11 +546,12 @@ def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
     symbols = {False: "circle", True: "x"}
     for j, (run, d) in enumerate(ew.groupby("run", sort=False)):
         for broke, e in d.groupby("breaks"):
+            colour = _color(2 * j + int(bool(broke)))  # one colour a legend entry
             fig.add_trace(go.Scatter(
                 x=e["ERF / L_tr first"], y=e["r(16 L_tr) last"], mode="markers",
                 name=f"{run}: {'broke' if broke else 'did not break'}",
-                marker={"color": _color(j), "symbol": symbols[bool(broke)], "size": 9,
-                        "line": {"width": 1.5, "color": _color(j)}},
+                marker={"color": colour, "symbol": symbols[bool(broke)], "size": 9,
+                        "line": {"width": 1.5, "color": colour}},
                 text=e["model"], hovertemplate="%{text}: ERF %{x:.2f} L_tr early, r(16 L_tr) %{y:.2f} last"
                                                 f"<extra>{run}</extra>"))
     lines = [_hline(2.0, "2: breaks", color="firebrick"),
