@@ -77,7 +77,7 @@ def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, m
 def test_a_damaged_bundle_is_one_line_naming_the_fix(stores):
     spec = emergence.LongModel("alibi", WSD)
     out = emergence.run(spec, "smoke", progress=False)
-    with pytest.raises(UserError, match="no shipped long-run result"):
+    with pytest.raises(UserError, match="holds no model .* --list. shows what it holds"):
         bundle.load("nope", "smoke")
     (out / "nll.npz").write_bytes(b"damaged")
     with pytest.raises(UserError, match="nll.npz does not match its sha256.*git checkout -- reference"):

@@ -245,8 +245,8 @@ def load(name: str, scale: str = "long") -> dict:
     """A shipped model's result.json with each point's NLLs (as float64 arrays) attached."""
     path = entries(scale).get(name)
     if path is None:
-        raise UserError(f"no shipped long-run result for {name!r}: train it with "
-                        f"`python -m rflens emergence --scale {scale} --only {name}`")
+        raise UserError(f"the {scale} bundle holds no model {name!r}: `python -m rflens emergence --scale {scale} "
+                        f"--list` shows what it holds and what it lacks")
     verify(path)
     result = read_result(path)
     nll = point_nlls(path)

@@ -64,11 +64,6 @@ class ShippedRun(TrainedModel):
         return f"ShippedRun({self.key}, code {self.result['code_version']}, trained {self.result['finished']} UTC)"
 
     @property
-    def command(self) -> str:
-        """The command line that trains this model again (with its emergence points)."""
-        return f"python -m rflens emergence --scale {self.scale} --only {self.name}"
-
-    @property
     def copy_command(self) -> str:
         """The command line that trains this model's settings into the run store, weights
         kept (the run store's model is then read before the bundle's)."""
