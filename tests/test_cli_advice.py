@@ -12,7 +12,11 @@ from rflens.cli import main
 
 
 def test_chapters_the_bundle_cannot_build_are_sent_to_a_preset_that_trains(capsys):
+    import os
+
+    before = dict(os.environ)
     assert main(["reproduce", "--scale", "long-repeated", "--plan"]) == 0
+    assert dict(os.environ) == before  # the chapters' scale does not leak into the caller (a test's later kernels)
     out = capsys.readouterr().out
     [line] = [ln for ln in out.splitlines() if "left unexecuted" in ln]
     assert "emergence" not in line, line  # every model of the long run's plan is shipped: it trains nothing

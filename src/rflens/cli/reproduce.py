@@ -22,6 +22,17 @@ def cluster_of(args, scale: str) -> parallel.Cluster | None:
 
 
 def run(args) -> int:
+    """The command; the environment it sets for the chapters' kernels is undone when it returns,
+    so that a caller in the same process (a test, a notebook) keeps its own."""
+    saved = dict(os.environ)
+    try:
+        return _run(args)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _run(args) -> int:
     from tqdm.auto import tqdm
 
     quiet = getattr(args, "quiet", False)
