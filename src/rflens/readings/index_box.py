@@ -1,8 +1,10 @@
-"""The "this build" box of the index page.
+"""The index page's first screen.
 
-It says at which scale the book was built (the model and the training tokens of each
-model), how the claims scored at that scale, and how far the long run has got, with the
-number of training tokens its first model needed to break.
+:func:`first_screen`: what the book finds at each scale beside what the paper reports, the
+model (its parameters, corpora and tokens) and the key figure's reading, in three lines.
+:func:`this_build`: the details under it: at which scale the book was built, how the claims
+scored at that scale, and how far the long run has got, with the number of training tokens
+its first model needed to break.
 """
 
 from __future__ import annotations
@@ -10,10 +12,67 @@ from __future__ import annotations
 import pandas as pd
 
 from ..claims import RESULTS
+from ..data.sources import ABOUT
 from ..results import BREAKS
 from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..scales import get
-from .notation import _tokens
+from .notation import _join, _tokens, tex
+
+PAPER = "full"  # the preset of the paper's own setting
+
+
+def _counts(counts: dict | None) -> str:
+    return ", ".join(f"{counts.get(k, 0)} {k}" for k in RESULTS) if counts else "not computed in this build"
+
+
+def _tokens_a_model(scale: str) -> int:
+    t = get(scale).train
+    return t.steps * t.batch_size * t.l_tr
+
+
+def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: dict | None, params: tuple[int, int],
+                 sweep: pd.DataFrame) -> str:
+    """The three lines under the index page's title (MyST): the claims' counts at this build's
+    ``scale`` and at the long run ``long_scale`` beside what the paper reports; the model
+    (``params``: all its parameters and those outside the token embedding) with its corpora
+    and tokens; and what the key figure shows, read from ``sweep``: the rows of
+    :func:`rflens.bundle.table` of the long run's Δ sweep (each model's state at its last
+    size, and the size it first breaks at)."""
+    from ..long_runs import state
+
+    m, n = get(scale).model, sum((counts or {}).values()) or 16
+    paper = get(PAPER)
+    found = (f"**Verdicts.** Of the paper's {n} claims, {_counts(counts)} at this build's scale (`{scale}`, "
+             f"{_tokens(_tokens_a_model(scale))} training tokens a model); {_counts(long_counts)} in the long run "
+             f"(`{long_scale}`, {_tokens(_tokens_a_model(long_scale))} tokens a model); the paper reports all of them, from "
+             f"models of {paper.model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} tokens each "
+             "([chapter 9](09_claims.ipynb)).")
+    corpora = _join([f"{c} ({ABOUT[c]})" for c in ABOUT])
+    model = (f"**The model.** R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}: {params[0] / 1e6:.2f}M "
+             f"parameters ({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {get(scale).train.l_tr} "
+             f"on {corpora}, small stand-ins for the paper's Pile subsets.")
+    lines = [found, tex(model)]
+    if not sweep.empty:
+        last = sweep.sort_values("tokens").groupby("name", sort=False).tail(1)
+        groups = {}
+        for _, row in last.iterrows():
+            groups.setdefault(state(row), []).append(row)
+        said = []
+        for kind, rows in sorted(groups.items(), key=lambda kv: ["breaks", "rises", "extrapolates"].index(kv[0])):
+            names = _join([tex(str(r["label"])) for r in rows])
+            if kind == "breaks":
+                first = [int(sweep[(sweep["name"] == r["name"]) & (sweep["r_horizon_lo"] >= BREAKS)]["tokens"].min())
+                         for r in rows]
+                said.append(f"{names} break{'s' if len(rows) == 1 else ''} (from {_join([_tokens(t) for t in first])} "
+                            "training tokens)")
+            elif kind == "rises":
+                said.append(f"{names} rise{'s' if len(rows) == 1 else ''} without breaking")
+            else:
+                said.append(f"{names} extrapolate{'s' if len(rows) == 1 else ''}")
+        lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
+                     f"run, r({HORIZON} $L_{{tr}}$) as training grows: {_join(said, 'while')}.")
+    body = "\n".join(f"- {line}" for line in lines)
+    return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
 
 
 def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int, trained: dict | None = None,
@@ -49,8 +108,13 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
         done = long[long["complete"].astype(bool)]
         budgets = (done if not done.empty else long).groupby("name")["tokens"].max()
         usual = budgets.mode().iloc[0]
-        more = int((budgets > usual).sum())
-        line += f", trained on {_tokens(usual)} tokens each" + (f" ({more} on more)" if more else "")
+        more = budgets[budgets > usual]
+        line += f", trained on {_tokens(usual)} tokens each"
+        if len(more):  # said with the reason: the same steps at a longer L_tr
+            rows = [done[done["name"] == name].iloc[-1] for name in more.index]
+            longer = all(r["l_tr"] > done["l_tr"].min() for r in rows)
+            line += (" (" + _join([f"{tex(str(r.get('label', r['name'])))} on {_tokens(more[r['name']])}" for r in rows])
+                     + (": the same steps at a longer $L_{tr}$" if longer else "") + ")")
     lines.append(line + ".")
     if second is not None:
         lines.append(f"The second long run, on text it repeats at most 4 times and with three seeds where verdicts "
