@@ -94,6 +94,28 @@ def test_the_book_copy_keeps_the_html_figure_and_drops_the_duplicate_json(tmp_pa
     assert dst.stat().st_mtime == src.stat().st_mtime
 
 
+def test_the_book_copy_folds_a_chapters_set_up_away(tmp_path):
+    """The parameters cell and the set-up after it are hidden behind a toggle, papermill's
+    injected cell is left out, and every cell that shows something stays as it is."""
+    cells = [nbformat.v4.new_markdown_cell("# A chapter"),
+             nbformat.v4.new_code_cell("scale = 'tiny'", metadata={"tags": ["parameters"]}),
+             nbformat.v4.new_code_cell("scale = 'smoke'", metadata={"tags": ["injected-parameters"]}),
+             nbformat.v4.new_code_cell("import x\nsetup(scale)",
+                                       outputs=[nbformat.v4.new_output("stream", name="stderr", text="bar")]),
+             nbformat.v4.new_code_cell("table", outputs=[nbformat.v4.new_output("execute_result", data={"text/plain": "1"})])]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    src, dst = tmp_path / "a.ipynb", tmp_path / "b.ipynb"
+    nbformat.write(nb, src)
+    reproduce._copy_for_book(src, dst)
+    tags = [c["metadata"].get("tags", []) for c in json.loads(dst.read_text())["cells"]]
+    assert tags == [[], ["parameters", "hide-input"], ["injected-parameters", "remove-cell"], ["hide-input"], []]
+    # a set-up cell that shows something (a table, a line of text) is not hidden
+    nb.cells[3].outputs = [nbformat.v4.new_output("stream", name="stdout", text="scale tiny")]
+    nbformat.write(nb, src)
+    reproduce._copy_for_book(src, dst)
+    assert json.loads(dst.read_text())["cells"][3]["metadata"].get("tags", []) == []
+
+
 def test_the_scoreboard_lives_in_the_run_store(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "store"))
     assert scoreboard.board_path("tiny") == tmp_path / "store" / "scoreboard-tiny.json"

@@ -381,8 +381,30 @@ def book_config() -> dict:
     return config
 
 
+def _fold_setup(cells) -> None:
+    """Fold a chapter's set-up away on its page: the parameters cell and the set-up cell after
+    it (imports, ``setup(...)``; nothing to show) are hidden behind a toggle, and the cell
+    papermill injects, which repeats the parameters with the values of this build, is left
+    out (the page says its scale elsewhere)."""
+    code = [c for c in cells if c.cell_type == "code"]
+    for i, cell in enumerate(code):
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags:
+            tags.append("remove-cell")
+        elif "parameters" in tags:
+            tags.append("hide-input")
+            after = code[i + 1] if i + 1 < len(code) else None
+            if after is not None and "injected-parameters" in after.metadata.get("tags", []):
+                after = code[i + 2] if i + 2 < len(code) else None
+            shown = [o for o in (after.get("outputs", []) if after is not None else [])
+                     if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+            if after is not None and not shown:
+                after.metadata.setdefault("tags", []).append("hide-input")
+
+
 def _copy_for_book(source: Path, target: Path) -> None:
-    """Copy a notebook into the book's sources, keeping one figure format per output.
+    """Copy a notebook into the book's sources, keeping one figure format per output, with
+    its set-up folded away (:func:`_fold_setup`).
 
     A plotly output holds the figure twice: as ``text/html`` (what the static book shows)
     and as plotly's JSON mime type (what a live Jupyter draws). The book builder has no
@@ -395,6 +417,7 @@ def _copy_for_book(source: Path, target: Path) -> None:
     from .figures.render import PLOTLY_MIME
 
     nb = nbformat.read(source, as_version=4)
+    _fold_setup(nb.cells)
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
