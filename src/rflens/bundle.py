@@ -34,7 +34,7 @@ from . import storage
 from .config import ModelConfig
 from .errors import UserError
 from .scales import FAMILIES
-from .schemes import title
+from .schemes import model_title, title
 
 RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
 VERSION = 1  # of the bundle's layout
@@ -283,8 +283,9 @@ def label(result: dict) -> str:
     model's scheme, its swept setting and what else differs from the preset."""
     names = {"alibi": "ALiBi", "window": "window", "nope": "NoPE"}  # Table 1's words
     symbols = {"l_tr": "L_tr", "batch_size": "batch"}
-    parts = [names.get(result["pos"]) or title(result["pos"])]
     settings = result["settings"]
+    pos = result["pos"]
+    parts = [(names.get(pos) or title(pos)) if settings else model_title(pos)]
     for key in sorted(settings, key=lambda k: (k not in FAMILIES, k == "batch_size")):  # the swept one first
         value = settings[key]
         symbol = FAMILIES[key].symbol if key in FAMILIES else symbols.get(key, key)

@@ -50,7 +50,7 @@ from .speed import training_speed
 from .scales import FAMILIES
 from .storage import package_repo
 from . import schemes
-from .schemes import title
+from .schemes import model_title, title
 
 # The schemes of two figures of the paper: Figure 11 (Section 6) compares the receptive
 # fields of Sandwich and the learnable log-like biases; the protocol comparison (footnote 2,
@@ -333,7 +333,7 @@ def table3_models(scale, corpora=None, seed: int | None = None, positions=None) 
     over = {} if seed is None or seed == sc.train.seed else {"seed": int(seed)}
     positions = sc.sweeps.table3_pos if positions is None else positions
     settings = {p: scheme_settings(sc, p) for p in positions}  # loads a scheme of one's own: its title too
-    return [make_spec(title(p), p, c, family="table3", value=p, **over, **settings[p])
+    return [make_spec(model_title(p), p, c, family="table3", value=p, **over, **settings[p])
             for c in corpora_of(sc, corpora) for p in positions]
 
 
@@ -420,7 +420,7 @@ def protocols(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", position
 # --------------------------------------------------------------------------------------
 def _scheme_specs(positions, corpus: str, family: str) -> list[Spec]:
     """One model per scheme at the preset's settings."""
-    return [make_spec(title(p), p, corpus, family=family, value=p) for p in positions]
+    return [make_spec(model_title(p), p, corpus, family=family, value=p) for p in positions]
 
 
 def models_of(scale, experiment: str, corpus: str = "prose") -> list[Spec]:

@@ -69,6 +69,17 @@ def title(name: str) -> str:
     return info.title if info else name
 
 
+STANDARD_ALIBI = "ALiBi, standard slopes"
+
+
+def model_title(name: str) -> str:
+    """The printed name of a model of the scheme at the preset's own settings. ALiBi's says that
+    its slopes are the standard ones for the model's heads: Table 1's ALiBi models shift them
+    to the paper's proportions of L_tr and are named by their Δ, so at a short L_tr the two
+    are different models."""
+    return STANDARD_ALIBI if name == "alibi" else title(name)
+
+
 def learnable(name: str) -> bool:
     """Whether the scheme ``name`` has trained parameters (False for one the table does not know)."""
     info = TABLE.get(name)
