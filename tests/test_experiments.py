@@ -330,6 +330,9 @@ def test_the_seed_spread_says_when_its_verdicts_were_checked_under_another_crite
               "table1": [{"label": "w=30", "seed": 0, "r_top": 1.3, "r_lo": 1.2, "r_hi": 1.4}],
               "table3": [{"seed": 0, "corpus": "prose", "pos": "alibi", "label": "ALiBi", "ppl_l_tr": 9.0, "ppl_top": 9.5}]}
     storage.write_json(tmp_path / "old.json", record)
-    assert pilot.seed_spread(tmp_path / "old.json")["claims"]["criterion"].iloc[0].startswith("an earlier one")
+    old = pilot.seed_spread(tmp_path / "old.json")["claims"].iloc[0]
+    # not shown as a verdict (the board's may differ), with what it read under the earlier criterion
+    assert old["result"] == "not decided again" and old["criterion"].startswith("an earlier one, under which it read fail")
     storage.write_json(tmp_path / "new.json", {**record, "criteria": {"14": claims.BY_ID[14].criterion}})
-    assert list(pilot.seed_spread(tmp_path / "new.json")["claims"]["criterion"]) == ["today's"]
+    new = pilot.seed_spread(tmp_path / "new.json")["claims"]
+    assert list(new["criterion"]) == ["today's"] and list(new["result"]) == ["fail"]

@@ -314,6 +314,23 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     assert "key figure" not in rd.first_screen("tiny", None, "long-repeated", None, (1, 1), sweep.iloc[0:0])
 
 
+def test_a_chapter_opens_with_its_claims_at_each_scale():
+    def rows(results):
+        return [{"id": i, "statement": f"claim {i} | said", "result": r} for i, r in results.items()]
+
+    here, there = rows({3: "fail", 4: "fail", 5: "not decided", 12: "fail"}), rows({3: "fail", 4: "pass", 12: "fail"})
+    text = rd.at_each_scale(here, "tiny", there, "long-repeated")
+    table = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert table[0] == "| claim | `tiny` (0.6M tokens a model) | long run `long-repeated` (33.6M) | the paper |"
+    assert "| 4: claim 4 / said | fail | pass |" in text  # a "|" inside a cell cannot split the table
+    assert "| 5: claim 5 / said | not decided | not run |" in text  # a claim the long run did not read
+    assert "decides claim 4 as the paper does" in text
+    # claim 12 holds by construction: its failure is not one that training longer could change
+    assert "Claim 3 still fails after the long run's training" in text
+    built_here = rd.at_each_scale(here, "long-repeated", there, "long-repeated")
+    assert "long run" not in built_here.splitlines()[0] and "still fail" not in built_here
+
+
 # ----------------------------------------------------------------------------- chapter 10
 def _pilot_row(model, tokens, r16, R=4, d=128, l_tr=32, lo=None, hi=None, minutes=3.0):
     return {"stage": "s", "R": R, "d": d, "l_tr": l_tr, "tokens": tokens, "model": model, "pos": "alibi",

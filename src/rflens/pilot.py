@@ -67,7 +67,7 @@ def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def seed_spread(path=None) -> dict[str, pd.DataFrame]:
     """The second-seed check (``bench/seeds.py``): {"claims": claims 14 and 15 at each seed
-    (and whether they were checked under today's criterion),
+    (a verdict recorded under an earlier criterion than today's reads "not decided again"),
     "table1": r(16 L_tr) of Table 1's failing side at each seed, "table3": ppl(L_tr) and
     ppl(16 L_tr) of every Table 3 model at each seed}. Empty tables when it has not run."""
     path = package_repo() / "bench" / "seeds.json" if path is None else path
@@ -77,12 +77,15 @@ def seed_spread(path=None) -> dict[str, pd.DataFrame]:
         return {"claims": pd.DataFrame(), "table1": pd.DataFrame(), "table3": pd.DataFrame()}
     from .claims import BY_ID
 
-    def criterion(cid: str) -> str:  # a verdict recorded under another criterion than today's says so
-        same = res.get("criteria", {}).get(cid) == BY_ID[int(cid)].criterion
-        return "today's" if same else "an earlier one: rerun bench/seeds.py"
+    def today(cid: str) -> bool:
+        return res.get("criteria", {}).get(cid) == BY_ID[int(cid)].criterion
 
-    claims_rows = [{"claim": int(cid), "seed": int(seed), "result": v["result"], "measured": v["measured"],
-                    "criterion": criterion(cid)}
+    # a verdict recorded under another criterion than today's is not a verdict of today's board:
+    # it is shown as not decided, with what it read then
+    claims_rows = [{"claim": int(cid), "seed": int(seed), "result": v["result"] if today(cid) else "not decided again",
+                    "measured": v["measured"],
+                    "criterion": "today's" if today(cid) else
+                    f"an earlier one, under which it read {v['result']}: `python bench/seeds.py run` decides it"}
                    for cid, by_seed in res["claims"].items() for seed, v in by_seed.items()]
     t3 = pd.DataFrame(res["table3"]).pivot_table(index=["corpus", "label"], columns="seed",
                                                  values=["ppl_l_tr", "ppl_top"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..claims import BY_ID, CONSTRUCTION, RESULTS, TRAINED
 from ..scales import BOOK_LONG
-from .notation import Prose, _join, tex
+from .notation import Prose, _join, _tokens, tex
 
 
 _WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided at this scale",
@@ -29,6 +29,45 @@ def verdicts(rows: list[dict], scale: str) -> Prose:
                    f"*Criterion:* {tex(c['criterion'])}. *Measured:* {tex(c['measured'])}. "
                    f"*The paper reports:* {tex(claim.paper)}.{rests}")
     return Prose("\n".join(out))
+
+
+def at_each_scale(rows: list[dict], scale: str, long_rows: list[dict], run: str = BOOK_LONG) -> Prose:
+    """A chapter's opening summary (MyST): each of its claims with its verdict at this build's
+    ``scale`` and in the long run ``run`` (``long_rows``, the same claims read from its
+    bundle) beside what the paper reports, then the claims whose verdict training longer
+    changes and those that still fail after it, with where the book reads why."""
+    from .index_box import _tokens_a_model
+
+    if scale == run:
+        long_rows = []  # the chapter is the long run's: one column
+    by_id = {int(c["id"]): c for c in long_rows}
+    head = f"| claim | `{scale}` ({_tokens(_tokens_a_model(scale))} tokens a model) |"
+    rule = "|---|---|"
+    if long_rows:
+        head += f" long run `{run}` ({_tokens(_tokens_a_model(run))}) |"
+        rule += "---|"
+    lines = [head + " the paper |", rule + "---|"]
+    for c in rows:
+        cid = int(c["id"])
+        cells = [f"{cid}: {tex(c['statement'])}", c["result"]]
+        if long_rows:
+            cells.append(by_id[cid]["result"] if cid in by_id else "not run")
+        cells.append(tex(BY_ID[cid].paper))
+        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
+    said = []
+    if long_rows:
+        here = {int(c["id"]): c["result"] for c in rows}
+        there = {cid: c["result"] for cid, c in by_id.items()}
+        turned = [str(i) for i in here if here[i] in ("fail", "not decided") and there.get(i) == "pass"]
+        still = [str(i) for i in here if there.get(i) == "fail" and BY_ID[i].evidence == TRAINED]
+        if turned:
+            said.append(f"Training longer decides claim{'s' if len(turned) > 1 else ''} {_join(turned)} as the paper "
+                        f"does: not held at `{scale}`, held in the long run.")
+        if still:
+            said.append(f"Claim{'s' if len(still) > 1 else ''} {_join(still)} still fail{'' if len(still) > 1 else 's'} "
+                        "after the long run's training: the verdicts below say what was measured, and "
+                        "[chapter 9](09_claims.ipynb) what a failure at that scale can mean.")
+    return Prose("\n".join(lines) + ("\n\n" + " ".join(said) if said else ""))
 
 
 def held(rows: list[dict], scale: str) -> Prose:
