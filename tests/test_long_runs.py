@@ -125,3 +125,14 @@ def test_the_early_warning_figure_marks_the_breaks_in_colours_of_their_own():
     fig = fr.early_warning_figure(lr.early_warning((CONTROL,)))
     colours = [t.marker.color for t in fig.data]
     assert len(colours) == len(set(colours)) == 2 and {t.marker.symbol for t in fig.data} == {"circle", "x"}
+
+
+def test_overfitting_reads_each_models_validation_loss_from_its_lowest_to_its_last_size():
+    over = lr.overfitting(CONTROL)
+    table = bundle.table(CONTROL)
+    assert len(over) == table["name"].nunique()
+    nope = table[table["name"] == "nope"].sort_values("tokens")
+    row = over.loc["NoPE"]
+    assert row["lowest"] == nope["val_loss"].min() and row["last"] == nope["val_loss"].iloc[-1]
+    assert row["rise"] == pytest.approx(row["last"] - row["lowest"]) and (over["rise"] >= 0).all()
+    assert set(over["corpus"]) <= {"prose", "code", "math"}

@@ -331,6 +331,23 @@ def test_a_chapter_opens_with_its_claims_at_each_scale():
     assert "long run" not in built_here.splitlines()[0] and "still fail" not in built_here
 
 
+def test_the_long_runs_failures_are_read_with_what_sets_the_run_apart():
+    board = [{"id": 10, "result": "fail", "measured": "prose: r = 1.0; math: r = 1.09"},
+             {"id": 12, "result": "fail", "measured": "a = -1.0"},  # by construction: not a trained model's failure
+             {"id": 9, "result": "pass", "measured": "r = 5"},
+             {"id": 5, "result": "not decided", "measured": "h=4: r = 1.35"}]
+    overfit = pd.DataFrame({"corpus": ["math", "math", "prose"], "rise": [0.7, 1.5, 0.0]})
+    text = rd.long_failures(board, overfit, "long-repeated")
+    assert "2 claims that rest on trained models fail or are not decided" in text
+    assert "- Claim 10 (fail): prose: r = 1.0; math: r = 1.09." in text and "Claim 12" not in text and "Claim 9" not in text
+    assert "4 layers and d = 64 against the paper's 12 and 768" in text and "33.6M training tokens against 819.2M" in text
+    assert "every one of its 2 math models ended with a validation loss 0.70 to 1.50 nats above its lowest" in text
+    assert "claim 10 reads those models" in text and "prose text" not in text  # prose did not rise
+    # one math model that did not overfit: the corpus is not said to be memorised
+    assert "memorised" not in rd.long_failures(board, overfit.assign(rise=[0.7, 0.05, 0.0]), "long-repeated")
+    assert "every claim that rests on trained models was decided" in rd.long_failures(board[2:3], overfit, "long-repeated")
+
+
 # ----------------------------------------------------------------------------- chapter 10
 def _pilot_row(model, tokens, r16, R=4, d=128, l_tr=32, lo=None, hi=None, minutes=3.0):
     return {"stage": "s", "R": R, "d": d, "l_tr": l_tr, "tokens": tokens, "model": model, "pos": "alibi",

@@ -65,6 +65,23 @@ def corpora_table(scale: str = SECOND) -> pd.DataFrame | None:
     return pd.DataFrame(rows).set_index("the paper's")
 
 
+def overfitting(scale: str = CONTROL) -> pd.DataFrame:
+    """Each model's validation loss at its lowest and at its last measured size, one row a
+    model (index: its label), with the rise between them: a rise says the model was
+    memorising its repeated training text by the end."""
+    t = bundle.table(scale)
+    if t.empty:
+        return pd.DataFrame(columns=["corpus", "lowest", "at tokens", "last", "rise"])
+    rows = []
+    for name, d in t.sort_values("tokens").groupby("name", sort=False):
+        low = d.loc[d["val_loss"].idxmin()]
+        result = bundle.load(name, scale)
+        rows.append({"model": d["label"].iloc[0], "corpus": result.get("corpus", "prose"),
+                     "lowest": float(low["val_loss"]), "at tokens": int(low["tokens"]),
+                     "last": float(d["val_loss"].iloc[-1]), "rise": float(d["val_loss"].iloc[-1] - low["val_loss"])})
+    return pd.DataFrame(rows).set_index("model")
+
+
 # ----------------------------------------------------------------------------- states
 
 

@@ -70,6 +70,38 @@ def at_each_scale(rows: list[dict], scale: str, long_rows: list[dict], run: str 
     return Prose("\n".join(lines) + ("\n\n" + " ".join(said) if said else ""))
 
 
+def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: float = 0.1) -> Prose:
+    """Chapter 9: the claims resting on trained models that the long run ``run`` still fails or
+    leaves undecided, each with its measurement; what sets the run apart from the paper's
+    models (its size and tokens, from the presets); and, from ``overfit``
+    (:func:`rflens.long_runs.overfitting`), every corpus on which all its models' validation
+    loss rose by more than ``rise`` nats from its lowest, with the claims that read that corpus."""
+    from ..scales import get
+    from .index_box import PAPER, _tokens_a_model
+
+    open_ = [c for c in board if c["result"] in ("fail", "not decided") and BY_ID[int(c["id"])].evidence == TRAINED]
+    if not open_:
+        return Prose(f"In the long run (`{run}`) every claim that rests on trained models was decided as the paper reports.")
+    m, paper = get(run).model, get(PAPER).model
+    out = [f"In the long run (`{run}`), {len(open_)} claims that rest on trained models fail or are not decided:", ""]
+    out += [f"- Claim {c['id']} ({c['result']}): {tex(c['measured'])}." for c in open_]
+    out += ["", f"What sets this run apart from the paper's models is measured, not a choice of criterion: its models "
+            f"have {m.n_layer} layers and d = {m.d_model} against the paper's {paper.n_layer} and {paper.d_model}, and each "
+            f"sees {_tokens(_tokens_a_model(run))} training tokens against {_tokens(_tokens_a_model(PAPER))}."]
+    if overfit is not None and not overfit.empty:
+        for corpus, d in overfit.groupby("corpus"):
+            if (d["rise"] > rise).all():
+                read = [str(c["id"]) for c in open_ if f"{corpus}:" in c["measured"]]
+                out[-1] += (f" And it repeats its {corpus} text: every one of its {len(d)} {corpus} models ended with a "
+                            f"validation loss {d['rise'].min():.2f} to {d['rise'].max():.2f} nats above its lowest, so they "
+                            "had memorised their training text")
+                out[-1] += (f"; claim{'s' if len(read) > 1 else ''} {_join(read)} read{'' if len(read) > 1 else 's'} "
+                            f"those models." if read else ".")
+        out[-1] += (" The second long run (chapter 10), on corpora it repeats at most 4 times, shows which verdicts "
+                    "repetition changes.")
+    return Prose("\n".join(out))
+
+
 def held(rows: list[dict], scale: str) -> Prose:
     """A chapter summary's list of its claims, by number, that held, did not hold, were not
     decided or not checked (each claim is stated once, with its verdict above)."""
