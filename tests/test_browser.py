@@ -272,3 +272,55 @@ def test_search_snippets_show_equations_typeset_not_as_tex(browser, server):
         assert raw == [], f"search snippets show TeX: {raw}"
         assert any(n for _, n in snippets), "no search snippet shows a typeset equation"
         assert visit.errors == [] and visit.external == []
+
+
+# Facts that more than one page states for the same build, each as (key, value) read from a
+# page's rendered text: the board's counts at a scale, the tokens a model at a scale, and how
+# many models each long run holds. A page may leave a fact out; no two pages may disagree.
+_COUNTS = r"(\d+) pass, (\d+) fail, (\d+) not decided, (\d+) not run"
+FACTS = [
+    (re.compile(_COUNTS + r" at this build's scale \(([\w-]+)"), lambda m: (("counts", m[5]), m.groups()[:4])),
+    (re.compile(_COUNTS + r" in the long run \(([\w-]+)"), lambda m: (("counts", m[5]), m.groups()[:4])),
+    (re.compile(r"(?<![\w-])([a-z]+(?:-[a-z]+)?): " + _COUNTS), lambda m: (("counts", m[1]), m.groups()[1:5])),
+    (re.compile(r"At the ([\w-]+) scale, of \d+ claims: (\d+) pass[^;]*; (\d+) fail[^;]*; (\d+) not decided[^;]*; "
+                r"(\d+) were not run"), lambda m: (("counts", m[1]), m.groups()[1:5])),
+    (re.compile(r"\(([\w-]+), ([\d.]+[kMB]?) (?:training )?tokens a model"), lambda m: (("tokens a model", m[1]), m[2])),
+    (re.compile(r"Scale ([\w-]+): .*?; ([\d.]+[kMB]?) training tokens a model"), lambda m: (("tokens a model", m[1]), m[2])),
+    (re.compile(r"The long run \(chapter 10\): \d+ of its (\d+) models"), lambda m: (("planned", "first"), m[1])),
+    (re.compile(r"the long run's (\d+) models:"), lambda m: (("planned", "first"), m[1])),
+    (re.compile(r"The second long run[^:]*?: (\d+) of its (\d+) models shipped"), lambda m: (("second", "holds"), m.groups())),
+    (re.compile(r"The second long run holds (\d+) of its (\d+) models"), lambda m: (("second", "holds"), m.groups())),
+]
+
+
+def facts_of(text: str) -> dict:
+    """{(key, what): {value, ...}} of one page's text."""
+    found: dict = {}
+    for pattern, read in FACTS:
+        for m in pattern.finditer(text):
+            key, value = read(m)
+            found.setdefault(key, set()).add(tuple(value) if isinstance(value, (tuple, list)) else value)
+    return found
+
+
+def test_the_fact_reader_finds_a_contradiction_between_two_pages():
+    index = "Of the paper's 16 claims, 3 pass, 9 fail, 3 not decided, 1 not run at this build's scale (smoke, 4k "
+    board = "smoke: 3 pass, 9 fail, 3 not decided, 1 not run; long-repeated: 5 pass, 7 fail, 3 not decided, 1 not run"
+    assert facts_of(index)[("counts", "smoke")] == facts_of(board)[("counts", "smoke")] == {("3", "9", "3", "1")}
+    other = board.replace("smoke: 3 pass", "smoke: 4 pass")
+    assert facts_of(index)[("counts", "smoke")] != facts_of(other)[("counts", "smoke")]
+    assert facts_of("The long run (chapter 10): 40 of its 40 models shipped")[("planned", "first")] == {"40"}
+
+
+def test_no_page_states_a_count_or_scale_another_page_contradicts(browser, server):
+    pages = ["index", *CHAPTERS]
+    seen: dict = {}
+    for page in pages:
+        with Visit(browser, f"{server}/book/{page}.html") as visit:
+            text = " ".join(visit.page.locator("article").first.inner_text().split())
+        for key, values in facts_of(text).items():
+            for value in values:
+                seen.setdefault(key, {}).setdefault(value, []).append(page)
+    assert ("counts", "smoke") in seen and ("planned", "first") in seen, sorted(seen)  # the reader still finds them
+    contradicted = {key: by_value for key, by_value in seen.items() if len(by_value) > 1}
+    assert contradicted == {}, contradicted
