@@ -292,6 +292,9 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     # a model at L_tr = 512 breaks at r(16 x 512), not at its r(512) = r(L_tr)
     wide = long.assign(r_horizon_lo=[2.5, 1.5, 1.5, 1.0])
     assert "needed 2.1M training tokens" in rd.this_build("tiny", None, wide, 40)
+    linked = rd.this_build("tiny", None, long, 40, downloads={"long-repeated": ("downloads/a.zip", 11_000_000)})
+    assert "{download}`long-repeated <downloads/a.zip>` (11.0 MB)" in linked
+    assert "download" not in rd.this_build("tiny", None, long, 40)
     empty = rd.this_build("smoke", None, long.iloc[0:0], 40)
     assert "not computed in this build" in empty and "0 of its 40 models shipped." in empty and "blow-ups" not in empty
 

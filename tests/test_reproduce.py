@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from rflens import reproduce, scoreboard
+from rflens import bundle, reproduce, scoreboard
 from rflens.figures.render import PLOTLY_MIME
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,3 +142,12 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
     assert text.index("What this book finds") < text.index("{raw} html") < text.index("plotly-graph-div") < \
         text.index(":::{admonition} This build")
     assert "2 pass, 1 fail, 1 not decided, 1 not run at this build's scale" in text
+    # the shipped bundles, zipped beside the index, are linked from it
+    zips = reproduce.bundle_downloads(tmp_path)
+    assert set(zips) == {name for name in ("long", "long-repeated") if bundle.entries(name)}
+    index.write_text("# The book\n")
+    reproduce.write_this_build(index, "smoke", downloads=zips)
+    for name, path in zips.items():
+        assert f"{{download}}`{name} <downloads/{path.name}>`" in index.read_text()
+        with zipfile.ZipFile(path) as z:
+            assert f"{name}/manifest.json" in z.namelist()

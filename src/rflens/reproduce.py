@@ -296,7 +296,7 @@ def assemble(scale: str) -> Path:
                     ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"))
     if config["repository"]["url"]:  # the book has launch buttons: the chapters' note on live kernels names them
         shutil.copy2(BOOK / "_snippets" / "live_kernel_launch.md", staging / "book" / "_snippets" / "live_kernel.md")
-    write_this_build(staging / "book" / "index.md", scale)
+    write_this_build(staging / "book" / "index.md", scale, downloads=bundle_downloads(staging / "book"))
     executed = notebooks_dir(scale)
     for key, path in chapters().items():
         done = executed / path.name
@@ -307,7 +307,25 @@ def assemble(scale: str) -> Path:
     return src
 
 
-def write_this_build(index: Path, scale: str) -> None:
+DOWNLOADS = "downloads"  # the book's folder of the shipped bundles as zip files
+
+
+def bundle_downloads(book: Path) -> dict[str, Path]:
+    """Each shipped bundle that holds a model, zipped into ``book/downloads`` for the index's
+    download links: {preset: zip file}."""
+    from . import bundle
+
+    out = {}
+    for name in scales.SCALES:
+        if scales.get(name).shipped and bundle.entries(name):
+            folder = book / DOWNLOADS
+            folder.mkdir(parents=True, exist_ok=True)
+            out[name] = Path(shutil.make_archive(str(folder / f"rflens-{name}"), "zip", bundle.bundle_dir(name).parent,
+                                                 name))
+    return out
+
+
+def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None = None) -> None:
     """Put the first screen (:func:`rflens.readings.first_screen`, then the key figure) and the
     "this build" box (:func:`rflens.readings.this_build`) under the index page's title: what
     the book finds at each scale, the model, ALiBi's Δ sweep in the long run, the scoreboard
@@ -345,7 +363,9 @@ def write_this_build(index: Path, scale: str) -> None:
     sweep = table[table["name"].isin(names)] if not table.empty else table
     first = first_screen(scale, counts, long, long_counts, params, sweep)
     figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(fr.emergence_figure(sweep, names, title=family))}\n```\n\n"
-    box = this_build(scale, counts, table, len(emergence.models(long)), trained, second)
+    box = this_build(scale, counts, table, len(emergence.models(long)), trained, second,
+                     {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)
+                      for name, path in (downloads or {}).items()})
     title, _, rest = index.read_text().partition("\n")
     index.write_text(f"{title}\n\n{first}\n{figure}{box}{rest}")
 

@@ -76,13 +76,14 @@ def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: 
 
 
 def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int, trained: dict | None = None,
-               second: tuple[int, int] | None = None) -> str:
+               second: tuple[int, int] | None = None, downloads: dict[str, tuple[str, int]] | None = None) -> str:
     """The "this build" box of the index page (MyST): the scale's model and tokens a model,
     the scoreboard's counts (``counts``, None when the board was not computed; ``trained``,
     the counts of the claims that rest on trained models), and from the
     long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
     shipped, on how many tokens, and from how many tokens its first model breaks; ``second``:
-    (shipped, planned) models of the second long run while the book reads the first."""
+    (shipped, planned) models of the second long run while the book reads the first; ``downloads``:
+    {preset: (path from the index, bytes)} of the zipped bundles it links to."""
     sc = get(scale)
     m, t = sc.model, sc.train
     tokens = t.steps * t.batch_size * t.l_tr
@@ -119,5 +120,8 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
     if second is not None:
         lines.append(f"The second long run, on text it repeats at most 4 times and with three seeds where verdicts "
                      f"are decided: {second[0]} of its {second[1]} models shipped.")
+    if downloads:
+        lines.append("The shipped bundles, every model's measurements with their provenance: " + _join(
+            [f"{{download}}`{name} <{path}>` ({size / 1e6:.1f} MB)" for name, (path, size) in downloads.items()]) + ".")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} This build\n:class: note\n{body}\n:::\n"
