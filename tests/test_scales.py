@@ -193,3 +193,19 @@ def test_the_books_table_of_presets_states_the_presets():
         assert l_tr == str(s.train.l_tr)
         assert training.startswith(f"{s.train.steps:,} steps of batch {s.train.batch_size}")
         assert n == str(s.eval.n_segments)
+
+
+def test_the_corpora_table_reads_what_each_corpus_of_a_preset_holds(own_data):
+    from rflens import data
+
+    assert list(settings.corpora_table("smoke")["documents (train / validation / test)"]) == ["not built"]
+    cfg = settings.resolve("smoke", "alibi", "prose")[2]
+    m = data.prepare(cfg, progress=False).manifest
+    row = settings.corpora_table("smoke").loc["prose"]
+    assert row["stands in for"] == "OpenWebText2" and "State of the Union" in row["text"]
+    assert row["train tokens"] == f"{m['tokens']['train']:,}"
+    budget = scales.get("smoke").train
+    assert float(row["passes at the budget"]) == pytest.approx(
+        budget.steps * budget.batch_size * budget.l_tr / m["tokens"]["train"], abs=0.05)
+    # the long preset trains on the wide corpora, each described
+    assert list(settings.corpora_table("long").index) == ["prose-wide", "code-wide", "math-tex"]

@@ -38,11 +38,11 @@ from .build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, MA
                     SPLIT_FRACTIONS, built, capped_budget, prepare, rebuild_command, split_documents, train_tokenizer,
                     train_tokens)
 from .corpus import EOT, SPLITS, Corpus
-from .sources import HUB_DEFAULT_BYTES, HUB_FIX, MATH_PATTERN, PILE_SUBSETS, PINS, SOURCE_PACKAGES, check_hub
+from .sources import ABOUT, STANDS_IN_FOR, HUB_DEFAULT_BYTES, HUB_FIX, MATH_PATTERN, PILE_SUBSETS, PINS, SOURCE_PACKAGES, check_hub
 
 __all__ = [
     "prepare", "built", "Corpus", "SPLITS", "EOT", "PINS", "SOURCE_PACKAGES", "split_documents", "train_tokenizer",
     "check_hub", "rebuild_command", "FORMAT", "SPLIT_FRACTIONS", "DEFAULT_FRACTIONS", "GPT2_VOCAB",
     "FULL_VERIFY_BYTES", "PILE_SUBSETS", "HUB_DEFAULT_BYTES", "HUB_FIX", "MATH_PATTERN", "train_tokens",
-    "capped_budget", "MAX_EPOCHS", "MIN_SPLIT_DOCS",
+    "capped_budget", "MAX_EPOCHS", "MIN_SPLIT_DOCS", "ABOUT", "STANDS_IN_FOR",
 ]

