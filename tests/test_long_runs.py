@@ -125,3 +125,33 @@ def test_the_early_warning_figure_marks_the_breaks_in_colours_of_their_own():
     fig = fr.early_warning_figure(lr.early_warning((CONTROL,)))
     colours = [t.marker.color for t in fig.data]
     assert len(colours) == len(set(colours)) == 2 and {t.marker.symbol for t in fig.data} == {"circle", "x"}
+
+
+def test_the_long_run_tables_chapter_10_shows_read_in_words():
+    from rflens import emergence, results
+    from test_tables import _no_code_names
+
+    _no_code_names(results.readable(bundle.provenance(CONTROL)))
+    sc = lr.schedule(CONTROL)
+    if sc is not None:
+        view = results.readable(sc, digits=3)
+        _no_code_names(view)
+        assert view.index.names == ["model", "L"]
+        assert "r(L), warmup-stable-decay" in view.columns
+        assert "interval that" in rd.schedule_check(sc)
+    em = bundle.table(CONTROL)
+    _no_code_names(results.readable(emergence.last_sizes(em, CONTROL), digits=3))
+
+
+def test_the_long_table_of_table_1_comes_by_family_then_sweep_value():
+    from rflens import emergence, scales
+
+    t1 = bundle.table(CONTROL, names=emergence.table1_names(CONTROL))
+    last = emergence.last_sizes(t1, CONTROL)
+    families = list(dict.fromkeys(last.index.get_level_values("family")))
+    assert families == [f"Table 1: {f.title}" for f in scales.FAMILIES.values()][:len(families)]
+    for family in families:
+        names = t1.drop_duplicates("name").set_index("label").loc[list(last.loc[family].index), "name"]
+        values = [float(n.split("=")[-1]) for n in names]
+        assert values == sorted(values), (family, list(names))
+

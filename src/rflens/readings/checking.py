@@ -71,12 +71,12 @@ def emergence(em: pd.DataFrame) -> Prose:
     sizes = sorted({m["tokens"] for m in models})
     size = (f"{_tokens(sizes[0])} tokens" if len(sizes) == 1 else
             f"between {_tokens(sizes[0])} and {_tokens(sizes[-1])} tokens")
-    out = [f"Of the {_count(len(models), 'model')} at their last measured size ({size}),"]
+    out = [f"Of the {_count(len(models), 'model')}, read by r({models[0]['where']}) and its paired interval at their "
+           f"last measured size ({size}),"]
     groups = []
     broke = sorted((m for m in models if m["state"] == "breaks"), key=lambda m: m["from"])
     if broke:
-        groups.append(f"{len(broke)} break{'s' * (len(broke) == 1)} (the lower end of the interval of "
-                      f"r({models[0]['where']}) reaches {BREAKS:g})" + (", the earliest first: " if len(broke) > 1 else ": ")
+        groups.append(f"{len(broke)} break{'s' * (len(broke) == 1)} (the lower end reaches {BREAKS:g})" + (", the earliest first: " if len(broke) > 1 else ": ")
                       + _join([f"{m['label']} ({_since(m)})" for m in broke]))
     rose = [m for m in models if m["state"] == "rises"]
     if rose:
@@ -112,8 +112,8 @@ def emergence(em: pd.DataFrame) -> Prose:
         out.append("An ERF written ≥ N is a lower bound: its segment capped it.")
     stopped = [m for m in models if not m["complete"]]
     if stopped:
-        out.append(_join([f"{m['label']} ({_tokens(m['tokens'])} tokens)" for m in stopped])
-                   + f" stopped part-way: {'its' if len(stopped) == 1 else 'their'} last measured size is read as it is.")
+        out.append(f"Read where {'it' if len(stopped) == 1 else 'they'} stopped part-way: "
+                   + _join([f"{m['label']} ({_tokens(m['tokens'])} tokens)" for m in stopped]) + ".")
     return Prose(" ".join(out))
 
 
