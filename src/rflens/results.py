@@ -312,7 +312,7 @@ HEADERS = {
     "ppl_l_tr": "ppl(L_tr)", "r_horizon": f"r({EXTRAPOLATION_HORIZON} L_tr)",
     "r_horizon_lo": f"r({EXTRAPOLATION_HORIZON} L_tr) low", "r_horizon_hi": f"r({EXTRAPOLATION_HORIZON} L_tr) high",
     "l_ex": "L_ex", "vs_plain": "r ÷ plain", "vs_plain_lo": "r ÷ plain, low", "vs_plain_hi": "r ÷ plain, high", "val_loss": "validation loss",
-    "n_docs": "documents",
+    "n_docs": "documents", "max r high": "largest r, high",  # the last: the phenomena pilot's (rflens.pilot)
     # the long run's schedule check (rflens.bundle.schedule_table): a point of the warmup-stable-decay run
     # against a cosine run of the same size, on the same segments
     "r wsd": "r(L), warmup-stable-decay", "r wsd low": "r(L), warmup-stable-decay, low",
