@@ -184,3 +184,4 @@ def test_a_wide_table_scrolls_in_its_own_box_with_a_scrollbar_in_view_and_wrappe
     assert "background" in rules["div.cell_output div.output::-webkit-scrollbar-thumb"]
     head = rules["div.cell_output table.dataframe thead th"]
     assert "white-space: normal" in head and "max-width" in head
+    assert "white-space: nowrap" in rules["div.cell_output table.dataframe tbody th"]  # a model's name on one line
