@@ -304,9 +304,10 @@ def _synthetic(r16: list[tuple[float, float, float]], complete: bool = True, erf
 
 
 @pytest.mark.parametrize("points, words", [
-    ([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1), (2.4, 2.1, 2.7)], "it breaks from 2.1M tokens on"),
-    ([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1)], "it has not broken by 1.0M tokens"),
-    ([(1.0, 0.98, 1.02), (1.01, 0.99, 1.03)], "it stays within 1.10 at every size"),
+    ([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1), (2.4, 2.1, 2.7)], "1 breaks (the lower end reaches 2): ALiBi Δ=4 "
+                                                           "(at 2.1M tokens, its last size)"),
+    ([(1.1, 1.05, 1.15), (1.9, 1.7, 2.1)], "1 rises without breaking: ALiBi Δ=4"),
+    ([(1.0, 0.98, 1.02), (1.01, 0.99, 1.03)], "1 stays within 1.10 at every size"),
 ])
 def test_the_emergence_reading_decides_on_the_intervals(points, words):
     from rflens import readings

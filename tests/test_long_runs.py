@@ -136,3 +136,33 @@ def test_overfitting_reads_each_models_validation_loss_from_its_lowest_to_its_la
     assert row["lowest"] == nope["val_loss"].min() and row["last"] == nope["val_loss"].iloc[-1]
     assert row["rise"] == pytest.approx(row["last"] - row["lowest"]) and (over["rise"] >= 0).all()
     assert set(over["corpus"]) <= {"prose", "code", "math"}
+
+
+def test_the_long_run_tables_chapter_10_shows_read_in_words():
+    from rflens import emergence, results
+    from test_tables import _no_code_names
+
+    _no_code_names(results.readable(bundle.provenance(CONTROL)))
+    sc = lr.schedule(CONTROL)
+    if sc is not None:
+        view = results.readable(sc, digits=3)
+        _no_code_names(view)
+        assert view.index.names == ["model", "L"]
+        assert "r(L), warmup-stable-decay" in view.columns
+        assert "interval that" in rd.schedule_check(sc)
+    em = bundle.table(CONTROL)
+    _no_code_names(results.readable(emergence.last_sizes(em, CONTROL), digits=3))
+
+
+def test_the_long_table_of_table_1_comes_by_family_then_sweep_value():
+    from rflens import emergence, scales
+
+    t1 = bundle.table(CONTROL, names=emergence.table1_names(CONTROL))
+    last = emergence.last_sizes(t1, CONTROL)
+    families = list(dict.fromkeys(last.index.get_level_values("family")))
+    assert families == [f"Table 1: {f.title}" for f in scales.FAMILIES.values()][:len(families)]
+    for family in families:
+        names = t1.drop_duplicates("name").set_index("label").loc[list(last.loc[family].index), "name"]
+        values = [float(n.split("=")[-1]) for n in names]
+        assert values == sorted(values), (family, list(names))
+

@@ -418,3 +418,50 @@ def test_a_long_run_still_lacking_models_gives_the_verdicts_it_can_decide():
     assert "**Claim 1 holds.**" in text and "**Claim 15" not in text
     not_run = [r for r in rows if r["result"] == "not run"]
     assert "appear here once" in rd.long_run("Table 3", not_run, ["T5 (math)"], "tiny")
+
+
+@pytest.mark.parametrize("chapter", sorted(p.name[:2] for p in BOOK.glob("[0-9][0-9]_*.ipynb")))
+def test_chapter_prose_names_a_column_as_its_table_shows_it(chapter):
+    """A sentence that points at a table's column uses the header the reader sees
+    (rflens.results.HEADERS), not the name of the code."""
+    from rflens.results import HEADERS
+
+    for cell in _cells(chapter):
+        if cell["cell_type"] == "markdown":
+            named = set(re.findall(r"`([A-Za-z_]+)`", "".join(cell["source"])))
+            coded = {n for n in named if n in HEADERS and HEADERS[n].lower() != n.lower()}
+            assert not coded, (chapter, cell["id"], {n: HEADERS[n] for n in coded})
+
+
+def _grown(name, label, r16, erf, l_tr=32, complete=True):
+    """Rows of rflens.bundle.table for one long-run model: (r, low, high) of r(16 L_tr) at each size."""
+    return [{"name": name, "label": label, "l_tr": l_tr, "tokens": 2**19 * 2**i, "complete": complete, "erf": erf,
+             "erf_length": 16 * l_tr, "erf_capped": erf >= 16 * l_tr, f"r@{l_tr}": 1.0, f"r_lo@{l_tr}": 1.0,
+             f"r_hi@{l_tr}": 1.0, f"r@{16 * l_tr}": r, f"r_lo@{16 * l_tr}": lo, f"r_hi@{16 * l_tr}": hi}
+            for i, (r, lo, hi) in enumerate(r16)]
+
+
+def test_the_long_run_reading_is_one_paragraph_of_the_pattern_and_its_exceptions():
+    flat, rising = [(1.0, 0.99, 1.01)] * 3, [(1.1, 1.05, 1.15), (1.3, 1.2, 1.4), (1.5, 1.3, 1.7)]
+    em = pd.DataFrame(
+        _grown("a", "ALiBi Δ=4", [(1.2, 1.1, 1.3), (2.4, 2.1, 2.7), (3.0, 2.6, 3.4)], erf=600)
+        + _grown("b", "NoPE", [(1.9, 1.8, 2.0), (2.2, 1.9, 2.5), (2.9, 2.4, 3.3)], erf=300)
+        + _grown("c", "window w=30", rising, erf=95)
+        + _grown("d", "window w=8", flat, erf=18) + _grown("e", "ALiBi Δ=-7", flat, erf=16)
+        + _grown("f", "ALiBi Δ=-1", flat, erf=399)
+        + _grown("g", "ALiBi h=0", [(1.2, 1.1, 1.3), (1.05, 1.0, 1.09), (1.0, 0.99, 1.01)], erf=20)
+        + _grown("h", "window w=22", [(1.0, 0.99, 1.02), (1.0, 0.99, 1.02)], erf=10, complete=False))
+    text = rd.emergence(em)
+    assert "\n" not in text and "- " not in text  # one paragraph, not a line a model
+    assert "Of the 8 models" in text
+    assert "read by r(16 $L_{tr}$) and its paired interval" in text
+    assert "2 break (the lower end reaches 2), the earliest first" in text
+    assert "ALiBi Δ=4 (from 1.0M tokens) and NoPE (at 2.1M tokens, its last size)" in text
+    assert "1 rises without breaking: window w=30" in text
+    assert "5 stay within 1.10, 4 of them at every size and ALiBi h=0 (from 1.0M tokens)" in text
+    # the ERF against the state: w=8, Δ=-7, h=0 and w=22 inside and flat, Δ=4, NoPE and w=30 beyond and not
+    assert "The ERF sides with 7 of them" in text
+    assert "The exception: ALiBi Δ=-1 (ERF 399) stays within 1.10 with an ERF beyond $L_{tr}$ = 32." in text
+    assert "Read where it stopped part-way: window w=22 (1.0M tokens)." in text
+    assert "≥ N" in text  # Δ=4's ERF reached the end of its segment
+    assert "No long-run model" in rd.emergence(em[:0])

@@ -109,3 +109,79 @@ def test_segments_of_several_lengths_keep_their_own_column():
     df = pd.DataFrame({"erf": [40, 500], "erf_capped": [False, True], "erf_length": [64, 512]}, index=["a", "b"])
     view = results.readable(df)
     assert list(view.columns) == ["ERF", "ERF segment"] and list(view["ERF"]) == ["40", "≥ 500"]
+
+
+# code names a reader must not meet in a shown table: bench and run-store keys, raw column names
+CODE_VALUE = r"[a-z]+_[a-z_]+=|^(win\d+|alibi_(max|min)|nope_bos|sin_scaled|corner|slope_shift|same_slope)$|_bos$"
+CODE_HEADER = r"^r (wsd|hi|lo|top)\b|^ppl top\b|^(stage|name|pos|spec)$"
+
+
+def _shown(view) -> list[str]:
+    """Every header, index name and row name of a rendered table."""
+    names = [*map(str, view.columns), *[str(n) for n in view.index.names if n is not None]]
+    rows = [str(v) for level in range(view.index.nlevels) for v in view.index.get_level_values(level)]
+    return names + rows
+
+
+def _no_code_names(view) -> None:
+    import re
+
+    assert not isinstance(view.index, pd.RangeIndex), "rows numbered 0..N instead of named"
+    shown = _shown(view)
+    assert not [s for s in shown if re.search(CODE_VALUE, s) or re.search(CODE_HEADER, s)
+                or re.search(CODE_NAME, s)], shown
+    cells = [str(v) for v in view.to_numpy().ravel()]
+    assert not [c for c in cells if re.search(CODE_VALUE, c)], cells
+
+
+def test_a_rendered_table_names_its_rows_by_model_and_its_families_by_their_titles():
+    from rflens import results
+    from rflens.scales import FAMILIES
+
+    df = pd.DataFrame({"label": ["Δ=-8", "w=8"], "family": ["slope_shift", "window"], "pos": ["alibi", "window"],
+                       "erf": [4, 30]})
+    view = results.readable(df)
+    assert list(view.index) == ["Δ=-8", "w=8"] and view.index.name == "model"
+    assert list(view["family"]) == [FAMILIES["slope_shift"].title, FAMILIES["window"].title]
+    assert list(view["scheme"]) == ["ALiBi", "Windowed"]
+    _no_code_names(view)
+    # a table whose rows are already named keeps its index; one with no model column keeps its numbers
+    assert list(results.readable(df.set_index("family")).index) == ["slope_shift", "window"]
+    assert isinstance(results.readable(df[["erf"]]).index, pd.RangeIndex)
+
+
+def test_the_pilot_tables_name_each_model_by_its_scheme_and_setting():
+    from rflens import pilot, results
+
+    sweep = pilot.pilot_table()
+    if sweep.empty:
+        pytest.skip("no pilot measurements in this checkout")
+    view = results.readable(pilot.view(sweep), digits=3)
+    _no_code_names(view)
+    assert list(view.index.names) == ["R", "d", "L_tr", "training tokens", "model"]
+    labels = set(view.index.get_level_values("model"))
+    assert "ALiBi Δ=4 (paper's 8)" in labels and "NoPE with a fixed first token" in labels
+    summary = results.readable(pilot.pilot_summary(sweep), digits=3)
+    _no_code_names(summary)
+    assert any("R·w/L_tr=4.5" in m for m in summary["missing"])
+    seeds = pilot.seed_spread()
+    for key, digits in (("table1", 3), ("table3", 1)):
+        if not seeds[key].empty:
+            _no_code_names(results.readable(seeds[key], digits=digits))
+
+
+def test_a_wide_table_scrolls_in_its_own_box_with_a_scrollbar_in_view_and_wrapped_headers():
+    """The book's CSS: a table wider than the column scrolls inside its output box, whose
+    scrollbar is styled (so drawn even where the system hides scrollbars until one scrolls),
+    and headers wrap into a few lines so that a table keeps few columns out of view."""
+    import re
+    from importlib.resources import files
+
+    css = re.sub(r"/\*.*?\*/", "", files("rflens").joinpath("book.css").read_text(), flags=re.S)
+    rules = {sel.strip(): body for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", css) for sel in sels.split(",")}
+    assert "overflow-x: auto" in rules["div.cell_output div.output"]
+    assert "height" in rules["div.cell_output div.output::-webkit-scrollbar"]
+    assert "background" in rules["div.cell_output div.output::-webkit-scrollbar-thumb"]
+    head = rules["div.cell_output table.dataframe thead th"]
+    assert "white-space: normal" in head and "max-width" in head
+    assert "white-space: nowrap" in rules["div.cell_output table.dataframe tbody th"]  # a model's name on one line

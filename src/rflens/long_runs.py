@@ -177,6 +177,21 @@ def _seeded_models(scale: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# ----------------------------------------------------------------------------- the schedule check
+
+
+def schedule(scale: str = CONTROL) -> pd.DataFrame | None:
+    """The shipped schedule check (:func:`rflens.bundle.schedule_table`) as chapter 10 shows
+    it: one row a length, named by the model's label and L; the ratio's bounds named as the
+    ratio's. None when the bundle holds no check."""
+    sc = bundle.schedule_table(scale)
+    if sc is None:
+        return None
+    names = {name: bundle.label(bundle.load(name, scale)) for name in dict.fromkeys(sc["name"])}
+    sc = sc.rename(columns={"low": "wsd / cosine low", "high": "wsd / cosine high"})
+    return sc.assign(model=sc["name"].map(names)).drop(columns="name").set_index(["model", "L"])
+
+
 # ----------------------------------------------------------------------------- early warning
 
 

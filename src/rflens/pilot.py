@@ -8,13 +8,14 @@ import math
 
 import pandas as pd
 
+from .paper import SLOPE_SHIFT
 from .results import BREAKS, EXTRAPOLATION_TOLERANCE
 from .storage import package_repo, read_json
 
 
 def pilot_table(path=None) -> pd.DataFrame:
     """The measured pilot sweep, one row per model: depth R, width d, L_tr, training tokens,
-    the model (``spec``), ppl(L_tr), r at 2..16 L_tr with the paired interval at 16 L_tr,
+    the model (``model``: the bench's name; ``label``: as the book prints it, :func:`label`), ppl(L_tr), r at 2..16 L_tr with the paired interval at 16 L_tr,
     the ERF and the training minutes. ``path`` defaults to ``bench/phenomena.json`` of the
     repository; an empty table when it is missing."""
     path = package_repo() / "bench" / "phenomena.json" if path is None else path
@@ -25,7 +26,7 @@ def pilot_table(path=None) -> pd.DataFrame:
     rows = []
     for m in models:
         row = {"stage": m.get("stage"), "R": m["R"], "d": m["d"], "l_tr": m["l_tr"], "tokens": m.get("tokens_label"),
-               "model": m["spec"], "pos": m["pos"], "ppl(L_tr)": m["ppl"][0]}
+               "model": m["spec"], "label": label(m), "pos": m["pos"], "ppl(L_tr)": m["ppl"][0]}
         for L, r in zip(m["lengths"][1:], m["r"][1:]):
             row[f"r({L // m['l_tr']} L_tr)"] = r
         row["r(16 L_tr) low"], row["r(16 L_tr) high"] = m["r_lo"][-1], m["r_hi"][-1]
@@ -35,12 +36,45 @@ def pilot_table(path=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def label(m: dict) -> str:
+    """A pilot model as the book prints it: the scheme (:func:`rflens.bundle.label`), its
+    Table 1 setting (:func:`rflens.experiments.family_label`: "Δ=4 (paper's 8)", "w=24"),
+    and the ablations the bench names in its model keys (a fixed first token, Sinusoidal's
+    embeddings unscaled)."""
+    from .bundle import label as scheme_label
+    from .experiments import family_label
+
+    settings = m.get("settings", {})
+    parts = [scheme_label({"pos": m["pos"], "settings": {}})]
+    for family in ("slope_shift", "same_slope", "window"):
+        if settings.get(family) is not None:
+            parts.append(family_label(family, settings[family], m["l_tr"]))
+    if m["pos"] == "sinusoidal" and "scale_embeddings" in settings:
+        parts.append("(embeddings scaled)" if settings["scale_embeddings"] else "(embeddings unscaled)")
+    if m.get("rw_over_ltr") is not None:
+        parts.append(f"(R·w/L_tr={m['rw_over_ltr']:g})")
+    if settings.get("first_token") is not None:
+        parts.append("with a fixed first token")
+    return " ".join(parts)
+
+
+def view(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The pilot table as the book shows it: one row per model, named by its configuration
+    (R, d, L_tr, training tokens) and its label, the bench's names and stages left out."""
+    if sweep.empty:
+        return sweep
+    return sweep.drop(columns=["stage", "model", "pos"]).set_index(["R", "d", "l_tr", "tokens", "label"])
+
+
 # The pilot's selection rule, fixed before its first result: at one configuration, every
 # failing-side model breaks (r(16 L_tr) >= 2, lower bound of the paired interval) while every
 # stable-side model stays flat (upper bound of r(L) <= 1.10 at every length).
 PILOT_FAILING = ("alibi_max", "win3", "win45")  # the paper's Delta = 8; R*w/L_tr = 3 and 4.5
 PILOT_STABLE = ("win1", "alibi_min")  # R*w/L_tr = 1; the paper's Delta = -3
 PILOT_WINDOW_RATIO = {"win1": 1, "win3": 3, "win45": 4.5}  # R*w/L_tr of the pilot's windowed models
+# each model of the rule by its role, for a configuration that lacks it (its settings depend on R and L_tr)
+PILOT_ROLES = {"alibi_max": f"ALiBi (the paper's Δ={max(SLOPE_SHIFT)})", "alibi_min": f"ALiBi (the paper's Δ={min(SLOPE_SHIFT)})",
+               **{m: f"window (R·w/L_tr={ratio:g})" for m, ratio in PILOT_WINDOW_RATIO.items()}}
 
 
 def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -60,9 +94,9 @@ def pilot_summary(df: pd.DataFrame) -> pd.DataFrame:
         flat = stable.empty or rise <= EXTRAPOLATION_TOLERANCE
         rows.append({"R": R, "d": d, "l_tr": l_tr, "tokens": tokens, "minutes per model": g["minutes"].mean(),
                      "failing side: lowest r(16 L_tr) low": weakest, "stable side: highest r high": rise,
-                     "missing": ", ".join(missing) or "-",
+                     "missing": "; ".join(PILOT_ROLES[m] for m in missing) or "-",
                      "qualifies": bool(fails and flat and not missing)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).set_index(["R", "d", "l_tr", "tokens"])
 
 
 def seed_spread(path=None) -> dict[str, pd.DataFrame]:
@@ -87,7 +121,13 @@ def seed_spread(path=None) -> dict[str, pd.DataFrame]:
                     "criterion": "today's" if today(cid) else
                     f"an earlier one, under which it read {v['result']}: `python bench/seeds.py run` decides it"}
                    for cid, by_seed in res["claims"].items() for seed, v in by_seed.items()]
+    from .scales import get
+
+    top = f"{max(get(res['scale']).eval.length_mults)} L_tr"  # the longest length the bench measured
     t3 = pd.DataFrame(res["table3"]).pivot_table(index=["corpus", "label"], columns="seed",
                                                  values=["ppl_l_tr", "ppl_top"])
-    return {"claims": pd.DataFrame(claims_rows).set_index(["claim", "seed"]),
-            "table1": pd.DataFrame(res["table1"]).set_index(["label", "seed"]), "table3": t3}
+    t3 = t3.rename(columns={"ppl_l_tr": "ppl(L_tr)", "ppl_top": f"ppl({top})"}, level=0)
+    t3 = t3.rename(columns=lambda seed: f"seed {seed}", level=1)
+    t1 = pd.DataFrame(res["table1"]).set_index(["label", "seed"])[["r_top", "r_lo", "r_hi"]]
+    t1.columns = [f"r({top})", f"r({top}) low", f"r({top}) high"]
+    return {"claims": pd.DataFrame(claims_rows).set_index(["claim", "seed"]), "table1": t1, "table3": t3}

@@ -312,12 +312,48 @@ HEADERS = {
     "ppl_l_tr": "ppl(L_tr)", "r_horizon": f"r({EXTRAPOLATION_HORIZON} L_tr)",
     "r_horizon_lo": f"r({EXTRAPOLATION_HORIZON} L_tr) low", "r_horizon_hi": f"r({EXTRAPOLATION_HORIZON} L_tr) high",
     "l_ex": "L_ex", "vs_plain": "r ÷ plain", "vs_plain_lo": "r ÷ plain, low", "vs_plain_hi": "r ÷ plain, high", "val_loss": "validation loss",
-    "n_docs": "documents",
+    "n_docs": "documents", "max r high": "largest r, high",  # the last: the phenomena pilot's (rflens.pilot)
+    # the long run's schedule check (rflens.bundle.schedule_table): a point of the warmup-stable-decay run
+    # against a cosine run of the same size, on the same segments
+    "r wsd": "r(L), warmup-stable-decay", "r wsd low": "r(L), warmup-stable-decay, low",
+    "r wsd high": "r(L), warmup-stable-decay, high", "r cosine": "r(L), cosine", "r cosine low": "r(L), cosine, low",
+    "r cosine high": "r(L), cosine, high", "wsd / cosine": "warmup-stable-decay ÷ cosine",
+    "wsd / cosine low": "warmup-stable-decay ÷ cosine, low", "wsd / cosine high": "warmup-stable-decay ÷ cosine, high",
 }
 _WIDE_HEADERS = {"ppl": "ppl({})", "r": "r({})", "r_lo": "r({}) low", "r_hi": "r({}) high", "ci_low": "ppl({}) low",
                  "ci_high": "ppl({}) high"}
 _SHARES = {"share_in_ltr"}  # shown as percentages
 _FOLDED = {"erf_capped", "old_erf_capped", "erf_length"}  # shown inside the ERF cells and header
+
+
+def _family_title(value) -> str:
+    from .scales import FAMILIES
+
+    return FAMILIES[value].title if value in FAMILIES else str(value)
+
+
+def _scheme_title(value) -> str:
+    from .schemes import title
+
+    return title(str(value))
+
+
+# columns whose values are code names, shown in the words of their one home: a Table 1 family
+# by its title (rflens.scales.FAMILIES), a scheme by its printed name (rflens.schemes)
+_NAMED = {"family": _family_title, "pos": _scheme_title}
+_ROW_NAMES = ("label", "model")  # the columns that name a table's rows, as the book prints them
+
+
+def by_model(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its rows named: a table numbered 0, 1, ... (pandas' default index) that has
+    a column naming its models (``label`` or ``model``) is indexed by that column, so a
+    rendered table never shows a bare row number."""
+    numbered = isinstance(df.index, pd.RangeIndex) and df.index.name is None and df.index.start == 0 \
+        and df.index.step == 1
+    column = next((c for c in _ROW_NAMES if c in df.columns), None)
+    if not numbered or column is None:
+        return df
+    return df.set_index(column)
 
 
 def header(name) -> str:
@@ -347,14 +383,17 @@ def _cell(value, digits: int) -> str:
 
 
 def readable(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """``df`` as the book renders it: headers in words (:func:`header`), every number of a
-    column with the same decimals, shares as percentages, yes/no for flags, "–" for a value
-    not measured, and an ERF the segment capped as "≥ N" (its segment length in the header).
+    """``df`` as the book renders it: headers in words (:func:`header`), rows named by their
+    model rather than numbered (:func:`by_model`), families and schemes by their titles, every
+    number of a column with the same decimals, shares as percentages, yes/no for flags, "–"
+    for a value not measured, and an ERF the segment capped as "≥ N" (its segment length in
+    the header).
     ``attrs["csv"]`` keeps the rows at full precision for the chapter's CSV download."""
     full = df.attrs.get("csv")
     if full is None:
         named = any(n is not None for n in df.index.names)
         full = (df.reset_index() if named else df).to_dict(orient="list")
+    df = by_model(df)
     out = pd.DataFrame(index=df.index)
     one_length = "erf_length" in df.columns and df["erf_length"].nunique() == 1
     for col in df.columns:
@@ -365,6 +404,8 @@ def readable(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
             cells = ["–" if _missing(v) else erf_text(v, c) for v, c in zip(values, df[f"{col}_capped"])]
         elif col in _SHARES:
             cells = ["–" if _missing(v) else f"{float(v):.0%}" for v in values]
+        elif col in _NAMED:
+            cells = ["–" if _missing(v) else _NAMED[col](v) for v in values]
         else:
             cells = [_cell(v, digits) for v in values]
         name = header(col)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..results import BREAKS, lengths_of
 from ..results import EXTRAPOLATION_TOLERANCE as TOL
-from .notation import Prose, _bullets, _erf, _label, _mult, _num, _r, _tokens, _top, tex
+from .notation import Prose, _erf, _join, _label, _mult, _num, _tokens, _top, tex
 
 
 # --------------------------------------------------------------------------------------
@@ -59,37 +59,90 @@ def protocols(pr: pd.DataFrame, *, brief: bool = False) -> Prose:
 # the long run (chapter 10)
 # --------------------------------------------------------------------------------------
 def emergence(em: pd.DataFrame) -> Prose:
-    """Per long-run model: r(16 L_tr) at its first and last measured size, whether and from
-    which size it breaks (the lower end of the paired interval >= 2) or extrapolates (the
-    upper end <= 1.10), and its ERF against L_tr; an unfinished run says how far it got."""
+    """The long run's models in one paragraph: at its last measured size each model breaks
+    (the lower end of the paired interval of r(16 L_tr) reaches 2; from which size on),
+    rises without breaking, or stays within 1.10 (at every size, or from a size on); then
+    whether the ERF sides with that state as the paper reads it (beyond L_tr for a model that
+    does not stay flat, inside for one that does), naming the models where it does not, and
+    the runs that stopped part-way. ``em``: rows of :func:`rflens.bundle.table`."""
     if em.empty:
         return Prose("No long-run model is shipped yet (`python -m rflens emergence --list`).")
-    out = []
-    for name in dict.fromkeys(em["name"]):
-        d = em[em["name"] == name].sort_values("tokens")
-        first, last = d.iloc[0], d.iloc[-1]
-        l_tr = int(last["l_tr"])
-        top = _top(em, last)
-        broke = d[d[f"r_lo@{top}"] >= BREAKS]
-        flat = d[d[f"r_hi@{top}"] <= TOL]
-        where = _mult(top, l_tr)
-        s = (f"{_label(last)}: r({where}) = {_r(first, top)} at {_tokens(first['tokens'])} tokens, "
-             f"{_r(last, top)} at {_tokens(last['tokens'])}; ")
-        if len(broke):
-            s += f"it breaks from {_tokens(broke.iloc[0]['tokens'])} tokens on"
-        elif len(flat) == len(d):
-            s += f"it stays within {TOL:.2f} at every size"
-        elif _num(last[f"r_hi@{top}"]) <= TOL:
-            s += f"it stays within {TOL:.2f} from {_tokens(flat.iloc[0]['tokens'])} tokens on"
+    models = [_grown(em, em[em["name"] == name].sort_values("tokens")) for name in dict.fromkeys(em["name"])]
+    sizes = sorted({m["tokens"] for m in models})
+    size = (f"{_tokens(sizes[0])} tokens" if len(sizes) == 1 else
+            f"between {_tokens(sizes[0])} and {_tokens(sizes[-1])} tokens")
+    out = [f"Of the {_count(len(models), 'model')}, read by r({models[0]['where']}) and its paired interval at their "
+           f"last measured size ({size}),"]
+    groups = []
+    broke = sorted((m for m in models if m["state"] == "breaks"), key=lambda m: m["from"])
+    if broke:
+        groups.append(f"{len(broke)} break{'s' * (len(broke) == 1)} (the lower end reaches {BREAKS:g})" + (", the earliest first: " if len(broke) > 1 else ": ")
+                      + _join([f"{m['label']} ({_since(m)})" for m in broke]))
+    rose = [m for m in models if m["state"] == "rises"]
+    if rose:
+        groups.append(f"{len(rose)} rise{'s' * (len(rose) == 1)} without breaking: " + _join([m["label"] for m in rose]))
+    flat = [m for m in models if m["state"] == "flat"]
+    if flat:
+        later = [m for m in flat if m["from"] is not None]
+        text = f"{len(flat)} stay{'s' * (len(flat) == 1)} within {TOL:.2f}"
+        if not later:
+            text += " at every size"
         else:
-            s += f"it has not broken by {_tokens(last['tokens'])} tokens"
-        side = "inside" if int(last["erf"]) <= l_tr else "beyond"
-        capped = f" (a lower bound: the {int(last['erf_length'])}-token segment capped it)" if bool(last["erf_capped"]) else ""
-        s += f"; its ERF is {_erf(last)} tokens{capped}, {side} $L_{{tr}}$ = {l_tr}"
-        if not bool(last["complete"]):
-            s += f" (the run stopped part-way; its last measured size is {_tokens(last['tokens'])})"
-        out.append(s + ".")
-    return _bullets(out)
+            text += (f", {len(flat) - len(later)} of them at every size and " if len(later) < len(flat) else ": ") \
+                + _join([f"{m['label']} ({_since(m)})" for m in later])
+        groups.append(text)
+    out[0] += " " + "; ".join(groups) + "."
+    odd = [m for m in models if m["beyond"] == (m["state"] == "flat")]
+    if not odd:
+        out.append("The ERF sides with every one as the paper reads it: beyond $L_{tr}$ for each model that does "
+                   "not stay flat, inside for each that does.")
+    else:
+        out.append(f"The ERF sides with {len(models) - len(odd)} of them as the paper reads it (beyond $L_{{tr}}$ for "
+                   f"a model that does not stay flat, inside for one that does).")
+        for beyond, words in ((True, f"stay{'s' * (sum(m['beyond'] for m in odd) == 1)} within {TOL:.2f} with an ERF "
+                                     f"beyond"),
+                              (False, f"do{'es' * (sum(not m['beyond'] for m in odd) == 1)} not with an ERF inside")):
+            these = [m for m in odd if m["beyond"] == beyond]
+            if these:
+                l_trs = {m["l_tr"] for m in these}
+                where = f"$L_{{tr}}$ = {l_trs.pop()}" if len(l_trs) == 1 else "their $L_{tr}$"
+                out.append(f"{'The exception' if len(odd) == 1 else 'Exceptions'}: "
+                           + _join([f"{m['label']} (ERF {m['erf']})" for m in these]) + f" {words} {where}.")
+    if any(m["capped"] for m in models):
+        out.append("An ERF written ≥ N is a lower bound: its segment capped it.")
+    stopped = [m for m in models if not m["complete"]]
+    if stopped:
+        out.append(f"Read where {'it' if len(stopped) == 1 else 'they'} stopped part-way: "
+                   + _join([f"{m['label']} ({_tokens(m['tokens'])} tokens)" for m in stopped]) + ".")
+    return Prose(" ".join(out))
+
+
+def _since(m: dict) -> str:
+    return (f"at {_tokens(m['tokens'])} tokens, its last size" if m["from"] == m["tokens"] else
+            f"from {_tokens(m['from'])} tokens")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _grown(em: pd.DataFrame, d: pd.DataFrame) -> dict:
+    """One model's curve (its rows, in order of tokens) read as :func:`emergence` reads it."""
+    last = d.iloc[-1]
+    l_tr = int(last["l_tr"])
+    top = _top(em, last)
+    broken, flat = d[f"r_lo@{top}"] >= BREAKS, d[f"r_hi@{top}"] <= TOL
+    state = "breaks" if broken.iloc[-1] else "flat" if flat.iloc[-1] else "rises"
+    since = None
+    if state != "rises":  # the first size of the last unbroken stretch of that state
+        holds = broken if state == "breaks" else flat
+        before = d[~holds]
+        since = d["tokens"].iloc[0] if before.empty else d[d["tokens"] > before["tokens"].iloc[-1]]["tokens"].iloc[0]
+        if state == "flat" and before.empty:
+            since = None  # flat at every size
+    return {"label": _label(last), "state": state, "from": since, "tokens": last["tokens"], "where": _mult(top, l_tr),
+            "l_tr": l_tr, "erf": _erf(last), "beyond": int(last["erf"]) > l_tr, "capped": bool(last["erf_capped"]),
+            "complete": bool(last["complete"])}
 
 
 def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str = "long",
@@ -147,13 +200,14 @@ def schedule_check(sc: pd.DataFrame | None) -> Prose:
     the longest length: the paired interval of the ratio of their r(L)."""
     if sc is None or sc.empty:
         return Prose("The schedule check has not been run (`rflens.emergence.schedule_check`).")
-    row = sc.iloc[-1]
-    agree = row["low"] <= 1 <= row["high"]
+    row = sc.reset_index().iloc[-1]  # rows of rflens.long_runs.schedule, indexed by (model, L)
+    low, high = row["wsd / cosine low"], row["wsd / cosine high"]
+    agree = low <= 1 <= high
     return Prose(
         f"At {_tokens(row['tokens'])} tokens, r({int(row['L'])}) of the cooled-down point is "
         f"{row['r wsd']:.3f} [{row['r wsd low']:.3f}, {row['r wsd high']:.3f}] and that of a cosine run of the same "
         f"size {row['r cosine']:.3f} [{row['r cosine low']:.3f}, {row['r cosine high']:.3f}]; their ratio over the same "
-        f"segments is {row['wsd / cosine']:.4f} [{row['low']:.4f}, {row['high']:.4f}], "
+        f"segments is {row['wsd / cosine']:.4f} [{low:.4f}, {high:.4f}], "
         + ("an interval that holds 1: the two schedules agree at this size." if agree else
            "an interval that excludes 1: the schedules differ at this size, and the curves are read as the "
            "warmup-stable-decay runs they are."))
