@@ -255,6 +255,51 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     return fig
 
 
+# one hue a family of models (Table 1's three sweeps, ...), a shade a model: sequential scales
+FAMILY_SCALES = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys")
+LEGEND_ENTRY = 20  # px a legend entry takes (font 12)
+LEGEND_TITLE = 20  # px a line of a legend's title takes
+LEGEND_TITLE_CHARS = 24  # characters of a legend title's line
+LEGEND_GAP = 14  # px between two legends stacked at the right
+FIGURE_SPACE = "\u2007"  # as wide as a digit: pads a number so that its legend entry keeps its width
+
+
+def family_groups(curves: dict[str, dict]) -> list[tuple[str, list[str]]]:
+    """The models of ``curves`` by family (``rf["family"]``, in order of appearance):
+    [(family, [label, ...]), ...]; one group with the family "" where they are of one family."""
+    groups: dict[str, list[str]] = {}
+    for lab, rf in curves.items():
+        groups.setdefault(str(rf.get("family") or ""), []).append(lab)
+    return list(groups.items()) if len(groups) > 1 else [("", list(curves))]
+
+
+def family_colors(groups: list[tuple[str, list[str]]]) -> dict[str, str]:
+    """{label: colour}: one sequential scale a family (its models from lighter to darker, the
+    lightest still readable on white), or the qualitative colours for a single group. No two
+    models share a colour."""
+    from plotly.colors import sample_colorscale
+
+    if len(groups) == 1:
+        return {lab: _color(i) for i, lab in enumerate(groups[0][1])}
+    out = {}
+    for j, (_, labels) in enumerate(groups):
+        scale = FAMILY_SCALES[j % len(FAMILY_SCALES)]
+        where = [0.75] if len(labels) == 1 else list(np.linspace(0.45, 0.95, len(labels)))
+        out.update(zip(labels, sample_colorscale(scale, where)))
+    return out
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters (at spaces) with ``<br>``."""
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(text, width)) or text
+
+
+def _family_title(family: str) -> str:
+    return ex.FAMILY_TITLES.get(family, family.replace("_", " "))
+
+
 # the thresholds of the static ERF slider: the paper's 0.99 and a spread around it
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 
@@ -263,42 +308,74 @@ def erf_threshold_figure(curves: dict[str, dict], *, thresholds=THRESHOLDS, titl
                          log_x: bool = True) -> go.Figure:
     """The static form of the ERF explorer: every model's cumulative curve, and a slider over
     ``thresholds`` that moves each model's ERF marker (where its curve reaches the
-    threshold), precomputed so that it works without a kernel. Click a legend entry to hide
-    a model."""
-    from ..receptive import erf_from_normalized
+    threshold), precomputed so that it works without a kernel.
+
+    No number is written in the plot (fifteen ERFs at one threshold fall on one line and
+    run into each other): each model's legend entry gives its ERF at the slider's threshold
+    (``≥`` where the segment caps it). Models of one family (``rf["family"]``) share a hue and
+    a legend of their own, titled with the family; the figure is tall enough for every legend
+    entry to show without scrolling. Click a legend entry to hide a model."""
+    from ..receptive import erf_capped, erf_from_normalized
 
     labels = list(curves)
     thresholds = [float(t) for t in thresholds]
-    erfs = {lab: [erf_from_normalized(curves[lab]["normalized"], t) for t in thresholds] for lab in labels}
     start = min(range(len(thresholds)), key=lambda i: abs(thresholds[i] - 0.99))
     length = max(len(rf["cumulative"]) for rf in curves.values())
+    erfs = {lab: [erf_from_normalized(curves[lab]["normalized"], t) for t in thresholds] for lab in labels}
+    texts = {lab: [erf_text(e, erf_capped(e, len(curves[lab]["normalized"]), curves[lab].get("theoretical")))
+                   for e in erfs[lab]] for lab in labels}
+    width = {lab: max(len(t) for t in texts[lab]) for lab in labels}
+
+    def name(lab, j):  # padded to the model's widest number: the legend keeps its width as the slider moves
+        return f"{lab}: ERF {texts[lab][j].ljust(width[lab], FIGURE_SPACE)}"
+
+    groups = family_groups(curves)
+    colors = family_colors(groups)
+    legend_of = {lab: ("legend" if g == 0 else f"legend{g + 1}") for g, (_, labs) in enumerate(groups) for lab in labs}
     fig = go.Figure()
-    for i, lab in enumerate(labels):
+    for lab in labels:
         rf = curves[lab]
         k = np.arange(1, len(rf["cumulative"]) + 1)
         fig.add_trace(go.Scatter(x=k, y=np.asarray(rf["cumulative"], dtype=np.float32), mode="lines", name=lab,
-                                 legendgroup=lab, line={"color": _color(i)},
+                                 legendgroup=lab, legend=legend_of[lab], showlegend=False,
+                                 line={"color": colors[lab], "width": 1.8},
                                  hovertemplate="k=%{x}: %{y:.4f}<extra>" + lab + "</extra>"))
-    for i, lab in enumerate(labels):
-        e = erfs[lab][start]
-        fig.add_trace(go.Scatter(x=[e], y=[thresholds[start]], mode="markers+text", legendgroup=lab, showlegend=False,
-                                 marker={"color": _color(i), "size": 10, "line": {"color": "white", "width": 1}},
-                                 text=[f"{e}"], textposition="top left", textfont={"color": _color(i)},
-                                 hovertemplate=f"{lab}: ERF %{{x}}<extra></extra>"))
+    for lab in labels:  # the legend entries: a model's marker, its name and its ERF
+        fig.add_trace(go.Scatter(x=[erfs[lab][start]], y=[thresholds[start]], mode="lines+markers", name=name(lab, start),
+                                 legendgroup=lab, legend=legend_of[lab], line={"color": colors[lab], "width": 1.8},
+                                 marker={"color": colors[lab], "size": 10, "line": {"color": "white", "width": 1}},
+                                 text=[texts[lab][start]], hovertemplate=f"{lab}: ERF %{{text}}<extra></extra>"))
     markers = list(range(len(labels), 2 * len(labels)))
     steps = []
     for j, t in enumerate(thresholds):
         head = f"{title}: threshold {t:g}" + _subtitle(
-            f"the dots: where each cumulative curve reaches {t:g} (the paper uses 0.99); segments of {length} tokens")
+            f"dots and legend: each model's ERF, where its curve reaches {t:g} (the paper uses 0.99); "
+            f"segments of {length} tokens")
         steps.append({"method": "update", "label": f"{t:g}",
                       "args": [{"x": [[erfs[lab][j]] for lab in labels], "y": [[t]] * len(labels),
-                                "text": [[f"{erfs[lab][j]}"] for lab in labels]},
+                                "text": [[texts[lab][j]] for lab in labels], "name": [name(lab, j) for lab in labels]},
                                {"title.text": head, "shapes": [_hline(t, "", "gray", yref="y")]}, markers]})
+    # the legends, one a family, stacked at the right from the top of the plot area down;
+    # the plot area (its height fixed by the margins, which leave the slider its room) is at
+    # least as tall as they are, so that none is cut or scrolls
+    titles = [_wrap(_family_title(fam), LEGEND_TITLE_CHARS) if fam else "" for fam, _ in groups]
+    sizes = [LEGEND_TITLE * (t.count("<br>") + 1 if t else 0) + LEGEND_ENTRY * len(labs)
+             for t, (_, labs) in zip(titles, groups)]
+    top, bottom = 80, 150
+    plot = max(HEIGHT + 60 - top - bottom, sum(sizes) + LEGEND_GAP * (len(sizes) - 1) + 10)
+    height = top + plot + bottom
+    legends, y = {}, 0
+    for g, (text, size) in enumerate(zip(titles, sizes)):
+        legends["legend" if g == 0 else f"legend{g + 1}"] = {
+            "title": {"text": text}, "tracegroupgap": 0, "y": 1 - y / plot, "yanchor": "top", "x": 1.02,
+            "xanchor": "left", "font": {"size": 12}}
+        y += size + LEGEND_GAP
     first = steps[start]["args"][1]["title.text"]
-    fig.update_layout(template=TEMPLATE, height=HEIGHT + 60, title={"text": first}, margin={"t": 80, "b": 40},
-                      shapes=[_hline(thresholds[start], "", "gray", yref="y")],
+    fig.update_layout(template=TEMPLATE, height=height, title={"text": first}, margin={"t": top, "b": bottom},
+                      shapes=[_hline(thresholds[start], "", "gray", yref="y")], **legends,
                       xaxis={"type": "log" if log_x else "linear", "title": "k: tokens back from the predicted token"},
-                      yaxis={"title": "cumulative normalised gradient", "range": [0, 1.05]},
+                      # from a little below 0: the y axis's 0 stands clear of the x axis's first tick label
+                      yaxis={"title": "cumulative normalised gradient", "range": [-0.04, 1.05]},
                       sliders=[{"active": start, "currentvalue": {"prefix": "threshold = "}, "pad": {"t": 50},
                                 "steps": steps}])
     return fig
