@@ -170,3 +170,19 @@ TEXT_OVERLAPS_JS = r"""
   });
 }
 """
+
+
+def figure_page(figures, width: int = 688) -> str:
+    """A page of plotly ``figures`` (Figure or dict), each in a div ``width`` px wide (the
+    book's content column at a 1280 px window), with plotly.js inlined: for a browser check
+    of single figures without building the book."""
+    import plotly.io as pio
+    from plotly.offline import get_plotlyjs
+
+    divs = []
+    for i, fig in enumerate(figures):
+        spec = pio.to_json(fig, validate=False)
+        divs.append(f'<div id="fig{i}" style="width:{width}px"></div><script>(function () {{ const f = {spec}; '
+                    f'Plotly.newPlot("fig{i}", f.data, f.layout, {{responsive: true}}); }})();</script>')
+    return (f"<html><head><meta charset='utf-8'><script>{get_plotlyjs()}</script></head>"
+            f"<body style='margin:0'>{''.join(divs)}</body></html>")
