@@ -416,3 +416,10 @@ def test_drawn_figures_keep_their_text_apart_and_show_every_legend_entry(chromiu
     assert found["clipped"] == [], f"{name}: text sticks out of the figure: {found['clipped'][:3]}"
     if found["legend"] is not None:
         assert found["legend"]["shown"] == found["legend"]["entries"], f"{name}: the legend is cut: {found['legend']}"
+
+
+def test_erf_threshold_legends_name_scheme_families_in_words():
+    c = {lab: {**rf, "family": fam} for (lab, rf), fam in zip(curves(("Sinusoidal, L_tr=8", "Rotary, L_tr=8")).items(),
+                                                             ("sinusoidal", "rotary"))}
+    fig = fr.erf_threshold_figure(c)
+    assert [fig.layout[k].title.text for k in ("legend", "legend2")] == ["Sinusoidal", "Rotary"]

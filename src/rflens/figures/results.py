@@ -339,7 +339,12 @@ def _wrap(text: str, width: int) -> str:
 
 
 def _family_title(family: str) -> str:
-    return ex.FAMILY_TITLES.get(family, family.replace("_", " "))
+    """A family as the book names it: a Table 1 sweep's title, a scheme's printed name, else the name in words."""
+    from ..schemes import TABLE, title
+
+    if family in ex.FAMILY_TITLES:
+        return ex.FAMILY_TITLES[family]
+    return title(family) if family in TABLE else family.replace("_", " ")
 
 
 # the thresholds of the static ERF slider: the paper's 0.99 and a spread around it
