@@ -423,3 +423,17 @@ def test_erf_threshold_legends_name_scheme_families_in_words():
                                                              ("sinusoidal", "rotary"))}
     fig = fr.erf_threshold_figure(c)
     assert [fig.layout[k].title.text for k in ("legend", "legend2")] == ["Sinusoidal", "Rotary"]
+
+
+@pytest.mark.browser
+def test_erf_threshold_text_stays_apart_at_every_step_of_the_slider(chromium_page, tmp_path):
+    from plotly_overlaps import TEXT_OVERLAPS_JS
+
+    fig = fr.erf_threshold_figure(table1_curves())
+    _drawn(chromium_page, tmp_path, fig)
+    for j, step in enumerate(fig.layout.sliders[0].steps):
+        chromium_page.evaluate(f"""() => {{ const gd = document.getElementById("fig0");
+            const a = gd.layout.sliders[0].steps[{j}].args; return Plotly.update(gd, a[0], a[1], a[2]); }}""")
+        (found,) = chromium_page.evaluate(TEXT_OVERLAPS_JS)
+        assert found["overlaps"] == [] and found["clipped"] == [], f"threshold {step.label}: {found}"
+        assert found["legend"]["shown"] == found["legend"]["entries"] == 15

@@ -396,8 +396,8 @@ def erf_threshold_figure(curves: dict[str, dict], *, thresholds=THRESHOLDS, titl
     steps = []
     for j, t in enumerate(thresholds):
         head = f"{title}: threshold {t:g}" + _subtitle(
-            f"dots and legend: each model's ERF, where its curve reaches {t:g} (the paper uses 0.99); "
-            f"segments of {length} tokens")
+            f"dots and legend: where each curve reaches {t:g}, its ERF (the paper's threshold: 0.99); "
+            f"{length}-token segments")
         steps.append({"method": "update", "label": f"{t:g}",
                       "args": [{"x": [[erfs[lab][j]] for lab in labels], "y": [[t]] * len(labels),
                                 "text": [[texts[lab][j]] for lab in labels], "name": [name(lab, j) for lab in labels]},
