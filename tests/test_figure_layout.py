@@ -244,7 +244,7 @@ def test_table3_and_protocol_figures_show_r_under_the_perplexity():
     prot = fr.protocol_figure(protocols())
     r = _r_traces(prot)
     assert len(r) == len(ex.PROTOCOLS) and all(t.y[0] == 1 for t in r)
-    assert all(t.error_y is None or t.error_y.array is None for t in r)  # only last-token keeps per-segment losses
+    assert all(t.error_y is None or t.error_y.array is None for t in r)  # the table carries no per-segment losses
     assert any(a.text == fr.PROTOCOL_NOTE for a in prot.layout.annotations)
 
 

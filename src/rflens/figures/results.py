@@ -6,14 +6,15 @@ and returns a plotly figure whose interaction lives in the figure itself: dropdo
 book needs no kernel. Menu arguments set ``title.text``, never ``title`` (plotly.js >= 3
 erases the whole title for a bare ``title``).
 
-- :func:`ppl_curves`      perplexity against L_ex, one menu entry per family of models
+- :func:`ppl_curves`      perplexity against L_ex and r(L) with its paired interval, one menu entry
+                          per family of models
 - :func:`ratio_heatmap`   the r(L) = ppl(L) / ppl(L_tr) table as a heat map (menu: r or ppl)
 - :func:`erf_figure`      normalised gradient and cumulative curves, L_tr, ERF and threshold
-- :func:`erf_threshold_figure` a slider over the threshold, moving every model's ERF
+- :func:`erf_threshold_figure` a slider over the threshold, moving every model's ERF (in its legend entry)
 - :func:`gradient_jump_figure` Figure 7: normalised gradient against absolute position
 - :func:`table2_figure`   Table 2: each retrained model beside its Table 1 original
-- :func:`table3_figure`   Table 3 by corpus: perplexity curves and training speed
-- :func:`protocol_figure` the three evaluation protocols on the same models
+- :func:`table3_figure`   Table 3 by corpus: perplexity and r(L) curves, training speed
+- :func:`protocol_figure` the three evaluation protocols on the same models: perplexity and r(L)
 - :func:`emergence_figure` the long run: r(16 L_tr) and the ERF against training tokens
 """
 
@@ -122,10 +123,11 @@ def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: 
 INTERVAL_NOTE = ("Top: each perplexity with its own 95% interval, which the spread between segments makes wide.<br>"
                  "Bottom: r(L) = ppl(L) / ppl(L_tr) with the paired interval of r(L) on the same tokens, what the "
                  "verdicts read.")
-# the protocols other than last-token keep no per-segment losses: their r(L) has no interval
+# the table of protocols carries no per-segment losses (the protocols other than last-token
+# keep none): its r(L) has no interval
 PROTOCOL_NOTE = ("Top: each perplexity with its own 95% interval. Bottom: r(L) = ppl(L) / ppl(L_tr) of each "
-                 "protocol,<br>without an interval (the paired interval of r(L) needs per-segment losses, "
-                 "which only last-token keeps).")
+                 "protocol,<br>without an interval: the paired interval of r(L) needs per-segment losses, "
+                 "which this table does not carry.")
 NOTE_LINE = 15  # px a line of the note under the plot takes (font 11)
 R_PANEL = 0.45  # share of the plot height the r(L) panel takes, under the perplexity panel
 
@@ -515,8 +517,8 @@ def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
 def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") -> go.Figure:
     """One model at a time (dropdown): perplexity against L_ex under the last-token,
     non-overlapping and sliding-window protocols, and under it each protocol's
-    r(L) = ppl(L) / ppl(L_tr) (:func:`rflens.results.ratio`; no interval: only the
-    last-token protocol keeps the per-segment losses a paired interval needs)."""
+    r(L) = ppl(L) / ppl(L_tr) (:func:`rflens.results.ratio`; no interval: the table carries
+    no per-segment losses, which a paired interval needs)."""
     from ..results import ratio
 
     labels = list(dict.fromkeys(df["label"]))
