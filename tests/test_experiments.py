@@ -100,10 +100,10 @@ def _menus_use_title_text(fig):
 
 def test_ppl_curves_has_one_menu_entry_per_family():
     fig = fr.ppl_curves(synthetic_t1())
-    assert len(fig.data) == 5
+    assert len(fig.data) == 2 * 5  # perplexity and r(L) of each model
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == [ex.FAMILY_TITLES[f] for f in
                                                                    ("slope_shift", "same_slope", "window")]
-    assert sum(bool(t.visible) for t in fig.data) == 2  # the first family only
+    assert sum(bool(t.visible) for t in fig.data) == 2 * 2  # the first family only
     _menus_use_title_text(fig)
 
 
@@ -114,7 +114,7 @@ def test_ratio_heatmap_and_table2_figure():
     _menus_use_title_text(fig)
     t2 = pd.DataFrame([wide("w=16, L_tr=64", [11, 10, 10, 10, 10], l_tr=64, family="window", value=16)])
     fig = fr.table2_figure(t1, t2)
-    assert len(fig.data) == 2 and fig.data[1].line.dash == "dash"
+    assert len(fig.data) == 2 * 2 and fig.data[2].line.dash == "dash"  # perplexity and r(L) of each model
 
 
 def test_erf_explorer_switches_models_and_marks_l_tr_and_erf():
@@ -142,13 +142,13 @@ def test_gradient_jump_table3_and_protocol_figures():
     t3 = pd.DataFrame([wide(p, [10, 10, 11, 12, 13], pos=p, corpus=c, learnable=p == "t5", tokens_per_s=1000.0)
                        for c in ("prose", "code") for p in ("alibi", "sandwich", "t5")])
     fig = fr.table3_figure(t3)
-    assert len(fig.data) == 2 * (3 + 1) and [b.label for b in fig.layout.updatemenus[0].buttons] == ["prose", "code"]
+    assert len(fig.data) == 2 * (2 * 3 + 1) and [b.label for b in fig.layout.updatemenus[0].buttons] == ["prose", "code"]
     _menus_use_title_text(fig)
 
     pr = pd.DataFrame([{"label": m, "protocol": p, "l_tr": 16, "l_ex": L, "ppl": 10.0, "ci_low": 9.0, "ci_high": 11.0}
                        for m in ("ALiBi", "Sandwich") for p in ex.PROTOCOLS for L in LENGTHS])
     fig = fr.protocol_figure(pr)
-    assert len(fig.data) == 6 and len(fig.layout.updatemenus[0].buttons) == 2
+    assert len(fig.data) == 2 * 6 and len(fig.layout.updatemenus[0].buttons) == 2
     _menus_use_title_text(fig)
 
 

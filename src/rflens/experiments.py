@@ -452,6 +452,7 @@ def erf_curves(scale: str, models, corpus: str = "prose", *, length: int | None 
         rf = dict(measure_erf(run, length=length))
         rf.setdefault("l_tr", _l_tr(run))
         rf["label"] = spec.label
+        rf["family"] = spec.family  # the figures colour and group the models by family
         out[spec.label] = rf
     return out
 

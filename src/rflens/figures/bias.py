@@ -17,15 +17,18 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import qualitative
+from plotly.colors import qualitative, sample_colorscale
 
 from .. import analysis, paper
 from ..config import ModelConfig
 from ..positional import bias_matrix, last_query_bias, sandwich_compression, t5_bucket
+from ..schemes import title as scheme_title
 
 TEMPLATE = "plotly_white"
+HEAD_SCALE = "Viridis"  # heads in order of their slopes: a sequential scale (its pale end left out)
 HEIGHT = 440
 HEAD_COLORS = qualitative.Dark24  # 24 distinct colours: every head of the paper's H = 12 its own
+CONSTANT_COLOR = "#3b8bc2"  # a heat map of one value: attended cells in one colour
 
 
 def _cfg(pos: str, n_head: int, **kw) -> ModelConfig:
@@ -231,17 +234,39 @@ def t5_bucket_figure(max_distances=(32, 128, 512), num_buckets: int = 32, length
 # (m, n) heat maps
 
 
+def _scheme_name(cfg: ModelConfig) -> str:
+    """A scheme as the book prints it, with its window: "Windowed, w = 8", "ALiBi + window w = 8"."""
+    if cfg.pos == "window":
+        return f"{scheme_title(cfg.pos)}, w = {cfg.window}"
+    return scheme_title(cfg.pos) + (f" + window w = {cfg.window}" if cfg.window else "")
+
+
 def heatmap_figure(configs: dict[str, ModelConfig], *, length: int = 32, head: int = 0, prefix: str = "") -> go.Figure:
     """Heat map of the bias query m gives key n for one head, slider over ``configs``
-    ({label: ModelConfig}); masked cells (causal n > m, outside a window) are blank."""
+    ({label: ModelConfig}); masked cells (causal n > m, outside a window) are blank.
+
+    Titles name the scheme in words (:func:`rflens.schemes.title`), then the slider's setting
+    (``prefix`` and the label) where a prefix is given, else the scheme's window if any. A bias
+    that is one value wherever a key is attended (a window: 0) is drawn in one colour
+    without a colour bar, and the title says its value."""
     steps = []
     for label, cfg in configs.items():
         mat = bias_matrix(cfg, length)[head].numpy()  # (L, L)
         z = _finite(mat)
-        steps.append({"label": label, "title": f"{cfg.pos}, {prefix}{label}: bias of query m to key n (head {head + 1})",
+        name = f"{scheme_title(cfg.pos)}, {prefix}{label}" if prefix else _scheme_name(cfg)
+        values = z[np.isfinite(z)]
+        constant = values.size > 0 and float(values.min()) == float(values.max())
+        if constant:  # no range to colour: one colour, the value in the title, no colour bar
+            v = float(values[0])
+            colour = {"colorscale": [[0, CONSTANT_COLOR], [1, CONSTANT_COLOR]], "zmin": v - 1, "zmax": v + 1,
+                      "showscale": False}
+            what = f"bias {v:g} wherever attended, blank where masked"
+        else:
+            colour = {"colorscale": "Viridis", "colorbar": {"title": {"text": "bias"}}}
+            what = "bias of query m to key n"
+        steps.append({"label": label, "title": f"{name}: {what} (head {head + 1})",
                       "traces": [go.Heatmap(z=z, x=np.arange(length, dtype=np.int32), y=np.arange(length, dtype=np.int32),
-                                            colorscale="Viridis", colorbar={"title": {"text": "bias"}},
-                                            hovertemplate="m=%{y}, n=%{x}: %{z:.3f}<extra></extra>")]})
+                                            hovertemplate="m=%{y}, n=%{x}: %{z:.3f}<extra></extra>", **colour)]})
     fig = slider_figure(steps, prefix=prefix, xaxis="key position n", yaxis="query position m", height=520)
     fig.update_yaxes(autorange="reversed", scaleanchor="x")
     return fig
@@ -274,7 +299,8 @@ def attention_reach_figure(length: int = 2048, l_tr: int = 512, n_head: int = 12
     """How far back each head looks from its bias alone: with equal logits q·k for every
     key, the attention of the last query is softmax(b_h(k)) over k = 0..length-1; the
     curves are its cumulative share from the most recent key backwards. A slider switches
-    between schemes; the dotted line marks L_tr."""
+    between schemes. Each head has its own colour (a sequential scale, steepest head first) and
+    a legend entry; the dotted line, labelled on the plot, marks L_tr."""
     import torch
 
     configs = {
@@ -285,16 +311,26 @@ def attention_reach_figure(length: int = 2048, l_tr: int = 512, n_head: int = 12
         "no bias": _cfg("window", n_head, window=length),
     }
     idx = np.unique(np.round(np.geomspace(1, length, 160)).astype(np.int32))  # k = 1..length
+    # heads ordered by slope (steepest first): one shade each of a sequential scale, named in the legend
+    colors = sample_colorscale(HEAD_SCALE, list(np.linspace(0.0, 0.85, n_head)))
     steps = []
     for label, cfg in configs.items():
         b = last_query_bias(cfg, length).double()  # (H, L)
         share = torch.softmax(b, dim=-1).cumsum(-1).numpy()  # (H, L): attention within the k most recent keys
         share = share[:, idx - 1]  # log-spaced k: what a log axis shows, at a fraction of the size
-        traces = [go.Scatter(x=idx, y=_finite(share[h]), mode="lines",
-                             name=f"head {h + 1}", showlegend=False) for h in range(share.shape[0])]
+        traces = [go.Scatter(x=idx, y=_finite(share[h]), mode="lines", name=f"head {h + 1}", line={"color": colors[h]},
+                             hovertemplate="k=%{x}: %{y:.3f}<extra>head " + str(h + 1) + "</extra>")
+                  for h in range(share.shape[0])]
         steps.append({"label": label, "traces": traces,
                       "title": f"{label}: share of attention on the k most recent keys (equal q·k)"})
-    fig = slider_figure(steps, prefix="", xaxis="k most recent keys (log scale)", yaxis="cumulative attention")
+    fig = slider_figure(steps, prefix="", xaxis="k most recent keys (log scale)", yaxis="cumulative attention",
+                        height=HEIGHT + 40)
     fig.update_xaxes(type="log")
-    fig.add_vline(x=l_tr, line_dash="dot", annotation_text="L_tr")
+    # the training length: a line with its label (a shape takes data coordinates on a log axis;
+    # an annotation would need log10(L_tr) and otherwise lands off the plot)
+    fig.update_layout(legend={"title": {"text": "head"}, "tracegroupgap": 0}, shapes=[{
+        "type": "line", "x0": l_tr, "x1": l_tr, "y0": 0, "y1": 1, "xref": "x", "yref": "paper",
+        "line": {"color": "black", "dash": "dot", "width": 1.5},
+        "label": {"text": f"L_tr = {l_tr} (training length)", "textposition": "start", "textangle": 0,
+                  "xanchor": "right", "yanchor": "bottom", "padding": 6, "font": {"size": 11, "color": "black"}}}])
     return fig

@@ -6,14 +6,15 @@ and returns a plotly figure whose interaction lives in the figure itself: dropdo
 book needs no kernel. Menu arguments set ``title.text``, never ``title`` (plotly.js >= 3
 erases the whole title for a bare ``title``).
 
-- :func:`ppl_curves`      perplexity against L_ex, one menu entry per family of models
+- :func:`ppl_curves`      perplexity against L_ex and r(L) with its paired interval, one menu entry
+                          per family of models
 - :func:`ratio_heatmap`   the r(L) = ppl(L) / ppl(L_tr) table as a heat map (menu: r or ppl)
 - :func:`erf_figure`      normalised gradient and cumulative curves, L_tr, ERF and threshold
-- :func:`erf_threshold_figure` a slider over the threshold, moving every model's ERF
+- :func:`erf_threshold_figure` a slider over the threshold, moving every model's ERF (in its legend entry)
 - :func:`gradient_jump_figure` Figure 7: normalised gradient against absolute position
 - :func:`table2_figure`   Table 2: each retrained model beside its Table 1 original
-- :func:`table3_figure`   Table 3 by corpus: perplexity curves and training speed
-- :func:`protocol_figure` the three evaluation protocols on the same models
+- :func:`table3_figure`   Table 3 by corpus: perplexity and r(L) curves, training speed
+- :func:`protocol_figure` the three evaluation protocols on the same models: perplexity and r(L)
 - :func:`emergence_figure` the long run: r(16 L_tr) and the ERF against training tokens
 """
 
@@ -33,6 +34,7 @@ from ..results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, er
 TEMPLATE = "plotly_white"
 HEIGHT = 460
 ERF_HEIGHT = 580
+R_HEIGHT = 220  # px added to a perplexity figure for its r(L) panel
 COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24  # 44 distinct: the long run's every model its own
 
 
@@ -118,16 +120,32 @@ def _hline(y: float, text: str, color: str = "gray", xref: str = "paper", yref: 
             "label": {"text": text, "textposition": at, "yanchor": side, "font": {"size": 11, "color": color}}}
 
 
-INTERVAL_NOTE = ("Bars: each perplexity's own 95% interval. The verdicts read the paired interval of r(L) "
-                 "on the same tokens, which is narrower.")
+INTERVAL_NOTE = ("Top: each perplexity with its own 95% interval, which the spread between segments makes wide.<br>"
+                 "Bottom: r(L) = ppl(L) / ppl(L_tr) with the paired interval of r(L) on the same tokens, what the "
+                 "verdicts read.")
+# the table of protocols carries no per-segment losses (the protocols other than last-token
+# keep none): its r(L) has no interval
+PROTOCOL_NOTE = ("Top: each perplexity with its own 95% interval. Bottom: r(L) = ppl(L) / ppl(L_tr) of each "
+                 "protocol,<br>without an interval: the paired interval of r(L) needs per-segment losses, "
+                 "which this table does not carry.")
+NOTE_LINE = 15  # px a line of the note under the plot takes (font 11)
+R_PANEL = 0.45  # share of the plot height the r(L) panel takes, under the perplexity panel
 
 
-def _interval_note(fig: go.Figure) -> go.Figure:
-    """Say under the plot what its error bars are (unpaired intervals of each perplexity)."""
-    fig.add_annotation(text=INTERVAL_NOTE, xref="paper", yref="paper", x=0, y=0, xanchor="left", yanchor="top",
-                       yshift=-58, showarrow=False, align="left", font={"size": 11, "color": "#555"})
-    fig.update_layout(margin={"b": 90})
+def _interval_note(fig: go.Figure, text: str = INTERVAL_NOTE, below: int = 58) -> go.Figure:
+    """Say under the plot what its error bars are: ``below`` px under the plot area (clear
+    of the axis's tick labels and title), in a bottom margin kept for it."""
+    fig.add_annotation(text=text, xref="paper", yref="paper", x=0, y=0, xanchor="left", yanchor="top",
+                       yshift=-below, showarrow=False, align="left", font={"size": 11, "color": "#555"})
+    fig.update_layout(margin={"b": below + NOTE_LINE * (text.count("<br>") + 1) + 16})
     return fig
+
+
+def _limit_lines(yref: str, xref: str = "paper") -> list[dict]:
+    """The r(L) panel's reference lines: 1 (as at L_tr) and the 1.10 limit of "extrapolates"."""
+    return [_hline(1.0, "", "gray", yref=yref, xref=xref),
+            _hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolation limit", "seagreen",
+                   yref=yref, xref=xref, at="end", side="top")]  # under the line: above it may be off the axis
 
 
 def _log2_axis(lengths) -> dict:
@@ -143,33 +161,59 @@ def _curve_trace(row, lengths, name, color, visible=True, dash=None) -> go.Scatt
         err = {"type": "data", "array": [h - v for h, v in zip(hi, y)],
                "arrayminus": [v - lo_ for v, lo_ in zip(y, lo)], "visible": True, "thickness": 1}
     return go.Scatter(x=list(lengths), y=y, mode="lines+markers", name=name, visible=visible, error_y=err,
-                      line={"color": color, "dash": dash}, hovertemplate="L_ex=%{x}<br>ppl=%{y:.2f}<extra>" + name + "</extra>")
+                      line={"color": color, "dash": dash}, legendgroup=name,
+                      hovertemplate="L_ex=%{x}<br>ppl=%{y:.2f}<extra>" + name + "</extra>")
+
+
+def _ratio_trace(row, lengths, name, color, visible=True, dash=None) -> go.Scatter:
+    """r(L) of a row of a wide table with its paired interval (``r_lo@L``, ``r_hi@L``) where the
+    table has one; no legend entry of its own (it shares the perplexity curve's)."""
+    y = [row.get(f"r@{L}") for L in lengths]
+    lo = [row.get(f"r_lo@{L}") for L in lengths]
+    hi = [row.get(f"r_hi@{L}") for L in lengths]
+    err, hover = None, "L_ex=%{x}<br>r=%{y:.3f}"
+    if all(v is not None and np.isfinite(float(v)) for v in lo + hi + y):
+        err = {"type": "data", "array": [h - v for h, v in zip(hi, y)],
+               "arrayminus": [v - lo_ for v, lo_ in zip(y, lo)], "visible": True, "thickness": 1}
+        hover += " [%{customdata[0]:.3f}, %{customdata[1]:.3f}]"
+    return go.Scatter(x=list(lengths), y=y, mode="lines+markers", name=name, visible=visible, error_y=err,
+                      customdata=np.array([lo, hi], dtype=float).T if err else None, showlegend=False,
+                      legendgroup=name, line={"color": color, "dash": dash},
+                      hovertemplate=hover + "<extra>" + name + "</extra>")
 
 
 # --------------------------------------------------------------------------------------
 def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None = None,
                title: str = "Last-token perplexity against L_ex", dash_col: str | None = None) -> go.Figure:
-    """Perplexity (with its confidence interval) against L_ex, one line per model; a
-    dropdown shows one ``group`` (e.g. Table 1's family) at a time. A dashed line marks L_tr."""
+    """Perplexity (with its confidence interval) against L_ex, one line per model, and under
+    it r(L) = ppl(L) / ppl(L_tr) with its paired interval (what the verdicts read: a rise of
+    a few percent that the perplexity's own interval hides shows there), the 1.10 limit
+    dotted; a dropdown shows one ``group`` (e.g. Table 1's family) at a time. A dashed line
+    marks L_tr."""
     titles = titles or ex.FAMILY_TITLES
     lengths = lengths_of(df)
     groups = list(dict.fromkeys(df[group]))
-    fig = go.Figure()
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.07, row_heights=[1 - R_PANEL, R_PANEL])
     owner = []
     for gi, g in enumerate(groups):
         sub = df[df[group] == g]
         for i, (_, row) in enumerate(sub.iterrows()):
             dash = "dash" if dash_col and bool(row.get(dash_col)) else None
-            fig.add_trace(_curve_trace(row, lengths, str(row["label"]), _color(i), visible=gi == 0, dash=dash))
-            owner.append(gi)
-    shapes = {g: [_vline(float(x), f"L_tr={int(x)}") for x in sorted(set(df[df[group] == g]["l_tr"]))] for g in groups}
+            fig.add_trace(_curve_trace(row, lengths, str(row["label"]), _color(i), visible=gi == 0, dash=dash), row=1, col=1)
+            fig.add_trace(_ratio_trace(row, lengths, str(row["label"]), _color(i), visible=gi == 0, dash=dash), row=2, col=1)
+            owner += [gi, gi]
+    shapes = {g: [_vline(float(x), f"L_tr={int(x)}") for x in sorted(set(df[df[group] == g]["l_tr"]))] + _limit_lines("y2")
+              for g in groups}
     buttons = [_button(titles.get(g, str(g)), [o == gi for o in owner], f"{title}: {titles.get(g, g)}",
                        {"shapes": shapes[g]}) for gi, g in enumerate(groups)]
     band = _label_band(*shapes.values())
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, **_top(f"{title}: {titles.get(groups[0], groups[0])}", HEIGHT, band),
-                      xaxis={"title": {"text": "L_ex (tokens of context)"}, **_log2_axis(lengths)},
-                      yaxis={"title": {"text": "perplexity"}, "type": "log"},
+    height = HEIGHT + R_HEIGHT
+    fig.update_layout(template=TEMPLATE, height=height, **_top(f"{title}: {titles.get(groups[0], groups[0])}", height, band),
                       shapes=shapes[groups[0]], updatemenus=[_menu(buttons, band=band)])
+    fig.update_xaxes(**_log2_axis(lengths))
+    fig.update_xaxes(title_text="L_ex (tokens of context)", row=2, col=1)
+    fig.update_yaxes(title_text="perplexity", type="log", row=1, col=1)
+    fig.update_yaxes(title_text="r(L)", type="log", row=2, col=1)
     return _interval_note(fig)
 
 
@@ -255,6 +299,56 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     return fig
 
 
+# one hue a family of models (Table 1's three sweeps, ...), a shade a model: sequential scales
+FAMILY_SCALES = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys")
+LEGEND_ENTRY = 20  # px a legend entry takes (font 12)
+LEGEND_TITLE = 20  # px a line of a legend's title takes
+LEGEND_TITLE_CHARS = 24  # characters of a legend title's line
+LEGEND_GAP = 14  # px between two legends stacked at the right
+FIGURE_SPACE = "\u2007"  # as wide as a digit: pads a number so that its legend entry keeps its width
+
+
+def family_groups(curves: dict[str, dict]) -> list[tuple[str, list[str]]]:
+    """The models of ``curves`` by family (``rf["family"]``, in order of appearance):
+    [(family, [label, ...]), ...]; one group with the family "" where they are of one family."""
+    groups: dict[str, list[str]] = {}
+    for lab, rf in curves.items():
+        groups.setdefault(str(rf.get("family") or ""), []).append(lab)
+    return list(groups.items()) if len(groups) > 1 else [("", list(curves))]
+
+
+def family_colors(groups: list[tuple[str, list[str]]]) -> dict[str, str]:
+    """{label: colour}: one sequential scale a family (its models from lighter to darker, the
+    lightest still readable on white), or the qualitative colours for a single group. No two
+    models share a colour."""
+    from plotly.colors import sample_colorscale
+
+    if len(groups) == 1:
+        return {lab: _color(i) for i, lab in enumerate(groups[0][1])}
+    out = {}
+    for j, (_, labels) in enumerate(groups):
+        scale = FAMILY_SCALES[j % len(FAMILY_SCALES)]
+        where = [0.75] if len(labels) == 1 else list(np.linspace(0.45, 0.95, len(labels)))
+        out.update(zip(labels, sample_colorscale(scale, where)))
+    return out
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters (at spaces) with ``<br>``."""
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(text, width)) or text
+
+
+def _family_title(family: str) -> str:
+    """A family as the book names it: a Table 1 sweep's title, a scheme's printed name, else the name in words."""
+    from ..schemes import TABLE, title
+
+    if family in ex.FAMILY_TITLES:
+        return ex.FAMILY_TITLES[family]
+    return title(family) if family in TABLE else family.replace("_", " ")
+
+
 # the thresholds of the static ERF slider: the paper's 0.99 and a spread around it
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 
@@ -263,42 +357,74 @@ def erf_threshold_figure(curves: dict[str, dict], *, thresholds=THRESHOLDS, titl
                          log_x: bool = True) -> go.Figure:
     """The static form of the ERF explorer: every model's cumulative curve, and a slider over
     ``thresholds`` that moves each model's ERF marker (where its curve reaches the
-    threshold), precomputed so that it works without a kernel. Click a legend entry to hide
-    a model."""
-    from ..receptive import erf_from_normalized
+    threshold), precomputed so that it works without a kernel.
+
+    No number is written in the plot (fifteen ERFs at one threshold fall on one line and
+    run into each other): each model's legend entry gives its ERF at the slider's threshold
+    (``≥`` where the segment caps it). Models of one family (``rf["family"]``) share a hue and
+    a legend of their own, titled with the family; the figure is tall enough for every legend
+    entry to show without scrolling. Click a legend entry to hide a model."""
+    from ..receptive import erf_capped, erf_from_normalized
 
     labels = list(curves)
     thresholds = [float(t) for t in thresholds]
-    erfs = {lab: [erf_from_normalized(curves[lab]["normalized"], t) for t in thresholds] for lab in labels}
     start = min(range(len(thresholds)), key=lambda i: abs(thresholds[i] - 0.99))
     length = max(len(rf["cumulative"]) for rf in curves.values())
+    erfs = {lab: [erf_from_normalized(curves[lab]["normalized"], t) for t in thresholds] for lab in labels}
+    texts = {lab: [erf_text(e, erf_capped(e, len(curves[lab]["normalized"]), curves[lab].get("theoretical")))
+                   for e in erfs[lab]] for lab in labels}
+    width = {lab: max(len(t) for t in texts[lab]) for lab in labels}
+
+    def name(lab, j):  # padded to the model's widest number: the legend keeps its width as the slider moves
+        return f"{lab}: ERF {texts[lab][j].ljust(width[lab], FIGURE_SPACE)}"
+
+    groups = family_groups(curves)
+    colors = family_colors(groups)
+    legend_of = {lab: ("legend" if g == 0 else f"legend{g + 1}") for g, (_, labs) in enumerate(groups) for lab in labs}
     fig = go.Figure()
-    for i, lab in enumerate(labels):
+    for lab in labels:
         rf = curves[lab]
         k = np.arange(1, len(rf["cumulative"]) + 1)
         fig.add_trace(go.Scatter(x=k, y=np.asarray(rf["cumulative"], dtype=np.float32), mode="lines", name=lab,
-                                 legendgroup=lab, line={"color": _color(i)},
+                                 legendgroup=lab, legend=legend_of[lab], showlegend=False,
+                                 line={"color": colors[lab], "width": 1.8},
                                  hovertemplate="k=%{x}: %{y:.4f}<extra>" + lab + "</extra>"))
-    for i, lab in enumerate(labels):
-        e = erfs[lab][start]
-        fig.add_trace(go.Scatter(x=[e], y=[thresholds[start]], mode="markers+text", legendgroup=lab, showlegend=False,
-                                 marker={"color": _color(i), "size": 10, "line": {"color": "white", "width": 1}},
-                                 text=[f"{e}"], textposition="top left", textfont={"color": _color(i)},
-                                 hovertemplate=f"{lab}: ERF %{{x}}<extra></extra>"))
+    for lab in labels:  # the legend entries: a model's marker, its name and its ERF
+        fig.add_trace(go.Scatter(x=[erfs[lab][start]], y=[thresholds[start]], mode="lines+markers", name=name(lab, start),
+                                 legendgroup=lab, legend=legend_of[lab], line={"color": colors[lab], "width": 1.8},
+                                 marker={"color": colors[lab], "size": 10, "line": {"color": "white", "width": 1}},
+                                 text=[texts[lab][start]], hovertemplate=f"{lab}: ERF %{{text}}<extra></extra>"))
     markers = list(range(len(labels), 2 * len(labels)))
     steps = []
     for j, t in enumerate(thresholds):
         head = f"{title}: threshold {t:g}" + _subtitle(
-            f"the dots: where each cumulative curve reaches {t:g} (the paper uses 0.99); segments of {length} tokens")
+            f"dots and legend: where each curve reaches {t:g}, its ERF (the paper's threshold: 0.99); "
+            f"{length}-token segments")
         steps.append({"method": "update", "label": f"{t:g}",
                       "args": [{"x": [[erfs[lab][j]] for lab in labels], "y": [[t]] * len(labels),
-                                "text": [[f"{erfs[lab][j]}"] for lab in labels]},
+                                "text": [[texts[lab][j]] for lab in labels], "name": [name(lab, j) for lab in labels]},
                                {"title.text": head, "shapes": [_hline(t, "", "gray", yref="y")]}, markers]})
+    # the legends, one a family, stacked at the right from the top of the plot area down;
+    # the plot area (its height fixed by the margins, which leave the slider its room) is at
+    # least as tall as they are, so that none is cut or scrolls
+    titles = [_wrap(_family_title(fam), LEGEND_TITLE_CHARS) if fam else "" for fam, _ in groups]
+    sizes = [LEGEND_TITLE * (t.count("<br>") + 1 if t else 0) + LEGEND_ENTRY * len(labs)
+             for t, (_, labs) in zip(titles, groups)]
+    top, bottom = 80, 150
+    plot = max(HEIGHT + 60 - top - bottom, sum(sizes) + LEGEND_GAP * (len(sizes) - 1) + 10)
+    height = top + plot + bottom
+    legends, y = {}, 0
+    for g, (text, size) in enumerate(zip(titles, sizes)):
+        legends["legend" if g == 0 else f"legend{g + 1}"] = {
+            "title": {"text": text}, "tracegroupgap": 0, "y": 1 - y / plot, "yanchor": "top", "x": 1.02,
+            "xanchor": "left", "font": {"size": 12}}
+        y += size + LEGEND_GAP
     first = steps[start]["args"][1]["title.text"]
-    fig.update_layout(template=TEMPLATE, height=HEIGHT + 60, title={"text": first}, margin={"t": 80, "b": 40},
-                      shapes=[_hline(thresholds[start], "", "gray", yref="y")],
+    fig.update_layout(template=TEMPLATE, height=height, title={"text": first}, margin={"t": top, "b": bottom},
+                      shapes=[_hline(thresholds[start], "", "gray", yref="y")], **legends,
                       xaxis={"type": "log" if log_x else "linear", "title": "k: tokens back from the predicted token"},
-                      yaxis={"title": "cumulative normalised gradient", "range": [0, 1.05]},
+                      # from a little below 0: the y axis's 0 stands clear of the x axis's first tick label
+                      yaxis={"title": "cumulative normalised gradient", "range": [-0.04, 1.05]},
                       sliders=[{"active": start, "currentvalue": {"prefix": "threshold = "}, "pad": {"t": 50},
                                 "steps": steps}])
     return fig
@@ -345,63 +471,87 @@ def gradient_jump_figure(curves: dict[str, dict], f7: pd.DataFrame, *, title: st
     return fig
 
 
+BAR_LABEL_CHAR = 0.62  # width of a bar label's character (tick font 12, turned upright), in font sizes
+
+
 def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
     """Table 3, one corpus at a time (dropdown): perplexity against L_ex per scheme
-    (learnable schemes dashed) and the training speed in tokens/s."""
+    (learnable schemes dashed), r(L) with its paired interval under it, and the training
+    speed in tokens/s at the right. The scheme names under the bars stand upright; the bottom
+    margin is sized to the longest, with the note under the plot below them."""
     lengths = lengths_of(t3)
     corpora = list(dict.fromkeys(t3["corpus"]))
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.68, 0.32], horizontal_spacing=0.1,
+    fig = make_subplots(rows=2, cols=2, column_widths=[0.68, 0.32], row_heights=[1 - R_PANEL, R_PANEL],
+                        horizontal_spacing=0.1, vertical_spacing=0.07, shared_xaxes=True,
+                        specs=[[{}, {"rowspan": 2}], [{}, None]],
                         subplot_titles=("last-token perplexity", "training tokens/s"))
     owner = []
     for ci, c in enumerate(corpora):
         sub = t3[t3["corpus"] == c]
         for i, (_, row) in enumerate(sub.iterrows()):
-            tr = _curve_trace(row, lengths, str(row["label"]), _color(i), visible=ci == 0,
-                              dash="dash" if row.get("learnable") else None)
-            tr.legendgroup = str(row["label"])
-            fig.add_trace(tr, row=1, col=1)
-            owner.append(ci)
+            dash = "dash" if row.get("learnable") else None
+            fig.add_trace(_curve_trace(row, lengths, str(row["label"]), _color(i), visible=ci == 0, dash=dash), row=1, col=1)
+            fig.add_trace(_ratio_trace(row, lengths, str(row["label"]), _color(i), visible=ci == 0, dash=dash), row=2, col=1)
+            owner += [ci, ci]
         fig.add_trace(go.Bar(x=[str(x) for x in sub["label"]], y=sub["tokens_per_s"],
                              marker={"color": [_color(i) for i in range(len(sub))]}, showlegend=False,
                              visible=ci == 0, hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>"), row=1, col=2)
         owner.append(ci)
     l_tr = int(t3["l_tr"].iloc[0])
     buttons = [_button(c, [o == ci for o in owner], f"{title}: {c} corpus") for ci, c in enumerate(corpora)]
-    lines = [_vline(l_tr, f"L_tr={l_tr}", xref="x")]
+    lines = [_vline(l_tr, f"L_tr={l_tr}", xref="x")] + _limit_lines("y3", xref="x3 domain")
     band = _label_band(lines)
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, **_top(f"{title}: {corpora[0]} corpus", HEIGHT, band),
+    height = HEIGHT + R_HEIGHT
+    fig.update_layout(template=TEMPLATE, height=height, **_top(f"{title}: {corpora[0]} corpus", height, band),
                       shapes=lines, updatemenus=[_menu(buttons, band=band)])
-    fig.update_xaxes(title_text="L_ex", row=1, col=1, **_log2_axis(lengths))
+    fig.update_xaxes(row=1, col=1, **_log2_axis(lengths))
+    fig.update_xaxes(title_text="L_ex", row=2, col=1, **_log2_axis(lengths))
+    fig.update_xaxes(tickangle=-90, row=1, col=2)
     fig.update_yaxes(type="log", title_text="perplexity", row=1, col=1)
-    return _interval_note(fig)
+    fig.update_yaxes(type="log", title_text="r(L)", row=2, col=1)
+    # the upright scheme names reach this far under the bars; the note goes below them
+    longest = max(len(str(x)) for x in t3["label"])
+    return _interval_note(fig, below=max(58, int(longest * BAR_LABEL_CHAR * 12) + 24))
 
 
 def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") -> go.Figure:
     """One model at a time (dropdown): perplexity against L_ex under the last-token,
-    non-overlapping and sliding-window protocols."""
+    non-overlapping and sliding-window protocols, and under it each protocol's
+    r(L) = ppl(L) / ppl(L_tr) (:func:`rflens.results.ratio`; no interval: the table carries
+    no per-segment losses, which a paired interval needs)."""
+    from ..results import ratio
+
     labels = list(dict.fromkeys(df["label"]))
     protos = list(dict.fromkeys(df["protocol"]))
     lengths = sorted(set(df["l_ex"]))
-    fig = go.Figure()
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.07, row_heights=[1 - R_PANEL, R_PANEL])
     owner = []
     for li, lab in enumerate(labels):
         for pi, proto in enumerate(protos):
             sub = df[(df["label"] == lab) & (df["protocol"] == proto)].sort_values("l_ex")
+            name = proto.replace("_", "-")
             err = {"type": "data", "array": (sub["ci_high"] - sub["ppl"]).tolist(),
                    "arrayminus": (sub["ppl"] - sub["ci_low"]).tolist(), "thickness": 1}
-            fig.add_trace(go.Scatter(x=sub["l_ex"], y=sub["ppl"], mode="lines+markers", name=proto.replace("_", "-"),
+            fig.add_trace(go.Scatter(x=sub["l_ex"], y=sub["ppl"], mode="lines+markers", name=name, legendgroup=name,
                                      line={"color": _color(pi)}, visible=li == 0, error_y=err,
-                                     hovertemplate="L_ex=%{x}: ppl=%{y:.2f}<extra>" + proto + "</extra>"))
-            owner.append(li)
+                                     hovertemplate="L_ex=%{x}: ppl=%{y:.2f}<extra>" + proto + "</extra>"), row=1, col=1)
+            r = ratio(dict(zip(sub["l_ex"].astype(int), sub["ppl"].astype(float))), int(sub["l_tr"].iloc[0]))
+            fig.add_trace(go.Scatter(x=list(r), y=list(r.values()), mode="lines+markers", name=name, legendgroup=name,
+                                     showlegend=False, line={"color": _color(pi)}, visible=li == 0,
+                                     hovertemplate="L_ex=%{x}: r=%{y:.3f}<extra>" + proto + "</extra>"), row=2, col=1)
+            owner += [li, li]
     l_tr = int(df["l_tr"].iloc[0])
     buttons = [_button(lab, [o == li for o in owner], f"{title}: {lab}") for li, lab in enumerate(labels)]
-    lines = [_vline(l_tr, f"L_tr={l_tr}")]
+    lines = [_vline(l_tr, f"L_tr={l_tr}")] + _limit_lines("y2")
     band = _label_band(lines)
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, **_top(f"{title}: {labels[0]}", HEIGHT, band),
-                      xaxis={"title": {"text": "L_ex"}, **_log2_axis(lengths)},
-                      yaxis={"title": {"text": "perplexity"}, "type": "log"},
+    height = HEIGHT + R_HEIGHT
+    fig.update_layout(template=TEMPLATE, height=height, **_top(f"{title}: {labels[0]}", height, band),
                       shapes=lines, updatemenus=[_menu(buttons, band=band)])
-    return _interval_note(fig)
+    fig.update_xaxes(**_log2_axis(lengths))
+    fig.update_xaxes(title_text="L_ex", row=2, col=1)
+    fig.update_yaxes(title_text="perplexity", type="log", row=1, col=1)
+    fig.update_yaxes(title_text="r(L)", type="log", row=2, col=1)
+    return _interval_note(fig, PROTOCOL_NOTE)
 
 
 def table2_figure(t1: pd.DataFrame, t2: pd.DataFrame, *, title: str = "Table 2: retrained with a longer L_tr") -> go.Figure:
