@@ -43,12 +43,12 @@ def label(m: dict) -> str:
     embeddings unscaled)."""
     from .bundle import label as scheme_label
     from .experiments import family_label
+    from .schemes import title
 
     settings = m.get("settings", {})
-    parts = [scheme_label({"pos": m["pos"], "settings": {}})]
-    for family in ("slope_shift", "same_slope", "window"):
-        if settings.get(family) is not None:
-            parts.append(family_label(family, settings[family], m["l_tr"]))
+    swept = [f for f in ("slope_shift", "same_slope", "window") if settings.get(f) is not None]
+    parts = [title(m["pos"]) if swept else scheme_label({"pos": m["pos"], "settings": {}})]
+    parts += [family_label(family, settings[family], m["l_tr"]) for family in swept]
     if m["pos"] == "sinusoidal" and "scale_embeddings" in settings:
         parts.append("(embeddings scaled)" if settings["scale_embeddings"] else "(embeddings unscaled)")
     if m.get("rw_over_ltr") is not None:
