@@ -14,7 +14,7 @@ Readings by chapter: :func:`verdicts` and :func:`held` (every chapter with claim
 number formats), ``claim_verdicts`` (the claims' verdicts), ``paper_results`` (chapters 3
 to 7), ``checking`` (chapters 8, 10 and 12), ``full_size`` (chapter 11's pilot and
 presets) and ``index_box`` (the index page's first
-screen and its "this build" box).
+screen, its key figure's reading, and its "this build" box).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..results import EXTRAPOLATION_TOLERANCE as TOL
 from .checking import early_warning, emergence, protocols, schedule_check, thesis_verdict, two_runs
 from .claim_verdicts import at_each_scale, board, by_scale, held, long_failures, long_run, verdicts
 from .full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
-from .index_box import first_screen, this_build
+from .index_box import first_screen, sweep_states, this_build
 from .notation import Prose, tex
 from .paper_results import erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1, table2, table3
 
@@ -34,6 +34,6 @@ __all__ = [
     "table1", "pilot_growth", "erf_agreement", "table2", "figure7", "table3", "speed", "log_fit", "log_like",
     "protocols", "emergence", "schedule_check", "thesis_verdict", "two_runs", "early_warning",
     "pilot_rule", "pilot_findings", "tiny_design", "long_design", "board_by_size",
-    "first_screen",
+    "first_screen", "sweep_states",
     "this_build",
 ]

@@ -1,7 +1,8 @@
 """The index page's first screen.
 
 :func:`first_screen`: what the book finds at each scale beside what the paper reports, the
-model (its parameters, corpora and tokens) and the key figure's reading, in three lines.
+model (its parameters, corpora and tokens) and the key figure's reading (:func:`sweep_states`,
+which chapter 10 prints under the same figure), in three lines.
 :func:`this_build`: the details under it: at which scale the book was built, how the claims
 scored at that scale, and how far the long run has got, with the number of training tokens
 its first model needed to break.
@@ -16,7 +17,7 @@ from ..data import ABOUT
 from ..results import BREAKS
 from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..scales import get
-from .notation import _join, _tokens, tex
+from .notation import Prose, _join, _tokens, tex
 
 PAPER = "full"  # the preset of the paper's own setting
 
@@ -38,8 +39,6 @@ def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: 
     and tokens; and what the key figure shows, read from ``sweep``: the rows of
     :func:`rflens.bundle.table` of the long run's Δ sweep (each model's state at its last
     size, and the size it first breaks at)."""
-    from ..long_runs import state
-
     m, n = get(scale).model, sum((counts or {}).values()) or 16
     paper = get(PAPER)
     found = (f"**Verdicts.** Of the paper's {n} claims, {_counts(counts)} at this build's scale (`{scale}`, "
@@ -54,26 +53,35 @@ def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: 
              f"on {corpora}, small stand-ins for the paper's Pile subsets.")
     lines = [found, tex(model)]
     if not sweep.empty:
-        last = sweep.sort_values("tokens").groupby("name", sort=False).tail(1)
-        groups = {}
-        for _, row in last.iterrows():
-            groups.setdefault(state(row), []).append(row)
-        said = []
-        for kind, rows in sorted(groups.items(), key=lambda kv: ["breaks", "rises", "extrapolates"].index(kv[0])):
-            names = _join([tex(str(r["label"])) for r in rows])
-            if kind == "breaks":
-                first = [int(sweep[(sweep["name"] == r["name"]) & (sweep["r_horizon_lo"] >= BREAKS)]["tokens"].min())
-                         for r in rows]
-                said.append(f"{names} break{'s' if len(rows) == 1 else ''} (from {_join([_tokens(t) for t in first])} "
-                            "training tokens)")
-            elif kind == "rises":
-                said.append(f"{names} rise{'s' if len(rows) == 1 else ''} without breaking")
-            else:
-                said.append(f"{names} extrapolate{'s' if len(rows) == 1 else ''}")
         lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
-                     f"run, r({HORIZON} $L_{{tr}}$) as training grows: {_join(said, 'while')}.")
+                     f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+def sweep_states(sweep: pd.DataFrame) -> Prose:
+    """Which models of ``sweep`` (rows of :func:`rflens.bundle.table`) break, and from how many
+    training tokens, which rise without breaking and which extrapolate, each read at its last
+    size by :func:`rflens.long_runs.state`: one clause, breaking first."""
+    from ..long_runs import state
+
+    last = sweep.sort_values("tokens").groupby("name", sort=False).tail(1)
+    groups: dict[str, list] = {}
+    for _, row in last.iterrows():
+        groups.setdefault(state(row), []).append(row)
+    said = []
+    for kind, rows in sorted(groups.items(), key=lambda kv: ["breaks", "rises", "extrapolates"].index(kv[0])):
+        names = _join([tex(str(r["label"])) for r in rows])
+        one = len(rows) == 1
+        if kind == "breaks":
+            first = [int(sweep[(sweep["name"] == r["name"]) & (sweep["r_horizon_lo"] >= BREAKS)]["tokens"].min())
+                     for r in rows]
+            said.append(f"{names} break{'s' if one else ''} (from {_join([_tokens(t) for t in first])} training tokens)")
+        elif kind == "rises":
+            said.append(f"{names} rise{'s' if one else ''} without breaking")
+        else:
+            said.append(f"{names} extrapolate{'s' if one else ''}")
+    return Prose(_join(said, "while"))
 
 
 def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int, trained: dict | None = None,
