@@ -16,8 +16,8 @@ tolerance (default 2 px) in both directions; ``clipped`` names the controls that
 of the figure's own box, where a reader could not reach them.
 """
 
-OVERLAPS_JS = r"""
-(tolerance) => {
+# the helpers both scripts open with: the tolerance, an element's box, whether it is shown, its text
+_PRELUDE = r"""
   const tol = typeof tolerance === "number" ? tolerance : 2;
   const box = el => {
     const r = el.getBoundingClientRect();
@@ -33,7 +33,9 @@ OVERLAPS_JS = r"""
     return b.width > 0.5 && b.height > 0.5;
   };
   const text = el => (el.textContent || "").replace(/\s+/g, " ").trim().slice(0, 80);
-  const TEXT_KINDS = [
+"""
+
+OVERLAPS_JS = "(tolerance) => {\n" + _PRELUDE + r"""  const TEXT_KINDS = [
     ["title", ".infolayer .g-gtitle .gtitle"],
     ["axis title", ".infolayer [class^='g-x'][class$='title'] text, .infolayer [class^='g-y'][class$='title'] text"],
     ["annotation", ".annotation .annotation-text-g"],
@@ -91,24 +93,7 @@ OVERLAPS_JS = r"""
 # out of the figure's box, and ``legend`` the legend entries a reader cannot see without
 # scrolling, over all its legends (``{"shown": n, "entries": m}``, n < m where some are cut;
 # null without a legend).
-TEXT_OVERLAPS_JS = r"""
-(tolerance) => {
-  const tol = typeof tolerance === "number" ? tolerance : 2;
-  const box = el => {
-    const r = el.getBoundingClientRect();
-    return { left: r.left, top: r.top, right: r.right, bottom: r.bottom, width: r.width, height: r.height };
-  };
-  const shown = el => {
-    if (!el.isConnected) return false;
-    for (let e = el; e && e.nodeType === 1; e = e.parentNode) {
-      const s = window.getComputedStyle(e);
-      if (s.display === "none" || s.visibility === "hidden" || s.opacity === "0") return false;
-    }
-    const b = box(el);
-    return b.width > 0.5 && b.height > 0.5;
-  };
-  const text = el => (el.textContent || "").replace(/\s+/g, " ").trim().slice(0, 80);
-  const KINDS = [
+TEXT_OVERLAPS_JS = "(tolerance) => {\n" + _PRELUDE + r"""  const KINDS = [
     ["title", ".infolayer .g-gtitle .gtitle"],
     ["axis title", ".infolayer [class^='g-x'][class$='title'] text, .infolayer [class^='g-y'][class$='title'] text"],
     ["annotation", ".annotation .annotation-text-g"],

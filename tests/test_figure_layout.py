@@ -405,7 +405,42 @@ DRAWN_FIGURES = {
     "protocol": lambda: fr.protocol_figure(protocols()),
     "attention_reach, twelve heads": lambda: fb.attention_reach_figure(length=256, l_tr=64, n_head=12),
     "window_heatmap": lambda: fb.window_heatmap(windows=(4, 8), length=16),
+    "emergence, Table 3's seven schemes on math": lambda: _emergence_math(),
+    "emergence_pair, fifteen models in two rows or more": lambda: _pair_of_many(),
+    "early_warning": lambda: fr.early_warning_figure(_early_warning()),
 }
+
+
+def _control():
+    from rflens import bundle
+
+    return bundle.table("long-repeated")  # the shipped first long run
+
+
+def _emergence_math():
+    em = _control()
+    names = [n for n in dict.fromkeys(em["name"]) if n.endswith("_math")]
+    return fr.emergence_figure(em, names, title="Table 3 on math")
+
+
+def _pair_of_many():
+    em = _control()
+    names = list(dict.fromkeys(em["name"]))[:15]
+    return fr.emergence_pair(em, em.iloc[0:0], names)
+
+
+def _early_warning():
+    from rflens import long_runs as lr
+
+    return lr.early_warning(("long-repeated",))
+
+
+def test_a_legend_of_many_models_lies_at_the_foot_and_the_figure_grows_by_its_rows():
+    em = _control()
+    one = fr.emergence_figure(em, ["nope"])
+    many = _pair_of_many()
+    assert one.layout.legend.yref == many.layout.legend.yref == "container" and many.layout.legend.y == 0
+    assert one.layout.height == fr.HEIGHT and many.layout.height >= fr.HEIGHT + 2 * fr.LEGEND_ROW
 
 
 @pytest.mark.browser

@@ -70,6 +70,27 @@ def _label_band(*shape_sets) -> int:
     return int(max(LABEL_BAND, math.ceil(half)))
 
 
+
+# A legend of many models lies under the x axis, one row or several: anchored at the foot of
+# the figure (plotly widens the bottom margin to keep it clear of the axis title), and the
+# figure grows by the rows past the first so that the plot keeps its area.
+LEGEND_WIDTH = 560  # px of a legend row at the book's column width (688 px)
+LEGEND_ENTRY = 40  # px an entry takes besides its text: the line sample and the gap
+LEGEND_CHAR = 6.6  # px a character of the legend's text takes (12 px font)
+LEGEND_ROW = 29  # px a row of the legend takes
+
+
+def _legend_below(names: list[str], height: int = HEIGHT) -> tuple[int, dict]:
+    """The figure's height for a horizontal legend of ``names`` (each once) at its foot, and
+    that legend."""
+    rows, used = 1, 0.0
+    for name in dict.fromkeys(names):  # a model's traces in other menu entries share its row
+        width = LEGEND_ENTRY + LEGEND_CHAR * len(name)
+        if used and used + width > LEGEND_WIDTH:
+            rows, used = rows + 1, 0.0
+        used += width
+    return height + LEGEND_ROW * (rows - 1), {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0}
+
 def _menu(buttons: list[dict], active: int = 0, band: int = LABEL_BAND) -> dict:
     """A dropdown in its own row above the plot area, at its right end: ``band`` px above
     the plot area (clear of subplot titles and line labels) and below the title."""
@@ -642,11 +663,12 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
                _button("ERF", [False] * n + [True] * n, erf_title,
                        {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": False,
                         "yaxis.type": "log", "yaxis.range": erf_range})]
-    head = _top(r_title, HEIGHT)
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
+    height, legend = _legend_below([t.name for t in fig.data if t.showlegend is not False])
+    head = _top(r_title, height)
+    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
                       yaxis={"title": r_axis, "range": r_range, "type": "log"}, shapes=r_lines,
-                      updatemenus=[_menu(buttons)], showlegend=True, legend={"orientation": "h", "y": -0.2})
+                      updatemenus=[_menu(buttons)], showlegend=True, legend=legend)
     return fig
 
 
@@ -677,13 +699,14 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
     breaks = _hline(2.0, "2: breaks", color="firebrick", yref="y")
     breaks["label"]["textposition"] = "end"
     lines = [_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}: extrapolates"), breaks]
-    head = _top(title + _subtitle(f"r(16 L_tr) as training grows: solid, {labels[0]}; dashed, {labels[1]}"), HEIGHT)
+    height, legend = _legend_below([t.name for t in fig.data if t.showlegend])
+    head = _top(title + _subtitle(f"r(16 L_tr) as training grows: solid, {labels[0]}; dashed, {labels[1]}"), height)
     top = max([2.5, *highs]) * 1.2
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
+    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
                       yaxis={"type": "log", "title": "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)",
                              "range": [math.log10(0.9), math.log10(top)]},
-                      shapes=lines, showlegend=True, legend={"orientation": "h", "y": -0.2})
+                      shapes=lines, showlegend=True, legend=legend)
     return fig
 
 
@@ -708,10 +731,11 @@ def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
              {"type": "line", "x0": 1, "x1": 1, "y0": 0, "y1": 1, "xref": "x", "yref": "paper",
               "line": {"color": "gray", "dash": "dot", "width": 1.5},
               "label": {"text": "ERF = L_tr", "textposition": "end", "font": {"size": 11, "color": "gray"}}}]
+    height, legend = _legend_below([t.name for t in fig.data])
     head = _top("Does an early ERF warn of a later break?" + _subtitle(
-        "ERF at the first measured size against r(16 L_tr) at the last"), HEIGHT)
-    fig.update_layout(template=TEMPLATE, height=HEIGHT, title=head["title"], margin=head["margin"],
+        "ERF at the first measured size against r(16 L_tr) at the last"), height)
+    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "ERF / L_tr at the first size (0.5M tokens)"},
                       yaxis={"type": "log", "title": "r(16 L_tr) at the last size"}, shapes=lines,
-                      legend={"orientation": "h", "y": -0.2})
+                      legend=legend)
     return fig
