@@ -405,6 +405,7 @@ DRAWN_FIGURES = {
     "protocol": lambda: fr.protocol_figure(protocols()),
     "attention_reach, twelve heads": lambda: fb.attention_reach_figure(length=256, l_tr=64, n_head=12),
     "window_heatmap": lambda: fb.window_heatmap(windows=(4, 8), length=16),
+    "erf_figure, two panels on a log axis": lambda: fr.erf_figure(curves()),
     "emergence, Table 3's seven schemes on math": lambda: _emergence_math(),
     "emergence_pair, fifteen models in two rows or more": lambda: _pair_of_many(),
     "early_warning": lambda: fr.early_warning_figure(_early_warning()),

@@ -316,7 +316,7 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
     fig.update_xaxes(type="log" if log_x else "linear", row=1, col=1)
     fig.update_xaxes(type="log" if log_x else "linear", title_text="k: tokens back from the predicted token", row=2, col=1)
     fig.update_yaxes(type="log", row=1, col=1, exponentformat="power", title_text="normalised gradient")
-    fig.update_yaxes(range=[0, 1.02], row=2, col=1, title_text="cumulative, newest first")
+    fig.update_yaxes(range=[-0.04, 1.04], row=2, col=1, title_text="cumulative, newest first")
     return fig
 
 
