@@ -98,6 +98,26 @@ def test_table2_pairs_compare_on_the_same_tokens_at_the_same_absolute_lengths(mo
     assert t2["retrained / Table 1"].iloc[1:].isna().all()  # Table 1 is not measured beyond its horizon
 
 
+
+def test_table2_as_designed_reads_each_retrained_model_against_the_paper_and_the_receptive_field(monkeypatch):
+    import rflens.long_runs as mod
+    from rflens.emergence import LongModel
+
+    retrained = LongModel("alibi", (("slope_shift", 4), ("batch_size", 2), ("l_tr", 512)))
+    monkeypatch.setattr(mod, "by_experiment", lambda scale: {"Table 2: retrained": [retrained]})
+    t2, em = lr.table2_pairs(CONTROL), bundle.table(CONTROL)
+    last = em[em["name"] == retrained.name].sort_values("tokens").iloc[-1]
+    assert lr.state(last) == "rises" and last["erf"] > last["l_tr"]  # the control's: it rises, its ERF beyond 512
+    text = rd.table2_designed(t2, em)
+    assert f"{t2['retrained / Table 1'].iloc[0]:.3f}" in text and "at $L$ = 512" in text
+    assert "rises without breaking" in text and "beyond its $L_{tr}$ = 512" in text
+    assert "0 of these 1 do" in text and "it is right for 1 of 1" in text
+    inside = em.copy()
+    inside.loc[inside["name"] == retrained.name, ["erf", "erf_capped"]] = [100, False]  # an ERF within L_tr
+    wrong = rd.table2_designed(t2, inside)
+    assert "within its $L_{tr}$ = 512" in wrong and "it is right for 0 of 1" in wrong
+    assert "No retrained model" in rd.table2_designed(t2.iloc[0:0], em)
+
 def test_the_corpora_record_says_how_often_the_budget_repeats_the_text(reference):
     record = lr.record_corpora("smoke")
     c = record["corpora"]["prose"]

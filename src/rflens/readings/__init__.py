@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..results import EXTRAPOLATION_TOLERANCE as TOL
-from .checking import early_warning, emergence, protocols, schedule_check, thesis_verdict, two_runs
+from .checking import (early_warning, emergence, protocols, schedule_check, table2_designed, thesis_verdict,
+                       two_runs)
 from .claim_verdicts import at_each_scale, board, by_scale, held, long_failures, long_run, verdicts
 from .full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
 from .index_box import first_screen, sweep_states, this_build
@@ -32,7 +33,7 @@ __all__ = [
     "TOL", "HORIZON", "Prose", "tex",
     "verdicts", "at_each_scale", "held", "long_failures", "board", "by_scale", "long_run",
     "table1", "pilot_growth", "erf_agreement", "table2", "figure7", "table3", "speed", "log_fit", "log_like",
-    "protocols", "emergence", "schedule_check", "thesis_verdict", "two_runs", "early_warning",
+    "protocols", "emergence", "schedule_check", "thesis_verdict", "two_runs", "table2_designed", "early_warning",
     "pilot_rule", "pilot_findings", "tiny_design", "long_design", "board_by_size",
     "first_screen", "sweep_states",
     "this_build",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import BREAKS, lengths_of
+from ..results import EXTRAPOLATION_HORIZON as HORIZON
 from ..results import EXTRAPOLATION_TOLERANCE as TOL
 from .notation import Prose, _erf, _join, _label, _mult, _num, _tokens, _top, tex
 
@@ -170,6 +171,47 @@ def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str 
     if not out:
         return Prose(head + " None of its shipped models is in both runs yet.")
     return Prose(head + " Each model shipped in both runs:\n\n" + "\n".join(f"- {line}" for line in out))
+
+
+_STATES = {"breaks": "breaks", "rises": "rises without breaking", "extrapolates": "stays flat"}
+
+
+def table2_designed(pairs: pd.DataFrame, em: pd.DataFrame) -> Prose:
+    """Chapter 10: Table 2 as the paper designed it. For each retrained model (rows of
+    :func:`rflens.long_runs.table2_pairs`, its curve in ``em``, rows of
+    :func:`rflens.bundle.table`): what it does beyond its own L_tr at its last size, its ERF
+    against that L_tr, and its perplexity against its Table 1 model's at the longest length
+    both measured (the paired ratio). Then whether each outcome is what the paper expects
+    (claim 7: a retrained model stays flat) and what the receptive field predicts (flat when
+    the ERF is within the new L_tr)."""
+    from ..long_runs import state
+
+    if pairs is None or pairs.empty:
+        return Prose("No retrained model is in this run with its Table 1 model yet.")
+    out, paper, lens = [], 0, 0
+    for label, d in pairs.groupby("retrained", sort=False):
+        curve = em[em["label"] == label].sort_values("tokens")
+        if curve.empty:
+            continue
+        last = curve.iloc[-1]
+        l_tr, kind = int(last["l_tr"]), state(last)
+        within = int(last["erf"]) <= l_tr and not bool(last["erf_capped"])
+        paper += kind == "extrapolates"
+        lens += (kind == "extrapolates") == within
+        both = d.dropna(subset=["retrained / Table 1"]).sort_values("L").iloc[-1]
+        out.append(f"{tex(label)}, the retrained {tex(str(d['Table 1 model'].iloc[0]))}: at {_tokens(last['tokens'])} "
+                   f"tokens it {_STATES[kind]} (r({HORIZON} $L_{{tr}}$) = {last['r_horizon']:.3f} "
+                   f"[{last['r_horizon_lo']:.3f}, {last['r_horizon_hi']:.3f}]), with an ERF of {_erf(last)}, "
+                   f"{'within' if within else 'beyond'} its $L_{{tr}}$ = {l_tr}; at $L$ = {int(both['L'])} its "
+                   f"perplexity is {both['retrained / Table 1']:.3f} [{both['low']:.3f}, {both['high']:.3f}] times "
+                   "its Table 1 model's on the same tokens.")
+    n = len(out)
+    if not n:
+        return Prose("No retrained model is in this run with its Table 1 model yet.")
+    return Prose("\n".join(f"- {line}" for line in out) + "\n\n" + (
+        f"The paper expects every retrained model to stay flat (claim 7): {paper} of these {n} do. The receptive "
+        f"field predicts a flat model where the ERF is within the new $L_{{tr}}$ and a rising one where it is "
+        f"beyond: it is right for {lens} of {n}."))
 
 
 def early_warning(counts: pd.DataFrame) -> Prose:
