@@ -332,6 +332,11 @@ def test_a_chapter_opens_with_its_claims_at_each_scale():
     assert "Claim 3 still fails after the long run's training" in text
     built_here = rd.at_each_scale(here, "long-repeated", there, "long-repeated")
     assert "long run" not in built_here.splitlines()[0] and "still fail" not in built_here
+    unchecked = there + [{"id": 5, "statement": "claim 5", "result": "not run",
+                          "measured": "not run: Table 1's lengths end at 512, none beyond L_tr"}]
+    assert ("The long run does not check claim 5: Table 1's lengths end at 512, none beyond $L_{tr}$."
+            in rd.at_each_scale(here, "tiny", unchecked, "long-repeated"))
+    assert "does not check" not in text
 
 
 def test_the_long_runs_failures_are_read_with_what_sets_the_run_apart():

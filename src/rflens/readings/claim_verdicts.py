@@ -67,6 +67,10 @@ def at_each_scale(rows: list[dict], scale: str, long_rows: list[dict], run: str 
             said.append(f"Claim{'s' if len(still) > 1 else ''} {_join(still)} still fail{'' if len(still) > 1 else 's'} "
                         "after the long run's training: the verdicts below say what was measured, and "
                         "[chapter 9](09_claims.ipynb) what a failure at that scale can mean.")
+        for c in long_rows:  # why the long run leaves a claim unchecked, in the claim's own words
+            if int(c["id"]) in here and c["result"] == "not run":
+                why = str(c.get("measured", "")).removeprefix("not run: ").rstrip(".")
+                said.append(f"The long run does not check claim {c['id']}" + (f": {tex(why)}." if why else "."))
     return Prose("\n".join(lines) + ("\n\n" + " ".join(said) if said else ""))
 
 
