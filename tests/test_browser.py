@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from plotly_overlaps import OVERLAPS_JS
+from plotly_overlaps import OVERLAPS_JS, TEXT_OVERLAPS_JS
 
 pytestmark = pytest.mark.browser
 
@@ -153,6 +153,10 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
         # no menu covers a title, a label or a legend, and none sticks out of its figure
         covered = [(f["index"], o["element"], o["text"]) for f in visit.page.evaluate(OVERLAPS_JS) for o in f["overlaps"]]
         assert covered == [], f"{chapter}: menus cover {covered[:5]}"
+        # nor does a figure's text run into its other text or out of the figure, or its legend hide entries
+        for f in visit.page.evaluate(TEXT_OVERLAPS_JS):
+            assert f["overlaps"] == [] and f["clipped"] == [], f"{chapter}, figure {f['index']}: {f}"
+            assert f["legend"] is None or f["legend"]["shown"] == f["legend"]["entries"], f"{chapter}: {f}"
         # rendered tables read in words: no header a reader must decode, no NaN for "not measured"
         heads, cells = visit.page.evaluate("""() => {
             const tables = [...document.querySelectorAll('.cell_output table')];
