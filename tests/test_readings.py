@@ -306,7 +306,7 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     sweep = pd.DataFrame([{"name": n, "label": lab, "tokens": t, "r_horizon_lo": lo, "r_horizon_hi": lo + 0.02}
                           for n, lab, t, lo in rows])
     screen = rd.first_screen("tiny", {"pass": 5, "fail": 7, "not decided": 3, "not run": 1}, "long-repeated",
-                             {"pass": 6, "fail": 6, "not decided": 3, "not run": 1}, (462_208, 200_064), sweep)
+                             {"pass": 6, "fail": 6, "not decided": 3, "not run": 1}, {"tiny": (462_208, 200_064)}, sweep)
     assert screen.startswith(":::{admonition} What this book finds") and screen.count("\n- ") == 3
     assert "5 pass, 7 fail, 3 not decided, 1 not run at this build's scale (`tiny`, 0.6M" in screen
     assert "6 pass, 6 fail, 3 not decided, 1 not run in the long run (`long-repeated`, 33.6M" in screen
@@ -314,7 +314,13 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     assert "0.46M parameters (0.20M outside the token embedding)" in screen
     assert "ALiBi Δ=4 breaks (from 2.1M training tokens), ALiBi Δ=2 rises without breaking while ALiBi Δ=-4 " \
            "extrapolates" in screen
-    assert "key figure" not in rd.first_screen("tiny", None, "long-repeated", None, (1, 1), sweep.iloc[0:0])
+    assert "**The model.** R = 4 layers" in screen  # the long run trains the tiny model: said once
+    assert "key figure" not in rd.first_screen("tiny", None, "long-repeated", None, {"tiny": (1, 1)}, sweep.iloc[0:0])
+    both = rd.first_screen("smoke", None, "long-repeated", None, {"smoke": (60_000, 30_000), "long-repeated": (462_208, 200_064)},
+                           sweep)
+    assert "**The models.** At this build's scale, R = 2 layers" in both and "0.06M parameters" in both
+    assert "in the long run, R = 4 layers, H = 4 heads, d = 64: 0.46M parameters" in both
+    assert "trained at $L_{tr}$ = 32 on prose (" in both and "code (" in both  # the long run's corpora
 
 
 def test_a_chapter_opens_with_its_claims_at_each_scale():

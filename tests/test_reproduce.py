@@ -142,6 +142,8 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
     assert text.index("What this book finds") < text.index("{raw} html") < text.index("plotly-graph-div") < \
         text.index(":::{admonition} This build")
     assert "2 pass, 1 fail, 1 not decided, 1 not run at this build's scale" in text
+    # smoke's model is not the long run's: both are counted, each once
+    assert "At this build's scale, R = 2 layers" in text and "in the long run, R = 4 layers" in text
     # the shipped bundles, zipped beside the index, are linked from it
     zips = reproduce.bundle_downloads(tmp_path)
     assert set(zips) == {name for name in ("long", "long-repeated") if bundle.entries(name)}

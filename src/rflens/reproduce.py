@@ -354,9 +354,13 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     if long != "long":  # the second run, while the chapters read the first
         planned = [s.name for s in emergence.models("long")]
         second = (len(bundle.complete("long") & set(planned)), len(planned))
-    with torch.device("meta"):  # the parameters counted, none allocated
-        model = TransformerLM(scales.get(scale).model)
-    params = (model.num_params(non_embedding=False), model.num_params())
+    params = {}
+    for preset in dict.fromkeys((scale, long)):
+        if preset == long and scales.get(long).model == scales.get(scale).model:
+            continue  # the long run trains this build's model: said once
+        with torch.device("meta"):  # the parameters counted, none allocated
+            model = TransformerLM(scales.get(preset).model)
+        params[preset] = (model.num_params(non_embedding=False), model.num_params())
     table = bundle.table(long)
     family = "Table 1: " + scales.FAMILIES["slope_shift"].title
     names = [s.name for s in emergence.by_experiment(long)[family]]

@@ -31,26 +31,36 @@ def _tokens_a_model(scale: str) -> int:
     return t.steps * t.batch_size * t.l_tr
 
 
-def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: dict | None, params: tuple[int, int],
-                 sweep: pd.DataFrame) -> str:
+def _model(preset: str, params: tuple[int, int]) -> str:
+    """A preset's model in words: its shape, parameters, L_tr and corpora."""
+    sc = get(preset)
+    m = sc.model
+    corpora = _join([f"{c} ({ABOUT[sc.text(c)]})" for c in sc.sweeps.corpora])
+    return (f"R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}: {params[0] / 1e6:.2f}M parameters "
+            f"({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {sc.train.l_tr} on {corpora}")
+
+
+def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: dict | None,
+                 params: dict[str, tuple[int, int]], sweep: pd.DataFrame) -> str:
     """The three lines under the index page's title (MyST): the claims' counts at this build's
     ``scale`` and at the long run ``long_scale`` beside what the paper reports; the model
-    (``params``: all its parameters and those outside the token embedding) with its corpora
-    and tokens; and what the key figure shows, read from ``sweep``: the rows of
+    (``params``: {preset: (all its parameters, those outside the token embedding)} for
+    ``scale`` and, where its model differs, ``long_scale``) with its corpora and tokens; and
+    what the key figure shows, read from ``sweep``: the rows of
     :func:`rflens.bundle.table` of the long run's Δ sweep (each model's state at its last
     size, and the size it first breaks at)."""
-    m, n = get(scale).model, sum((counts or {}).values()) or 16
+    n = sum((counts or {}).values()) or 16
     paper = get(PAPER)
     found = (f"**Verdicts.** Of the paper's {n} claims, {_counts(counts)} at this build's scale (`{scale}`, "
              f"{_tokens(_tokens_a_model(scale))} training tokens a model); {_counts(long_counts)} in the long run "
              f"(`{long_scale}`, {_tokens(_tokens_a_model(long_scale))} tokens a model); the paper reports all of them, from "
              f"models of {paper.model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} tokens each "
              "([chapter 9](09_claims.ipynb)).")
-    sc = get(scale)
-    corpora = _join([f"{c} ({ABOUT[sc.text(c)]})" for c in sc.sweeps.corpora])
-    model = (f"**The model.** R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}: {params[0] / 1e6:.2f}M "
-             f"parameters ({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {get(scale).train.l_tr} "
-             f"on {corpora}, small stand-ins for the paper's Pile subsets.")
+    if long_scale in params and long_scale != scale:  # the long run's model is not this build's
+        model = (f"**The models.** At this build's scale, {_model(scale, params[scale])}; in the long run, "
+                 f"{_model(long_scale, params[long_scale])}: small stand-ins for the paper's Pile subsets.")
+    else:
+        model = f"**The model.** {_model(scale, params[scale])}, small stand-ins for the paper's Pile subsets."
     lines = [found, tex(model)]
     if not sweep.empty:
         lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
