@@ -56,7 +56,10 @@ def test_side_by_side_pairs_a_model_of_both_runs_by_name(control_beside):
     assert pd.isna(sbs.loc["rotary", ("long", "state")])  # only in the control
     text = rd.two_runs(sbs, 2, 62, "some hours")
     assert "holds 2 of its 62 models; the rest need some hours" in text
-    assert "**a different state**" in text and text.count("- ") == 2
+    assert "Of the 2 models shipped in both, 1 end in the same state" in text
+    assert "(rises on repeated text, extrapolates on new) ends in another" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "model" not in ln]
+    assert len(rows) == 2 and "| extrapolates | 1.96 [1.68, 2.20] | rises |" in rows[0] and "| breaks from" in rows[1]
 
 
 def test_the_seeds_agree_only_when_every_shipped_seed_gives_the_same_state(control_beside):

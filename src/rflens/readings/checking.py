@@ -148,29 +148,41 @@ def _grown(em: pd.DataFrame, d: pd.DataFrame) -> dict:
 
 def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str = "long",
              old: str = "long-repeated") -> Prose:
-    """The second long run against the first: how many of its models are shipped, and for
-    each thesis model shipped in both, what it does on text it does not repeat against text
-    it repeats (rows of :func:`rflens.long_runs.side_by_side`)."""
+    """The second long run against the first (rows of :func:`rflens.long_runs.side_by_side`):
+    how many of its models are shipped; of the models shipped in both, how many end in the
+    same state, which end in another, and how many of those that rise somewhere rise less on
+    new text (and for how many the two intervals do not overlap); then one table of them all."""
     head = f"The second long run holds {shipped} of its {planned} models" + (
         "." if shipped == planned else f"; the rest need {cost}.")
     if sbs is None or sbs.empty or new not in sbs.columns.get_level_values(0):
         return Prose(head + " None of its thesis models is shipped yet: the comparison appears as they are.")
-    out = []
-    for name, row in sbs.iterrows():
-        if pd.isna(row.get((new, "state"))) or pd.isna(row.get((old, "state"))):
-            continue
-        parts = []
-        for run, words in ((new, "on new text"), (old, "on repeated text")):
-            r, lo, hi = row[(run, "r(16 L_tr)")], row[(run, "low")], row[(run, "high")]
-            broke = row[(run, "breaks from")]
-            when = f", breaking from {_tokens(broke)} tokens" if not pd.isna(broke) else ""
-            parts.append(f"{words} r(16 $L_{{tr}}$) = {r:.2f} [{lo:.2f}, {hi:.2f}] at {_tokens(row[(run, 'tokens')])} "
-                         f"tokens ({row[(run, 'state')]}{when})")
-        same = "the same state" if row[(new, "state")] == row[(old, "state")] else "**a different state**"
-        out.append(f"{tex(row[('', 'model')])}: " + "; ".join(parts) + f": {same}.")
-    if not out:
+    both = sbs[sbs[(new, "state")].notna() & sbs[(old, "state")].notna()]
+    if both.empty:
         return Prose(head + " None of its shipped models is in both runs yet.")
-    return Prose(head + " Each model shipped in both runs:\n\n" + "\n".join(f"- {line}" for line in out))
+
+    def r(row, run):
+        broke = row[(run, "breaks from")]
+        return (f"{row[(run, 'r(16 L_tr)')]:.2f} [{row[(run, 'low')]:.2f}, {row[(run, 'high')]:.2f}]",
+                str(row[(run, "state")]) + (f" from {_tokens(broke)}" if not pd.isna(broke) else ""))
+
+    moved = [f"{tex(row[('', 'model')])} ({row[(old, 'state')]} on repeated text, {row[(new, 'state')]} on new)"
+             for _, row in both.iterrows() if row[(new, "state")] != row[(old, "state")]]
+    rising = both[(both[(new, "state")] != "extrapolates") | (both[(old, "state")] != "extrapolates")]
+    less = rising[rising[(new, "r(16 L_tr)")] < rising[(old, "r(16 L_tr)")]]
+    apart = less[less[(new, "high")] < less[(old, "low")]]
+    n, tokens = len(both), _tokens(both[(new, "tokens")].max())
+    text = (f"{head} Of the {_count(n, 'model')} shipped in both, {n - len(moved)} end in the same state at their last "
+            "size" + (f"; {_join(moved)} {'end' if len(moved) > 1 else 'ends'} in another." if moved else ".")
+            + (f" Of the {len(rising)} that rise or break in either run, {len(less)} rise less on new text, "
+               f"{len(apart)} of them with intervals that do not overlap (the runs differ in their corpora as well "
+               "as in repetition, so this is not repetition's effect alone)." if len(rising) else ""))
+    lines = [f"| model | new text: r(16 $L_{{tr}}$) | state | repeated text: r(16 $L_{{tr}}$) | state |",
+             "|---|---|---|---|---|"]
+    for _, row in both.iterrows():
+        (r_new, s_new), (r_old, s_old) = r(row, new), r(row, old)
+        lines.append(f"| {tex(row[('', 'model')])} | {r_new} | {s_new} | {r_old} | {s_old} |")
+    return Prose(text + f" Each at its last size ({tokens} tokens; state: breaks, rises, or extrapolates):\n\n"
+                 + "\n".join(lines))
 
 
 _STATES = {"breaks": "breaks", "rises": "rises without breaking", "extrapolates": "stays flat"}
