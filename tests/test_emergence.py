@@ -171,6 +171,9 @@ def test_the_plan_starts_with_the_thesis_models():
     assert [s.name for s in families["Table 3 on code"]] == [n for n in names if n.endswith("_code")]
     with pytest.raises(UserError, match="choose from"):
         emergence.named("alibi_slope_shift=99")
+    title, delta = emergence.sweep("long")  # the key figure's models: ALiBi's Δ sweep, flattest last
+    assert title.startswith("Table 1: ALiBi") and delta == [s.name for s in families[title]]
+    assert delta[-1] == "alibi_slope_shift=4" and all(n.startswith("alibi_slope_shift=") for n in delta)
 
 
 def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_three_seeds():

@@ -468,6 +468,12 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     return result
 
 
+def sweep(scale: str = "long", family: str = "slope_shift") -> tuple[str, list[str]]:
+    """One of Table 1's sweeps in the long run ``scale``: the experiment's title and its
+    models' names (ALiBi's Δ sweep, the book's key figure, by default)."""
+    title = f"Table 1: {scales.FAMILIES[family].title}"
+    return title, [spec.name for spec in by_experiment(scale)[title]]
+
 def table1_names(scale: str = "long") -> list[str]:
     """The shipped models that belong to Table 1's three sweeps, in the sweeps' order."""
     names = [spec.name for specs in _table1(scale).values() for spec in specs]

@@ -362,8 +362,7 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
             model = TransformerLM(scales.get(preset).model)
         params[preset] = (model.num_params(non_embedding=False), model.num_params())
     table = bundle.table(long)
-    family = "Table 1: " + scales.FAMILIES["slope_shift"].title
-    names = [s.name for s in emergence.by_experiment(long)[family]]
+    family, names = emergence.sweep(long)
     sweep = table[table["name"].isin(names)] if not table.empty else table
     first = first_screen(scale, counts, long, long_counts, params, sweep)
     figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(fr.emergence_figure(sweep, names, title=family))}\n```\n\n"
