@@ -246,6 +246,19 @@ def test_a_command_that_would_not_fit_in_memory_is_refused_before_it_allocates(a
     assert words in line and "GB" in line
 
 
+def test_a_training_length_too_long_for_memory_is_refused_before_any_work_that_grows_with_it(store, monkeypatch,
+                                                                                         capsys):
+    """l_tr = 10^9 once built 4 GB bias tables for minutes (the nan check of the scheme's bias)
+    before the memory estimate refused it; the estimate comes first."""
+    from rflens import positional
+
+    def check_bias(cfg, length, scheme=None):
+        raise AssertionError(f"the bias was built over {length} distances before the memory check")
+
+    monkeypatch.setattr(positional, "check_bias", check_bias)
+    line = one_line_error(capsys, "train", "--scale", "smoke", "--set", "l_tr=1000000000", "--quiet")
+    assert "training step" in line and "GB" in line
+
 @pytest.mark.slow
 def test_the_memory_limit_of_the_process_is_honoured(store):
     """Under an address-space limit (``ulimit -v``), a command that would need more is one

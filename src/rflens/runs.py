@@ -282,12 +282,13 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         training.read_checkpoint_pointer(path, restart)  # a corrupted checkpoint stops us here, before any work
     from .positional import check_bias
 
-    check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
+    # memory first: a step that cannot fit is refused before any work that grows with L_tr
     if not cuda_available():  # on a GPU the step lives in device memory, which this does not see
         per_rank = max(1, train_cfg.batch_size // distributed.world_size())
         resources.check(resources.training_bytes(model_cfg, train_cfg, per_rank),
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
+    check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
     if main and (scales.get(scale).shipped or training_flops(model_cfg, train_cfg) >= ANNOUNCED_FLOPS):
         print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
               f"{hours_to_train(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
