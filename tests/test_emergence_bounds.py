@@ -218,6 +218,7 @@ def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkey
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
     spec = emergence.LongModel("alibi", WSD)
+    monkeypatch.setattr(emergence, "models", lambda scale="long": [spec])  # the plan: this model
     emergence.run(spec, "smoke", progress=False)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 0
@@ -235,3 +236,33 @@ def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkey
                  ["--scale", "long-repeated", "--adopt", str(tmp_path / "worker")]):
         assert main(["emergence", *argv]) == 2, argv
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_path, monkeypatch, capsys):
+    """A worker's folder renamed (or its result.json's name edited with a manifest to match)
+    would join the bundle as another model of the plan: refused in one line, nothing joins."""
+    import shutil
+
+    from rflens import bundle, storage
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
+    spec, planned = emergence.LongModel("alibi", WSD), emergence.LongModel("alibi", (*WSD, ("slope_shift", 1)))
+    monkeypatch.setattr(emergence, "models", lambda scale="long": [spec, planned])  # the plan: these two
+    emergence.run(spec, "smoke", progress=False)
+    other = planned.name
+    top = tmp_path / "worker" / "smoke"
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    shutil.move(top / spec.name, top / other)  # renamed: the folder and the result disagree
+    assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
+    assert "joins under its own name" in capsys.readouterr().err and not bundle.entries("smoke")
+    folder = top / other  # forged: the result renamed, its checksum made to match
+    result = storage.read_json(folder / bundle.RESULT)
+    storage.write_json(folder / bundle.RESULT, {**result, "name": other}, newline=True)
+    listed = storage.read_json(folder / bundle.MANIFEST)
+    listed["sha256"][bundle.RESULT] = storage.sha256_file(folder / bundle.RESULT)
+    storage.write_json(folder / bundle.MANIFEST, listed, newline=True)
+    assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not that model's in the smoke plan" in err[0] and not bundle.entries("smoke")
+

@@ -196,6 +196,22 @@ def named(name: str, scale: str = "long") -> LongModel:
     raise UserError(f"no model named {name!r} in the {scale} run: choose from {', '.join(s.name for s in models(scale))}")
 
 
+def check_planned(result: dict, scale: str, where: Path) -> None:
+    """UserError unless ``result`` (a model's result.json, read from ``where``) is the model
+    its name stands for in the ``scale`` run's plan: the same scheme, corpus, model, data and
+    training settings. A worker's folder joins the bundle only as what it is."""
+    spec = named(str(result.get("name")), scale)  # a name outside the plan: the names to choose from
+    _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
+    try:
+        same = (result.get("model") == model_cfg.to_dict() and result.get("train") == train_cfg.to_dict()
+                and DataConfig.from_dict(result.get("data") or {}) == data_cfg)
+    except (TypeError, ValueError, KeyError):
+        same = False
+    if not same:
+        raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {scale} plan "
+                        f"({spec.pos} on {spec.corpus}{''.join(f', {k}={v}' for k, v in spec.settings().items())}): "
+                        "retrain it with emergence --only " + spec.name)
+
 def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
     """The command that trains the model of these settings: for a model of the run's plan,
     the long run's, with its emergence points; otherwise (or at a read-only control, whose

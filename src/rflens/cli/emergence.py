@@ -40,9 +40,13 @@ def _adopt(args) -> int:
     for folder in sorted(p for p in top.iterdir() if p.is_dir() and (p / bundle.MANIFEST).is_file()):
         if folder.name in have or (wanted is not None and folder.name not in wanted):
             continue
-        if not bundle.read_result(folder)["complete"]:
+        result = bundle.read_result(folder)
+        if not result["complete"]:
             print(f"{folder.name}: unfinished, left where it is")
             continue
+        if result.get("name") != folder.name:
+            raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
+        emergence.check_planned(result, args.scale, folder)
         print(f"{folder.name}: joined the bundle in {bundle.adopt(args.scale, folder)}")
         joined += 1
     print(f"{joined} model(s) joined the {args.scale} bundle")
