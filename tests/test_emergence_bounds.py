@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from rflens import emergence, reproduction
@@ -232,6 +234,20 @@ def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkey
     assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nll.npz" in err[0] and not bundle.entries("smoke")
+    # a file its manifest does not list, or a link (to anywhere), is refused: nothing joins
+    (tmp_path / "worker" / "smoke" / spec.name / "nll.npz").unlink()
+    shutil.copytree(tmp_path / "reference" / "smoke" / spec.name, tmp_path / "clean")
+    for extra in ("notes.txt", "link"):
+        folder = tmp_path / "worker" / "smoke" / spec.name
+        shutil.rmtree(folder)
+        shutil.copytree(tmp_path / "clean", folder)
+        if extra == "link":
+            (folder / extra).symlink_to(tmp_path / "clean" / "result.json")
+        else:
+            (folder / extra).write_text("not the model's")
+        assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and extra in err[0] and not bundle.entries("smoke"), err
     for argv in (["--adopt", str(tmp_path / "nowhere")], ["--adopt", str(tmp_path / "worker"), "--list"],
                  ["--scale", "long-repeated", "--adopt", str(tmp_path / "worker")]):
         assert main(["emergence", *argv]) == 2, argv
@@ -241,8 +257,6 @@ def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkey
 def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_path, monkeypatch, capsys):
     """A worker's folder renamed (or its result.json's name edited with a manifest to match)
     would join the bundle as another model of the plan: refused in one line, nothing joins."""
-    import shutil
-
     from rflens import bundle, storage
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))

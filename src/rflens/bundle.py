@@ -84,12 +84,17 @@ def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None,
 def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
     """Copy a finished model that another bundle folder holds (a worker trained it with its
     own ``$RFLENS_REFERENCE``) into this bundle, after checking its files against its
-    manifest and that it is complete and of this preset; then seal the bundle. Returns the
-    model's folder here."""
+    manifest (and that it holds no other file and no link) and that it is complete and of
+    this preset; then seal the bundle. Returns the model's folder here."""
     import shutil
 
     folder = Path(folder)
     verify(folder)
+    listed = {MANIFEST, *storage.read_json(folder / MANIFEST)["sha256"]}
+    for entry in [folder, *folder.iterdir()]:  # the model's own files and nothing else: no link, nothing unlisted
+        if entry.is_symlink() or (entry != folder and (entry.name not in listed or not entry.is_file())):
+            what = "a symbolic link" if entry.is_symlink() else "not a file its manifest lists"
+            raise UserError(f"{entry} is {what}: a model joins the bundle with the files it was trained with only")
     result = read_result(folder)
     if result["scale"] != scale or not result["complete"]:
         what = f"a model of the {result['scale']} preset" if result["scale"] != scale else "an unfinished model"
