@@ -279,4 +279,12 @@ def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_
     assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not that model's in the smoke plan" in err[0] and not bundle.entries("smoke")
+    result = storage.read_json(top / other / bundle.RESULT)  # its own name again, one measured size dropped
+    storage.write_json(folder / bundle.RESULT, {**result, "name": spec.name, "points": result["points"][:-1]},
+                       newline=True)
+    listed["sha256"][bundle.RESULT] = storage.sha256_file(folder / bundle.RESULT)
+    storage.write_json(folder / bundle.MANIFEST, listed, newline=True)
+    shutil.move(folder, top / spec.name)
+    assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
+    assert "its measured sizes are not the plan's" in capsys.readouterr().err and not bundle.entries("smoke")
 

@@ -199,7 +199,8 @@ def named(name: str, scale: str = "long") -> LongModel:
 def check_planned(result: dict, scale: str, where: Path) -> None:
     """UserError unless ``result`` (a model's result.json, read from ``where``) is the model
     its name stands for in the ``scale`` run's plan: the same scheme, corpus, model, data and
-    training settings. A worker's folder joins the bundle only as what it is."""
+    training settings, and, if it says it is finished, every size of the plan measured. A
+    worker's folder joins the bundle only as what it is."""
     spec = named(str(result.get("name")), scale)  # a name outside the plan: the names to choose from
     _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
     try:
@@ -207,6 +208,9 @@ def check_planned(result: dict, scale: str, where: Path) -> None:
                 and DataConfig.from_dict(result.get("data") or {}) == data_cfg)
     except (TypeError, ValueError, KeyError):
         same = False
+    if same and result.get("complete") and [p.get("steps") for p in result.get("points") or []] != point_steps(train_cfg):
+        raise UserError(f"{where} says it is finished, but its measured sizes are not the plan's "
+                        f"({', '.join(map(str, point_steps(train_cfg)))} steps): retrain it with emergence --only {spec.name}")
     if not same:
         raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {scale} plan "
                         f"({spec.pos} on {spec.corpus}{''.join(f', {k}={v}' for k, v in spec.settings().items())}): "
