@@ -58,6 +58,7 @@ def test_side_by_side_pairs_a_model_of_both_runs_by_name(control_beside):
     assert "holds 2 of its 62 models; the rest need some hours" in text
     assert "Of the 2 models shipped in both, 1 end in the same state" in text
     assert "(rises on repeated text, extrapolates on new) ends in another" in text
+    assert "NoPE (from 8.4M tokens on new text, 8.4M on repeated) breaks in both runs." in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "model" not in ln]
     assert len(rows) == 2 and "| extrapolates | 1.96 [1.68, 2.20] | rises |" in rows[0] and "| breaks from" in rows[1]
 

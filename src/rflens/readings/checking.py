@@ -151,7 +151,8 @@ def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str 
     """The second long run against the first (rows of :func:`rflens.long_runs.side_by_side`):
     how many of its models are shipped; of the models shipped in both, how many end in the
     same state, which end in another, and how many of those that rise somewhere rise less on
-    new text (and for how many the two intervals do not overlap); then one table of them all."""
+    new text (and for how many the two intervals do not overlap), and from which size those
+    that break in both runs break in each; then one table of them all."""
     head = f"The second long run holds {shipped} of its {planned} models" + (
         "." if shipped == planned else f"; the rest need {cost}.")
     if sbs is None or sbs.empty or new not in sbs.columns.get_level_values(0):
@@ -170,12 +171,16 @@ def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str 
     rising = both[(both[(new, "state")] != "extrapolates") | (both[(old, "state")] != "extrapolates")]
     less = rising[rising[(new, "r(16 L_tr)")] < rising[(old, "r(16 L_tr)")]]
     apart = less[less[(new, "high")] < less[(old, "low")]]
+    broke = both[(both[(new, "state")] == "breaks") & (both[(old, "state")] == "breaks")]
+    early = [f"{tex(row[('', 'model')])} (from {_tokens(row[(new, 'breaks from')])} tokens on new text, "
+             f"{_tokens(row[(old, 'breaks from')])} on repeated)" for _, row in broke.iterrows()]
     n, tokens = len(both), _tokens(both[(new, "tokens")].max())
     text = (f"{head} Of the {_count(n, 'model')} shipped in both, {n - len(moved)} end in the same state at their last "
             "size" + (f"; {_join(moved)} {'end' if len(moved) > 1 else 'ends'} in another." if moved else ".")
             + (f" Of the {len(rising)} that rise or break in either run, {len(less)} rise less on new text, "
                f"{len(apart)} of them with intervals that do not overlap (the runs differ in their corpora as well "
-               "as in repetition, so this is not repetition's effect alone)." if len(rising) else ""))
+               "as in repetition, so this is not repetition's effect alone)." if len(rising) else "")
+            + (f" {_join(early)} break{'s' if len(early) == 1 else ''} in both runs." if early else ""))
     lines = [f"| model | new text: r(16 $L_{{tr}}$) | state | repeated text: r(16 $L_{{tr}}$) | state |",
              "|---|---|---|---|---|"]
     for _, row in both.iterrows():
