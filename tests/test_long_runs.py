@@ -121,6 +121,8 @@ def test_table2_as_designed_reads_each_retrained_model_against_the_paper_and_the
     wrong = rd.table2_designed(t2, inside)
     assert "within its $L_{tr}$ = 512" in wrong and "it is right for 0 of 1" in wrong
     assert "No retrained model" in rd.table2_designed(t2.iloc[0:0], em)
+    unpaired = rd.table2_designed(t2.assign(**{"retrained / Table 1": np.nan}), em)  # no length both measured
+    assert "times its Table 1 model's" not in unpaired and "rises without breaking" in unpaired
 
 def test_the_corpora_record_says_how_often_the_budget_repeats_the_text(reference):
     record = lr.record_corpora("smoke")

@@ -215,13 +215,14 @@ def table2_designed(pairs: pd.DataFrame, em: pd.DataFrame) -> Prose:
         within = int(last["erf"]) <= l_tr and not bool(last["erf_capped"])
         paper += kind == "extrapolates"
         lens += (kind == "extrapolates") == within
-        both = d.dropna(subset=["retrained / Table 1"]).sort_values("L").iloc[-1]
+        both = d.dropna(subset=["retrained / Table 1"]).sort_values("L")
+        ratio = "" if both.empty else (
+            f"; at $L$ = {int(both['L'].iloc[-1])} its perplexity is {both['retrained / Table 1'].iloc[-1]:.3f} "
+            f"[{both['low'].iloc[-1]:.3f}, {both['high'].iloc[-1]:.3f}] times its Table 1 model's on the same tokens")
         out.append(f"{tex(label)}, the retrained {tex(str(d['Table 1 model'].iloc[0]))}: at {_tokens(last['tokens'])} "
                    f"tokens it {_STATES[kind]} (r({HORIZON} $L_{{tr}}$) = {last['r_horizon']:.3f} "
                    f"[{last['r_horizon_lo']:.3f}, {last['r_horizon_hi']:.3f}]), with an ERF of {_erf(last)}, "
-                   f"{'within' if within else 'beyond'} its $L_{{tr}}$ = {l_tr}; at $L$ = {int(both['L'])} its "
-                   f"perplexity is {both['retrained / Table 1']:.3f} [{both['low']:.3f}, {both['high']:.3f}] times "
-                   "its Table 1 model's on the same tokens.")
+                   f"{'within' if within else 'beyond'} its $L_{{tr}}$ = {l_tr}{ratio}.")
     n = len(out)
     if not n:
         return Prose("No retrained model is in this run with its Table 1 model yet.")
