@@ -208,13 +208,15 @@ def check_planned(result: dict, scale: str, where: Path) -> None:
                 and DataConfig.from_dict(result.get("data") or {}) == data_cfg)
     except (TypeError, ValueError, KeyError):
         same = False
-    if same and result.get("complete") and [p.get("steps") for p in result.get("points") or []] != point_steps(train_cfg):
-        raise UserError(f"{where} says it is finished, but its measured sizes are not the plan's "
-                        f"({', '.join(map(str, point_steps(train_cfg)))} steps): retrain it with emergence --only {spec.name}")
     if not same:
         raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {scale} plan "
                         f"({spec.pos} on {spec.corpus}{''.join(f', {k}={v}' for k, v in spec.settings().items())}): "
                         "retrain it with emergence --only " + spec.name)
+    steps = point_steps(train_cfg)
+    if result.get("complete") and [p.get("steps") for p in result.get("points") or []] != steps:
+        raise UserError(f"{where} says it is finished, but its measured sizes are not the plan's "
+                        f"({', '.join(map(str, steps))} steps): retrain it with emergence --only {spec.name}")
+
 
 def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
     """The command that trains the model of these settings: for a model of the run's plan,
@@ -493,6 +495,7 @@ def sweep(scale: str = "long", family: str = "slope_shift") -> tuple[str, list[s
     models' names (ALiBi's Δ sweep, the book's key figure, by default)."""
     title = f"Table 1: {scales.FAMILIES[family].title}"
     return title, [spec.name for spec in by_experiment(scale)[title]]
+
 
 def table1_names(scale: str = "long") -> list[str]:
     """The shipped models that belong to Table 1's three sweeps, in the sweeps' order."""

@@ -70,7 +70,6 @@ def _label_band(*shape_sets) -> int:
     return int(max(LABEL_BAND, math.ceil(half)))
 
 
-
 # A legend of many models lies under the x axis, one row or several: anchored at the foot of
 # the figure (plotly widens the bottom margin to keep it clear of the axis title), and the
 # figure grows by the rows past the first so that the plot keeps its area.
@@ -90,6 +89,7 @@ def _legend_below(names: list[str], height: int = HEIGHT) -> tuple[int, dict]:
             rows, used = rows + 1, 0.0
         used += width
     return height + LEGEND_ROW * (rows - 1), {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0}
+
 
 def _menu(buttons: list[dict], active: int = 0, band: int = LABEL_BAND) -> dict:
     """A dropdown in its own row above the plot area, at its right end: ``band`` px above

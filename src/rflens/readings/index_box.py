@@ -105,7 +105,7 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
     {preset: (path from the index, bytes)} of the zipped bundles it links to."""
     sc = get(scale)
     m, t = sc.model, sc.train
-    tokens = t.steps * t.batch_size * t.l_tr
+    tokens = _tokens_a_model(scale)
     lines = [f"Scale `{scale}`: R = {m.n_layer} layers, H = {m.n_head} heads, d = {m.d_model}, "
              f"$L_{{tr}}$ = {t.l_tr}; {_tokens(tokens)} training tokens a model."]
     if counts is None:
