@@ -30,6 +30,8 @@ share; :mod:`rflens.scoreboard` stores and shows the board (``python -m rflens c
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import sys
 from dataclasses import dataclass
@@ -641,6 +643,59 @@ def check(results: dict, ids=None) -> list[dict]:
                      "evidence": claim.evidence, "passed": passed, "result": _result(passed), "comparisons": k,
                      "legacy": legacy})
     return rows
+
+
+def check_seeds(scale: str, build: Callable[[], dict], ids=None) -> list[dict]:
+    """Claims ``ids`` checked on ``build()`` (the results :func:`check` reads, built from the
+    preset ``scale``) once for each training seed the preset has (its ``sweeps.seeds``, each
+    read inside :func:`rflens.shipped_runs.at_seed`): the rule fixed with the seeds, a verdict
+    holds when every seed gives it (:func:`agree`). Without further seeds, :func:`check`."""
+    from .shipped_runs import at_seed
+
+    rows = check(build(), ids)
+    seeds = ex.get_scale(scale).sweeps.seeds
+    if not seeds:
+        return rows
+    by_seed = {0: rows}
+    for seed in seeds:  # what is not run is said once, by the first seed
+        with at_seed(seed), contextlib.redirect_stderr(io.StringIO()):
+            by_seed[seed] = check(build(), ids)
+    return [agree({seed: by_seed[seed][i] for seed in by_seed}) for i in range(len(rows))]
+
+
+def check_shipped(scale: str, corpus: str = "prose") -> list[dict]:
+    """Every claim checked on what the bundle of the shipped preset ``scale`` holds, nothing
+    trained (a claim whose models are not shipped is "not run"), at every seed
+    (:func:`check_seeds`)."""
+    return check_seeds(scale, lambda: gather(scale, corpus, compute=False, progress=False))
+
+
+def agree(rows: dict[int, dict]) -> dict:
+    """One claim's row from its rows at each training seed ({seed: row}, the first seed 0). A
+    claim whose reading is the same at every seed (it reads no model trained from several) is
+    the first seed's row. Otherwise it holds or fails when every seed says so, is not decided
+    when the seeds disagree, and not run while a seed's models are not shipped; ``measured``
+    gives every seed's reading, ``comparisons`` the intervals of all seeds together and
+    ``seeds`` {seed: result}."""
+    first = rows[0]
+    results = {seed: r["result"] for seed, r in rows.items()}
+    if len({r["measured"] for r in rows.values()}) == 1 or set(results.values()) == {"not run"}:
+        return first
+    each = "; ".join(f"seed {seed} {r['result']}: {r['measured'].removeprefix('not run: ')}" for seed, r in rows.items())
+    waiting = [str(seed) for seed, result in results.items() if result == "not run"]
+    if len(set(results.values()) - {"not run"}) > 1:
+        passed, measured = UNDECIDED, f"the seeds disagree: {each}"
+    elif waiting:
+        passed, measured = None, f"not run: seed{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} not shipped yet; {each}"
+    else:
+        passed, measured = first["passed"], f"every seed agrees: {each}"
+    legacy = None
+    if first.get("legacy") is not None:  # the earlier criterion under the same rule
+        old = agree({seed: {**r["legacy"], "legacy": None, "comparisons": None} for seed, r in rows.items()})
+        legacy = {key: old[key] for key in first["legacy"]}
+    counts = [r["comparisons"] for r in rows.values() if r.get("comparisons") is not None]
+    return {**first, "measured": measured, "passed": passed, "result": _result(passed),
+            "comparisons": sum(counts) if counts else None, "legacy": legacy, "seeds": results}
 
 
 def _decide(check_fn, results: dict) -> tuple[str, bool | str | None, int | None]:

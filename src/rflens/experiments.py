@@ -124,10 +124,11 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
 
     from .progress import model_label
     from .runs import NotStored, get_run
+    from .shipped_runs import served_seed
 
     sc = get_scale(scale)
     train = train and not sc.shipped  # a shipped preset's models come from its bundle
-    key = (scale, spec.pos, spec.corpus, spec.overrides, train)
+    key = (scale, spec.pos, spec.corpus, spec.overrides, train, served_seed())
     if key not in _RUNS:
         try:
             run = get_run(scale, spec.pos, spec.corpus, spec.settings, train=train, progress=progress)

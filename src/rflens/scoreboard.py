@@ -110,8 +110,7 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
     "not run"."""
     from .scales import SCALES, get
 
-    return {name: claims.check(claims.gather(name, corpus, compute=False, progress=False)) for name in SCALES
-            if name != exclude and get(name).shipped}
+    return {name: claims.check_shipped(name, corpus) for name in SCALES if name != exclude and get(name).shipped}
 
 
 def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
@@ -125,7 +124,7 @@ def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
     columns = {}
     for tokens in sizes(scale):
         with at_size(tokens):
-            board = claims.check(claims.gather(scale, corpus, compute=False, progress=False))
+            board = claims.check_shipped(scale, corpus)
         columns[tokens] = [c["result"] for c in board]
     df = pd.DataFrame(columns, index=pd.Index([c.id for c in claims.CLAIMS], name="claim"))
     df.columns.name = "training tokens"

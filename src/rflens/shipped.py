@@ -12,7 +12,7 @@ from .settings import resolve
 def name_of(scale: str, pos: str, corpus: str, settings: dict) -> str | None:
     """The name of the bundle's finished model of these settings, or None (no data needed)."""
     r = resolve(scale, pos, corpus, settings)
-    return next((name for name, s in shipped_runs.index(scale).items() if s[:3] == (r.model, r.data, r.train)), None)
+    return shipped_runs.name_of(scale, r.model, r.data, r.train)
 
 
 # the chapter experiments whose measurements a shipped model holds (last-token perplexity
