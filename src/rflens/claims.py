@@ -42,7 +42,7 @@ import pandas as pd
 
 from . import experiments as ex
 from . import paper
-from .claims_base import (_learned_and_free, LEVEL, UNDECIDED, Missing, _alibi_row, _all, _at_least, _beyond, _extrap, _family, _ppl_ratio, _r_at,
+from .claims_base import (_learned_and_free, _STRADDLING, _straddles, LEVEL, UNDECIDED, Missing, _alibi_row, _all, _at_least, _beyond, _extrap, _family, _ppl_ratio, _r_at,
                           _r_at_length, _row, _table)
 from .claims_legacy import LEGACY
 from .receptive import few_recent
@@ -195,8 +195,8 @@ def _c2(res):
     least doubles its perplexity by 16 L_tr. One interval. Not by construction.
     """
     row = _family(res, "window").iloc[-1]
-    _, lo, hi, text = _r_at(row, HORIZON)
-    return f"{row['label']}: {text}", _at_least(lo, hi, BREAKS), 1
+    r, lo, hi, text = _r_at(row, HORIZON)
+    return f"{row['label']}: {text}", _at_least(lo, hi, BREAKS, r), 1
 
 
 @claim(3, "ALiBi itself is not flat beyond L_tr: its perplexity rises at every L_ex > L_tr.",
@@ -217,7 +217,7 @@ def _c3(res):
         raise Missing("no L > L_tr measured for ALiBi")
     k = len(Ls)
     bounds = {L: _r_at_length(row, L, k=k) for L in Ls}
-    outcome = _all(*(_at_least(lo, hi, RISES) for _, lo, hi, _ in bounds.values()))
+    outcome = _all(*(_at_least(lo, hi, RISES, r) for r, lo, hi, _ in bounds.values()))
     L = min(bounds, key=lambda n: bounds[n][1])  # the length least surely risen
     name = row["label"] if str(row["label"]).startswith("ALiBi") else f"ALiBi {row['label']}"
     return f"{name}: {bounds[L][3]} at L = {L}, the smallest lower bound", outcome, k
@@ -229,9 +229,9 @@ def _stable_and_breaking(res, family: str, names: tuple[str, str]):
     fam = _family(res, family)
     first, last = fam.iloc[0], fam.iloc[-1]
     k = len(_beyond(first)) + 1
-    ok_first, (_, lo, hi, text) = _extrap(first, k), _r_at(last, HORIZON, k)
+    ok_first, (r, lo, hi, text) = _extrap(first, k), _r_at(last, HORIZON, k)
     return (f"{names[0]}{first['label']}: {_max_r_text(first)}; {names[1]}{last['label']}: {text}",
-            _all(ok_first, _at_least(lo, hi, BREAKS)), k)
+            _all(ok_first, _at_least(lo, hi, BREAKS, r)), k)
 
 
 @claim(4, "Shifting ALiBi's slopes: the steepest extrapolates, the flattest breaks (its perplexity at least doubles).",
@@ -351,7 +351,7 @@ def _c8(res):
     default = sin[sin["default_l_tr"].astype(bool)] if "default_l_tr" in sin.columns else sin.iloc[0:0]
     if default.empty:
         raise Missing("no Sinusoidal model at the scale's L_tr")
-    _, lo, hi, text = _r_at(default.iloc[0], 4)
+    r, lo, hi, text = _r_at(default.iloc[0], 4)
     jumps, outcomes = [], []
     for _, row in sin.iterrows():
         curve = row.get("normalized")
@@ -363,7 +363,7 @@ def _c8(res):
         outcomes.append(s["jump"])
         jumps.append(f"L_tr={int(row['l_tr'])}: step at L_tr {s['step']:.4f} vs largest neighbour "
                      f"{s['neighbour_step']:.4f}")
-    return f"{text}; " + "; ".join(jumps), _all(_at_least(lo, hi, BREAKS), *outcomes), 1
+    return f"{text}; " + "; ".join(jumps), _all(_at_least(lo, hi, BREAKS, r), *outcomes), 1
 
 
 @claim(9, "Rotary breaks beyond L_tr: its perplexity at least doubles by 4 L_tr.", f"r(4 L_tr) >= {BREAKS:g} ({_LB})",
@@ -379,8 +379,8 @@ def _c9(res):
             row = f7[f7["pos"] == "rotary"].iloc[0]
     if row is None:
         row = _row(_table(res, "table3"), "Rotary model", pos="rotary", corpus=res.get("corpus", "prose"))
-    _, lo, hi, text = _r_at(row, 4)
-    return f"Rotary: {text}", _at_least(lo, hi, BREAKS), 1
+    r, lo, hi, text = _r_at(row, 4)
+    return f"Rotary: {text}", _at_least(lo, hi, BREAKS, r), 1
 
 
 def _corpora(t3: pd.DataFrame, want=None) -> list[str]:
@@ -422,7 +422,8 @@ def _c10(res):
     for c, row in rows.items():
         bounds = {L: _r_at_length(row, L, k=k) for L in _beyond(row)}
         L = min(bounds, key=lambda n: bounds[n][2])  # the length most surely below ppl(L_tr)
-        lower = True if bounds[L][2] < 1 else (False if all(lo >= 1 for _, lo, _, _ in bounds.values()) else UNDECIDED)
+        lower = True if bounds[L][2] < 1 else (False if all(lo >= 1 for _, lo, _, _ in bounds.values())
+                                                else _straddles(bounds[L][1], bounds[L][2], 1, bounds[L][0], above=False))
         outcomes.append(lower)
         parts.append(f"{c}: lowest {bounds[L][3]} at L = {L}")
     return "; ".join(parts), _all(*outcomes), k
@@ -549,7 +550,7 @@ def _c14(res):
             pairs += [(c, pos, L, other_row, sand_row) for L in Ls]
     k = len(pairs)
     ratios = {(c, pos, L): _ppl_ratio(o, s, L, k) for c, pos, L, o, s in pairs}
-    outcomes = [True if lo > 1 else (False if hi < 1 else UNDECIDED) for _, lo, hi in ratios.values()]
+    outcomes = [True if lo > 1 else (False if hi < 1 else _straddles(lo, hi, 1, r)) for r, lo, hi in ratios.values()]
     worst = []
     for c in corpora:  # per corpus and baseline: the length where Sandwich's lead is least sure
         for pos in BASELINES:
@@ -576,7 +577,7 @@ def _c15(res):
         pairs.update({(c, p, q): (learned[p], free[q], l_tr) for p in learned for q in free})
     k = len(pairs)
     ratios = {key: _ppl_ratio(a, b, L, k) for key, (a, b, L) in pairs.items()}
-    outcomes = [True if h < 1 else (False if low > 1 else UNDECIDED) for _, low, h in ratios.values()]
+    outcomes = [True if h < 1 else (False if low > 1 else _straddles(low, h, 1, r, above=False)) for r, low, h in ratios.values()]
     parts = []
     for c in corpora:
         sub = t3[t3["corpus"] == c]
@@ -613,7 +614,7 @@ def _c16(res):
     ratio, lo, hi = speed_ratio(a, b)
     return (f"T5 / Sandwich tokens/s = {ratio:.3f} [{lo:.3f}, {hi:.3f}] over {len(a)} rounds ({ratio - 1:+.1%}), "
             f"recorded {rec.get('recorded', '?')} on {rec.get('machine', 'an unnamed machine')}",
-            True if hi < 1 else (False if lo >= 1 else UNDECIDED), 1)
+            True if hi < 1 else (False if lo >= 1 else _straddles(lo, hi, 1, ratio, above=False)), 1)
 
 
 CLAIMS.sort(key=lambda c: c.id)
@@ -626,22 +627,24 @@ def check(results: dict, ids=None) -> list[dict]:
 
     Each row: the claim, the paper's sentence, the criterion, what was measured, the verdict
     (``passed``, ``result``), ``comparisons`` (how many intervals the verdict reads, each
-    widened so that all hold together: :data:`rflens.claims_base.LEVEL`) and, for a claim whose
+    widened so that all hold together: :data:`rflens.claims_base.LEVEL`), ``straddling`` (a
+    claim not decided: the intervals that straddle their thresholds, :func:`cost_to_decide`)
+    and, for a claim whose
     criterion was reworded, ``legacy``: the same fields under the earlier criterion
     (:mod:`rflens.claims_legacy`), else None."""
     rows = []
     for cid in ids or [c.id for c in CLAIMS]:
         claim = BY_ID[int(cid)]
-        measured, passed, k = _decide(claim.check, results)
+        measured, passed, k, straddling = _decide(claim.check, results)
         legacy = None
         if claim.id in LEGACY:
-            old_measured, old_passed, _ = _decide(LEGACY[claim.id][1], results)
+            old_measured, old_passed, _, _ = _decide(LEGACY[claim.id][1], results)
             legacy = {"criterion": claim.legacy_criterion, "measured": old_measured, "passed": old_passed,
                       "result": _result(old_passed)}
         rows.append({"id": claim.id, "statement": claim.statement, "sentence": claim.sentence,
                      "criterion": claim.criterion, "measured": measured, "paper": claim.paper,
                      "evidence": claim.evidence, "passed": passed, "result": _result(passed), "comparisons": k,
-                     "legacy": legacy})
+                     "straddling": straddling, "legacy": legacy})
     return rows
 
 
@@ -694,18 +697,56 @@ def agree(rows: dict[int, dict]) -> dict:
         old = agree({seed: {**r["legacy"], "legacy": None, "comparisons": None} for seed, r in rows.items()})
         legacy = {key: old[key] for key in first["legacy"]}
     counts = [r["comparisons"] for r in rows.values() if r.get("comparisons") is not None]
+    straddling = [] if passed != UNDECIDED or measured.startswith("the seeds disagree") else \
+        [x for r in rows.values() for x in r.get("straddling") or []]
     return {**first, "measured": measured, "passed": passed, "result": _result(passed),
-            "comparisons": sum(counts) if counts else None, "legacy": legacy, "seeds": results}
+            "comparisons": sum(counts) if counts else None, "straddling": straddling, "legacy": legacy,
+            "seeds": results}
 
 
-def _decide(check_fn, results: dict) -> tuple[str, bool | str | None, int | None]:
-    """(measured, outcome, number of intervals read) of one check; Missing reads as not run."""
+def cost_to_decide(row: dict) -> dict | None:
+    """For a claim not decided because intervals straddle their thresholds (``row`` from
+    :func:`check`): how many times the independent units its intervals resample (test
+    documents, or rounds for a speed) would decide it, if every estimate stayed where it is.
+    An interval's reach toward its threshold shrinks as one over the root of that number, so
+    it needs (reach / distance)^2 times as many, on the log scale of its ratio. The claim
+    reads its intervals together: it fails as soon as one whose estimate lies on the failing
+    side clears (the cheapest of those), and holds once all of them clear (the dearest).
+    Returns {"factor", "result" it would then have, "interval" that sets the factor}
+    (factor inf when an estimate sits on its threshold), or None for a row not undecided
+    that way."""
+    found = []
+    for x in row.get("straddling") or []:
+        lo, hi, t = x["low"], x["high"], x["threshold"]
+        if min(lo, hi, t) <= 0:
+            continue
+        est = x["estimate"] if x["estimate"] is not None and x["estimate"] > 0 else math.sqrt(lo * hi)
+        gap = abs(math.log(est) - math.log(t))
+        reach = math.log(hi) - math.log(est) if t > est else math.log(est) - math.log(lo)
+        holds = (est > t) == x.get("above", True) and est != t
+        found.append({"factor": math.inf if gap == 0 else (reach / gap) ** 2, "result": "pass" if holds else "fail",
+                      "interval": {**x, "estimate": est}})
+    failing = [f for f in found if f["result"] == "fail"]
+    if failing:
+        return min(failing, key=lambda f: f["factor"])
+    return max(found, key=lambda f: f["factor"]) if found else None
+
+
+def _decide(check_fn, results: dict) -> tuple[str, bool | str | None, int | None, list[dict]]:
+    """(measured, outcome, number of intervals read, the intervals that straddled their
+    thresholds when the outcome is UNDECIDED) of one check; Missing reads as not run."""
+    token = _STRADDLING.set([])
     try:
         out = check_fn(results)
     except Missing as why:
-        return f"not run: {why}", None, None
+        return f"not run: {why}", None, None, []
+    finally:
+        straddling = _STRADDLING.get()
+        _STRADDLING.reset(token)
     measured, passed = out[0], out[1]
-    return measured, (passed if passed == UNDECIDED else bool(passed)), (out[2] if len(out) > 2 else 1)
+    if passed == UNDECIDED:
+        return measured, passed, (out[2] if len(out) > 2 else 1), straddling
+    return measured, bool(passed), (out[2] if len(out) > 2 else 1), []
 
 
 def _result(passed) -> str:

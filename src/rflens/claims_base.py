@@ -14,6 +14,7 @@ checks of rflens.claims alone.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from statistics import NormalDist
 
 import numpy as np
@@ -26,6 +27,8 @@ from .scales import mapped_exponents
 from .schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE
 
 UNDECIDED = "undecided"  # a check's outcome when the interval straddles the threshold
+# the intervals that straddled their thresholds in the check being run (rflens.claims._decide)
+_STRADDLING: ContextVar[list | None] = ContextVar("rflens_straddling", default=None)
 LEVEL = 0.95  # every claim's verdict rests on intervals that hold together with this probability
 
 
@@ -138,7 +141,12 @@ def _extrap(row, k: int | None = None) -> bool | str:
     bounds = [_r_at_length(row, L, k=k) for L in Ls]
     if any(not np.isfinite(r) or lo > TOL + 1e-12 for r, lo, _, _ in bounds):
         return False
-    return True if all(hi <= TOL + 1e-12 for _, _, hi, _ in bounds) else UNDECIDED
+    if all(hi <= TOL + 1e-12 for _, _, hi, _ in bounds):
+        return True
+    for r, lo, hi, _ in bounds:
+        if hi > TOL + 1e-12:
+            _straddles(lo, hi, TOL, r, above=False)
+    return UNDECIDED
 
 
 def _missing(v) -> bool:
@@ -153,10 +161,21 @@ def _num(v, fallback=None) -> float:
     return float(v)
 
 
-def _at_least(lo: float, hi: float, threshold: float) -> bool | str:
+def _straddles(lo: float, hi: float, threshold: float, estimate: float | None = None, *, above: bool = True) -> str:
+    """UNDECIDED, noting the interval [lo, hi] (of a positive ratio, with its ``estimate``)
+    that straddles ``threshold``, where the criterion asks the value to lie ``above`` it (or
+    below): :func:`rflens.claims.check` gives them as a row's ``straddling``."""
+    found = _STRADDLING.get()
+    if found is not None:
+        found.append({"estimate": None if estimate is None else float(estimate), "low": float(lo), "high": float(hi),
+                      "threshold": float(threshold), "above": above})
+    return UNDECIDED
+
+
+def _at_least(lo: float, hi: float, threshold: float, estimate: float | None = None) -> bool | str:
     """Is the value >= threshold? True when the interval's lower bound is, False when its
     upper bound is below, UNDECIDED when it straddles."""
-    return True if lo >= threshold else (False if hi < threshold else UNDECIDED)
+    return True if lo >= threshold else (False if hi < threshold else _straddles(lo, hi, threshold, estimate))
 
 
 def _all(*outcomes) -> bool | str:

@@ -88,7 +88,8 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
         return Prose(f"In the long run (`{run}`) every claim that rests on trained models was decided as the paper reports.")
     m, paper = get(run).model, get(PAPER).model
     out = [f"In the long run (`{run}`), {len(open_)} claims that rest on trained models fail or are not decided:", ""]
-    out += [f"- Claim {c['id']} ({c['result']}): {tex(c['measured'])}." for c in open_]
+    out += [f"- Claim {c['id']} ({c['result']}): {tex(c['measured'])}." + (f" {to_decide(c)}" if c["result"] == "not decided"
+                                                                           else "") for c in open_]
     out += ["", f"What sets this run apart from the paper's models is measured, not a choice of criterion: its models "
             f"have {m.n_layer} layers and d = {m.d_model} against the paper's {paper.n_layer} and {paper.d_model}, and each "
             f"sees {_tokens(_tokens_a_model(run))} training tokens against {_tokens(_tokens_a_model(PAPER))}."]
@@ -104,6 +105,31 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
         out[-1] += (" The second long run (chapter 10), on corpora it repeats at most 4 times, shows which verdicts "
                     "repetition changes.")
     return Prose("\n".join(out))
+
+
+def to_decide(row: dict) -> str:
+    """What would decide a claim that is not decided (a row of :func:`rflens.claims.check`):
+    for seeds that disagree, that its verdict depends on the seed; for intervals that
+    straddle their thresholds, how many times the independent units they resample
+    (:func:`rflens.claims.cost_to_decide`) would settle the widest, if its estimate held."""
+    from ..claims import cost_to_decide
+
+    if str(row.get("measured", "")).startswith("the seeds disagree"):
+        said = ", ".join(f"seed {s} {r}" for s, r in row["seeds"].items())
+        return (f"Its seeds disagree ({said}): at this scale the verdict depends on the training seed, and no "
+                "number of test documents changes that; more seeds would say how often each verdict comes.")
+    cost = cost_to_decide(row)
+    if cost is None:
+        return ""
+    x = cost["interval"]
+    units = "rounds" if int(row["id"]) == 16 else "test documents"
+    where = f"{x['estimate']:.3g} [{x['low']:.3g}, {x['high']:.3g}] against {x['threshold']:.3g}"
+    if cost["factor"] == float("inf"):
+        return f"Its interval {where} has its estimate on the threshold: more {units} would not decide it."
+    factor = f"{cost['factor']:.1f}" if cost["factor"] < 10 else f"{cost['factor']:,.0f}"
+    verdict = "hold" if cost["result"] == "pass" else "fail"
+    return (f"If its estimates stayed where they are, it would {verdict} with about {factor} times as many {units}: "
+            f"that many clear the interval {where}.")
 
 
 def held(rows: list[dict], scale: str) -> Prose:
