@@ -134,9 +134,21 @@ def read_json(path):
 
 # ----------------------------------------------------------------------------- checking
 
+_DIGESTS: dict[tuple, str] = {}  # (file's identity and change times, sample) -> digest, for this process
+
+
 def sha256_file(path, sample: bool = False) -> str:
     """sha256 of a file; ``sample``: of its first and last SAMPLE_BYTES only (a cheap check
-    for very large files)."""
+    for very large files). Remembered for the process while the file's inode, size and
+    change times stay the same (any write changes its ctime, which no caller can set back)."""
+    st = os.stat(path)
+    key = (os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, sample)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _sha256(path, sample)
+    return _DIGESTS[key]
+
+
+def _sha256(path, sample: bool) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         if sample:
