@@ -43,6 +43,7 @@ from .config import DataConfig, EvalConfig, ModelConfig, TrainConfig
 from .errors import UserError
 from .runs import code_version, get_run
 from .settings import resolve
+from .shipped_runs import at_seed, served_seed
 from .train import OutOfTime, point_steps, train
 
 
@@ -128,6 +129,35 @@ def seeded(name: str, scale: str = "long") -> list[str]:
     """The names of ``name``'s model trained from every seed the preset has (its own first)."""
     spec = named(name, scale)
     return [name] + [s.name for s in with_seeds(spec, scales.get(scale).sweeps.seeds)]
+
+
+_SEEDED: dict[str, tuple] = {}
+
+
+def _seeded(scale: str) -> frozenset:
+    """The (model, data, train) settings of every model the preset's plan trains from a
+    further seed (:func:`by_experiment`)."""
+    stamp = bundle.stamp(scale)  # a plan's Table 2 may follow from the shipped Table 1
+    if _SEEDED.get(scale, (None,))[0] != stamp:
+        out = set()
+        with at_seed(0):  # the plan itself is read at the first seed
+            if scales.get(scale).sweeps.seeds:
+                for spec in next((v for k, v in by_experiment(scale).items() if k.startswith("Seeds")), []):
+                    r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+                    out.add((r.model, r.data, r.train))
+        _SEEDED[scale] = (stamp, frozenset(out))
+    return _SEEDED[scale][1]
+
+
+def served_settings(scale: str, pos: str, corpus: str, settings: dict) -> dict:
+    """``settings`` with the seed of :func:`rflens.shipped_runs.at_seed` when the preset
+    trains this model from that seed too, else as they are."""
+    seed = served_seed()
+    if not seed or settings.get("seed", 0):
+        return settings
+    seeded = {**settings, "seed": seed}
+    r = resolve(scale, pos, corpus, seeded)
+    return seeded if (r.model, r.data, r.train) in _seeded(scale) else settings
 
 
 def _table1(scale: str) -> dict:

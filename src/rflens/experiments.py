@@ -123,6 +123,7 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
     import sys
 
     from .progress import model_label
+    from .emergence import served_settings
     from .runs import NotStored, get_run
     from .shipped_runs import served_seed
 
@@ -131,15 +132,17 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
     key = (scale, spec.pos, spec.corpus, spec.overrides, train, served_seed())
     if key not in _RUNS:
         try:
-            run = get_run(scale, spec.pos, spec.corpus, spec.settings, train=train, progress=progress)
+            # inside shipped_runs.at_seed: a model the preset trains from several seeds, from that one
+            settings = served_settings(scale, spec.pos, spec.corpus, spec.settings)
+            run = get_run(scale, spec.pos, spec.corpus, settings, train=train, progress=progress)
         except NotStored:
             if not sc.shipped:
                 raise
             from .emergence import command_for
             from .settings import resolve
 
-            command = command_for(sc.name, *resolve(sc.name, spec.pos, spec.corpus, spec.settings)[1:])
-            raise NotStored(f"the {sc.name} bundle has no finished {model_label(spec.pos, spec.corpus, spec.settings)}: "
+            command = command_for(sc.name, *resolve(sc.name, spec.pos, spec.corpus, settings)[1:])
+            raise NotStored(f"the {sc.name} bundle has no finished {model_label(spec.pos, spec.corpus, settings)}: "
                             f"train it with `{command}`") from None
         if progress:
             source = "shipped" if getattr(run, "shipped", False) else "from the run store" if run.reused else "trained now"

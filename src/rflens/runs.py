@@ -246,8 +246,6 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
             raise UserError("give the settings either as an overrides dict or as keywords, not both")
         overrides = settings
     _, model_cfg, data_cfg, train_cfg = resolve(scale, pos, corpus, overrides)
-    # inside shipped_runs.at_seed: a model the preset trains from several seeds, from that one
-    train_cfg = shipped_runs.at_served_seed(scale, model_cfg, data_cfg, train_cfg)
     changed = describe(model_cfg, data_cfg, train_cfg, scale)
     command = train_command(scale, pos, corpus, changed)
     several = distributed.world_size() > 1 and train

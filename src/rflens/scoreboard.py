@@ -34,11 +34,14 @@ def jsonable(o):
 
 def scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", compute: bool = True, *, progress: bool = True,
                results: dict | None = None) -> list[dict]:
-    """Check all sixteen claims at ``scale`` and store the board in the run store
+    """Check all sixteen claims at ``scale`` (at every seed of its deciding models:
+    :func:`rflens.claims.check_seeds`) and store the board in the run store
     (``runs/scoreboard-<scale>.json``). ``compute`` trains and measures what is missing;
     without it, only models already in the run store are used."""
-    results = claims.gather(scale, corpus, compute=compute, progress=progress) if results is None else results
-    board = claims.check(results)
+    if results is None:  # at every seed the preset trains its deciding models from
+        board = claims.check_seeds(scale, lambda: claims.gather(scale, corpus, compute=compute, progress=progress))
+    else:
+        board = claims.check(results)
     path = board_path(scale, corpus)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, {

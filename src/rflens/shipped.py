@@ -11,7 +11,9 @@ from .settings import resolve
 
 def name_of(scale: str, pos: str, corpus: str, settings: dict) -> str | None:
     """The name of the bundle's finished model of these settings, or None (no data needed)."""
-    r = resolve(scale, pos, corpus, settings)
+    from .emergence import served_settings
+
+    r = resolve(scale, pos, corpus, served_settings(scale, pos, corpus, settings))  # at the seed served
     return shipped_runs.name_of(scale, r.model, r.data, r.train)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable
@@ -47,9 +46,10 @@ def at_size(tokens: int | None):
 def at_seed(seed: int):
     """Serve every model that the preset trains from several seeds (its
     ``sweeps.seeds``: :func:`rflens.emergence.seeded`) as trained from ``seed`` inside the
-    ``with`` block, the other models as they are: the book's experiments and claims then read
-    the preset as if that seed had been its only one. A seeded model whose ``seed`` is not
-    shipped yet is not served."""
+    ``with`` block, the other models as they are (:func:`rflens.emergence.served_settings`,
+    which the book's experiments and the bundle's lookups apply): they then read the preset as
+    if that seed had been its only one. A seeded model whose ``seed`` is not shipped yet is not
+    served."""
     token = _SEED.set(int(seed))
     try:
         yield
@@ -246,46 +246,10 @@ def index(scale: str) -> dict[str, tuple]:
     return _INDEX[scale][1]
 
 
-_SEEDED: dict[str, tuple] = {}
-
-
-def _seeded(scale: str) -> frozenset:
-    """The (model, data, train) settings of every model the preset's plan trains from a
-    further seed (:func:`rflens.emergence.by_experiment`)."""
-    stamp = bundle.stamp(scale)  # a plan's Table 2 may follow from the shipped Table 1
-    if _SEEDED.get(scale, (None,))[0] != stamp:
-        from . import emergence, scales
-        from .settings import resolve
-
-        out, token = set(), _SEED.set(0)  # the plan itself is read at the first seed
-        try:
-          if scales.get(scale).sweeps.seeds:
-            for spec in next((v for k, v in emergence.by_experiment(scale).items() if k.startswith("Seeds")), []):
-                r = resolve(scale, spec.pos, spec.corpus, spec.settings())
-                out.add((r.model, r.data, r.train))
-        finally:
-            _SEED.reset(token)
-        _SEEDED[scale] = (stamp, frozenset(out))
-    return _SEEDED[scale][1]
-
-
-def at_served_seed(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> TrainConfig:
-    """``train_cfg`` at the seed of :func:`at_seed` when the preset trains this model from
-    that seed too, else as it is."""
-    seed = _SEED.get()
-    if seed and train_cfg.seed == 0:
-        seeded = dataclasses.replace(train_cfg, seed=seed)
-        if (model_cfg, data_cfg, seeded) in _seeded(scale):
-            return seeded
-    return train_cfg
-
-
 def name_of(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
             fingerprint: str | None = None) -> str | None:
     """The name of the shipped, finished model trained with these settings (on data of this
-    ``fingerprint``, when given), served at the seed of :func:`at_seed`; None if the bundle
-    holds none."""
-    train_cfg = at_served_seed(scale, model_cfg, data_cfg, train_cfg)
+    ``fingerprint``, when given); None if the bundle holds none."""
     for name, settings in index(scale).items():
         if settings[:3] == (model_cfg, data_cfg, train_cfg) and fingerprint in (None, settings[3]):
             return name
@@ -294,8 +258,7 @@ def name_of(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg:
 
 def find(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
          fingerprint: str) -> ShippedRun | None:
-    """The shipped, finished model trained with exactly these settings on this data, if any
-    (at the seed of :func:`at_seed`)."""
+    """The shipped, finished model trained with exactly these settings on this data, if any."""
     name = name_of(scale, model_cfg, data_cfg, train_cfg, fingerprint)
     if name is None:
         return None
