@@ -131,6 +131,14 @@ def seeded(name: str, scale: str = "long") -> list[str]:
     return [name] + [s.name for s in with_seeds(spec, scales.get(scale).sweeps.seeds)]
 
 
+def further_seeds(scale: str = "long") -> list[LongModel]:
+    """The plan's models trained from a further seed (the group of :func:`by_experiment`
+    that holds them; empty for a preset without further seeds)."""
+    if not scales.get(scale).sweeps.seeds:
+        return []
+    return next((specs for group, specs in by_experiment(scale).items() if group.startswith("Seeds")), [])
+
+
 _SEEDED: dict[str, tuple] = {}
 
 
@@ -141,10 +149,9 @@ def _seeded(scale: str) -> frozenset:
     if _SEEDED.get(scale, (None,))[0] != stamp:
         out = set()
         with at_seed(0):  # the plan itself is read at the first seed
-            if scales.get(scale).sweeps.seeds:
-                for spec in next((v for k, v in by_experiment(scale).items() if k.startswith("Seeds")), []):
-                    r = resolve(scale, spec.pos, spec.corpus, spec.settings())
-                    out.add((r.model, r.data, r.train))
+            for spec in further_seeds(scale):
+                r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+                out.add((r.model, r.data, r.train))
         _SEEDED[scale] = (stamp, frozenset(out))
     return _SEEDED[scale][1]
 

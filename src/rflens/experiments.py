@@ -122,8 +122,8 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
     naming the model and whether it was trained now or came from the store."""
     import sys
 
+    from .emergence import command_for, served_settings
     from .progress import model_label
-    from .emergence import served_settings
     from .runs import NotStored, get_run
     from .shipped_runs import served_seed
 
@@ -138,7 +138,6 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
         except NotStored:
             if not sc.shipped:
                 raise
-            from .emergence import command_for
             from .settings import resolve
 
             command = command_for(sc.name, *resolve(sc.name, spec.pos, spec.corpus, settings)[1:])

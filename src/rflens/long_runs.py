@@ -18,7 +18,7 @@ import pandas as pd
 
 from . import bundle, scales
 from .config import DataConfig
-from .emergence import LongModel, by_experiment, seeded
+from .emergence import LongModel, by_experiment, further_seeds, seeded
 from .emergence import named as emergence_named
 from .results import BREAKS, EXTRAPOLATION_TOLERANCE
 
@@ -170,10 +170,8 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
 
 def _seeded_models(scale: str) -> list[str]:
     """The names of the models trained from several seeds (their seed-0 names)."""
-    out = []
-    for family, specs in by_experiment(scale).items():
-        if family.startswith("Seeds"):
-            out += [LongModel(s.pos, tuple(kv for kv in s.overrides if kv[0] != "seed"), s.corpus).name for s in specs]
+    out = [LongModel(s.pos, tuple(kv for kv in s.overrides if kv[0] != "seed"), s.corpus).name
+           for s in further_seeds(scale)]
     return list(dict.fromkeys(out))
 
 
