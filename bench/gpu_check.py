@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 # dense bf16 peak FLOP/s by device name (vendor data sheets); MFU is left out for others
@@ -177,6 +178,8 @@ def main() -> int:
         log("no CUDA device: run with --dry-run on this machine")
         return 2
     device = torch.device("cuda")
+    # a fall back to eager FlexAttention (an unfused kernel) would make every timing below meaningless
+    warnings.filterwarnings("error", message=".*flex_attention called without torch.compile.*")
     t0 = time.perf_counter()
     results = {"flex": check_flex(device)}
     log(f"   ({time.perf_counter() - t0:.0f} s)")

@@ -216,3 +216,27 @@ def test_attention_flops():
     assert attention.attention_flops(2, 64, 9) == pytest.approx(12 * 2 * 64 * 5)
     # window 1: one key per query
     assert attention.attention_flops(1, 10, 100, window=1) == pytest.approx(12 * 10)
+
+
+def test_flex_block_mask_built_once_per_shape():
+    # every forward pass makes a new plan; the block mask (a pass over every block) is shared
+    s = make_scheme("alibi")
+    a = attention.make_plan(s, 4, 40, "cpu", "flex").block_mask(0, "cpu")
+    b = attention.make_plan(s, 4, 40, "cpu", "flex").block_mask(0, "cpu")
+    assert a is b
+    assert attention.make_plan(s, 5, 40, "cpu", "flex").block_mask(0, "cpu") is not a  # another window
+    assert attention.make_plan(s, 4, 40, "cpu", "flex").block_mask(39, "cpu") is not a  # the last query
+
+
+def test_compiled_flex_raises_the_recompile_limit(monkeypatch):
+    # past torch's default of 8 recompilations FlexAttention would run eagerly (unfused, tens
+    # of times slower): a process that trains and measures at several lengths must stay compiled
+    from torch import _dynamo
+
+    monkeypatch.setattr(attention, "_COMPILED_FLEX", None)
+    monkeypatch.setattr(_dynamo.config, "recompile_limit", 8)
+    monkeypatch.setattr(_dynamo.config, "accumulated_recompile_limit", 8)
+    fn = attention._flex_fn(torch.device("cuda"))  # compiled lazily: no GPU needed to build it
+    assert fn is not attention._flex_fn(torch.device("cpu"))
+    assert _dynamo.config.recompile_limit >= attention.FLEX_RECOMPILE_LIMIT
+    assert _dynamo.config.accumulated_recompile_limit >= attention.FLEX_RECOMPILE_LIMIT

@@ -106,6 +106,14 @@ def test_a_training_of_minutes_or_more_says_its_hours_before_it_starts_at_any_pr
     assert "hours" not in short_before, short_before  # seconds of training: nothing to say
 
 
+def test_on_a_gpu_the_announced_training_gives_no_one_core_hours(monkeypatch):
+    from rflens import runs, settings
+
+    _, model_cfg, _, train_cfg = settings.resolve("tiny", "alibi", "prose", {"steps": 100000})
+    monkeypatch.setattr(runs, "cuda_available", lambda: True)
+    assert runs.hours_to_train("tiny", model_cfg, train_cfg) == "100,000 steps on the GPU"
+
+
 @pytest.mark.parametrize("command", [["evaluate", "--lengths", "16", "--n", "2"], ["erf", "--n", "1"]])
 def test_a_damaged_checkpoint_met_by_a_measuring_command_names_the_train_command_that_starts_over(
         capsys, tmp_path, monkeypatch, command):

@@ -27,6 +27,7 @@ A :class:`Plan` holds what is shared by the layers of one forward pass.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -89,19 +90,9 @@ class Plan:
     def block_mask(self, q_start: int, device):
         key = ("flex", q_start)
         if key not in self._masks:
-            from torch.nn.attention.flex_attention import create_block_mask
-
-            window = self.window
-
-            def mask_mod(b, h, q_idx, kv_idx):
-                m = q_idx + q_start
-                keep = m >= kv_idx
-                if window is not None:
-                    keep = keep & (m - kv_idx < window)
-                return keep
-
-            self._masks[key] = create_block_mask(mask_mod, None, None, self.length - q_start, self.length,
-                                                 device=device)
+            # inside a compiled model torch traces the builder itself (it ignores the cache)
+            build = _block_mask.__wrapped__ if torch.compiler.is_compiling() else _block_mask
+            self._masks[key] = build(self.length - q_start, self.length, q_start, self.window, str(device))
         return self._masks[key]
 
 
@@ -248,7 +239,29 @@ def _chunked(q, k, v, plan: Plan, q_start: int, block: int | None = None) -> Ten
     return torch.cat(outs, dim=2)
 
 
+@functools.lru_cache(maxsize=64)
+def _block_mask(q_len: int, kv_len: int, q_start: int, window: int | None, device: str):
+    """FlexAttention's BlockMask of causal (and windowed) attention for queries
+    q_start..q_start + q_len - 1 over keys 0..kv_len - 1: built once per shape, not per
+    forward pass (building one is a pass over every block)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        m = q_idx + q_start
+        keep = m >= kv_idx
+        if window is not None:
+            keep = keep & (m - kv_idx < window)
+        return keep
+
+    return create_block_mask(mask_mod, None, None, q_len, kv_len, device=device)
+
+
 _COMPILED_FLEX = None
+# Compiled FlexAttention is specialised to each shape, dtype and kind of bias (dynamic=False),
+# so a process that trains and measures at several lengths compiles it several times. Past
+# torch's default limit of 8 recompilations, torch runs it eagerly instead: an unfused kernel
+# that materialises every score, tens of times slower. A book's process stays below this.
+FLEX_RECOMPILE_LIMIT = 128
 
 
 def _flex_fn(device):
@@ -259,6 +272,11 @@ def _flex_fn(device):
     if torch.device(device).type == "cpu":
         return flex_attention
     if _COMPILED_FLEX is None:
+        from torch import _dynamo
+
+        config = _dynamo.config
+        config.recompile_limit = max(config.recompile_limit, FLEX_RECOMPILE_LIMIT)
+        config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 2 * FLEX_RECOMPILE_LIMIT)
         _COMPILED_FLEX = torch.compile(flex_attention, dynamic=False)
     return _COMPILED_FLEX
 
@@ -283,7 +301,9 @@ def _flex(q, k, v, plan: Plan, q_start: int) -> Tensor:
             # masked (n > m) pairs are excluded by the block mask; clamp keeps the index valid
             return score + table[h, (q_idx + q_start - kv_idx).clamp(min=0)]
 
-    with warnings.catch_warnings():
+    if q.device.type != "cpu":  # compiled: a fall back to the eager kernel must show
+        return _flex_fn(q.device)(q, k, v, score_mod=score_mod, block_mask=block_mask)
+    with warnings.catch_warnings():  # eager on purpose
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
         return _flex_fn(q.device)(q, k, v, score_mod=score_mod, block_mask=block_mask)
 

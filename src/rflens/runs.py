@@ -337,9 +337,12 @@ def training_flops(model_cfg: ModelConfig, train_cfg: TrainConfig) -> float:
 def hours_to_train(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
     """What training this model from its start takes on one core, at the training speed of
     the shipped models (:func:`rflens.core_cost.one_core_speed`): one line, said before a long
-    training starts (a long preset's, or any of :data:`ANNOUNCED_FLOPS` or more)."""
+    training starts (a long preset's, or any of :data:`ANNOUNCED_FLOPS` or more). On a GPU,
+    its steps alone."""
     from .core_cost import one_core_speed
 
+    if cuda_available():  # the shipped speeds are one CPU core's: they do not time a GPU
+        return f"{train_cfg.steps:,} steps on the GPU"
     at = one_core_speed(scale)
     if at is None:
         return f"{train_cfg.steps:,} steps, its time not known: no finished model is shipped to time it by"
