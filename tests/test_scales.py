@@ -32,6 +32,13 @@ def test_every_preset_is_complete_and_consistent(name):
     assert s.lengths == [s.train.l_tr * m for m in s.eval.length_mults]
 
 
+@pytest.mark.parametrize("name", [n for n in scales.SCALES if n != "full"])
+def test_every_cpu_preset_trains_in_fp32(name):
+    # one precision whatever the CPU (dtype=auto would follow its instruction set), and the
+    # fast one at these widths (bench/README.md, bf16_cpu.py)
+    assert scales.get(name).train.dtype == "fp32"
+
+
 def test_spec_numbers():
     smoke, tiny, long, repeated, small, full = (scales.get(n) for n in scales.SCALES)
     m, t = smoke.model, smoke.train

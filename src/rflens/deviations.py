@@ -73,9 +73,10 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "the Pile subsets through the Hugging Face hub.",
         "source", "hub"),
     Deviation(
-        "Precision", "fp32 on CPUs without native bf16 (dtype=auto), bf16 on GPUs",
+        "Precision", "fp32 at the CPU presets, bf16 at the full preset (GPUs)",
         "bf16",
-        "Emulated bf16 on a CPU without AVX512-BF16 is many times slower than fp32 (bench/README.md).",
+        "bf16 autocast slows the CPU presets' models: emulated on a CPU without AVX512-BF16 about 12 times, "
+        "and at d = 64 about 2 times even with AMX (bench/README.md); fp32 also gives every CPU the same numbers.",
         "dtype", "bf16"),
     Deviation(
         "Figure 7's receptive fields in the long run", "each Sinusoidal model read on segments of erf_length_mult "

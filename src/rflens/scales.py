@@ -252,7 +252,9 @@ def _tiny() -> Scale:
             steps=600,
             lr=2e-3,
             warmup_frac=0.05,  # 30 steps
-            dtype="auto",  # bf16 where the CPU computes it natively, else fp32
+            # one precision on every machine; at d = 64 bf16 autocast halves a CPU's speed even
+            # where the CPU computes bf16 natively (bench/README.md, bf16_cpu.py)
+            dtype="fp32",
             eval_interval=200,
             eval_batches=4,
             ckpt_interval=200,
