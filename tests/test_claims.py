@@ -308,7 +308,7 @@ def test_a_table3_complete_on_some_corpora_decides_only_the_claims_of_those():
     assert board[10]["legacy"]["passed"] is True  # the earlier claim 10: prose only
     assert board[10]["passed"] is None  # the sentence covers every corpus
     assert board[14]["passed"] is None and board[15]["passed"] is None
-    assert "no models on code" in board[15]["measured"]
+    assert "lacks models on code" in board[15]["measured"]
     assert by_id(claims.check({"table3": t3[t3.corpus == "prose"]}, [15]))[15]["passed"] is True  # nothing lacking
 
 

@@ -392,7 +392,7 @@ def _corpora(t3: pd.DataFrame, want=None) -> list[str]:
         lacking += [c for c in want if c not in have and c not in lacking]
         have = [c for c in have if c in want]
     if lacking:
-        raise Missing(f"Table 3 has no models on {', '.join(lacking)} yet")
+        raise Missing(f"Table 3 lacks models on {', '.join(lacking)} yet")
     if not have:
         raise Missing("Table 3 is empty")
     return have

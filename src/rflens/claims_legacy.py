@@ -153,7 +153,7 @@ def _c14(res):
 def _c15(res):
     t3 = _table(res, "table3")
     if t3.attrs.get("lacking_corpora"):
-        raise Missing(f"Table 3 has no models on {', '.join(t3.attrs['lacking_corpora'])} yet")
+        raise Missing(f"Table 3 lacks models on {', '.join(t3.attrs['lacking_corpora'])} yet")
     corpora = list(dict.fromkeys(t3["corpus"])) if "corpus" in t3.columns else []
     if not corpora:
         raise Missing("Table 3 is empty")
