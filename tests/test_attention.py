@@ -234,9 +234,8 @@ def test_compiled_flex_raises_the_recompile_limit(monkeypatch):
     from torch import _dynamo
 
     monkeypatch.setattr(attention, "_COMPILED_FLEX", None)
-    monkeypatch.setattr(_dynamo.config, "recompile_limit", 8)
-    monkeypatch.setattr(_dynamo.config, "accumulated_recompile_limit", 8)
-    fn = attention._flex_fn(torch.device("cuda"))  # compiled lazily: no GPU needed to build it
-    assert fn is not attention._flex_fn(torch.device("cpu"))
-    assert _dynamo.config.recompile_limit >= attention.FLEX_RECOMPILE_LIMIT
-    assert _dynamo.config.accumulated_recompile_limit >= attention.FLEX_RECOMPILE_LIMIT
+    with _dynamo.config.patch(recompile_limit=8, accumulated_recompile_limit=8):  # torch's own defaults
+        fn = attention._flex_fn(torch.device("cuda"))  # compiled lazily: no GPU needed to build it
+        assert fn is not attention._flex_fn(torch.device("cpu"))
+        assert _dynamo.config.recompile_limit >= attention.FLEX_RECOMPILE_LIMIT
+        assert _dynamo.config.accumulated_recompile_limit >= attention.FLEX_RECOMPILE_LIMIT
