@@ -260,7 +260,7 @@ _COMPILED_FLEX = None
 # Compiled FlexAttention is specialised to each shape, dtype and kind of bias (dynamic=False),
 # so a process that trains and measures at several lengths compiles it several times. Past
 # torch's default limit of 8 recompilations, torch runs it eagerly instead: an unfused kernel
-# that materialises every score, tens of times slower. A book's process stays below this.
+# that materialises every score, tens of times slower. Raised, not removed: a runaway still ends.
 FLEX_RECOMPILE_LIMIT = 128
 
 
@@ -301,10 +301,9 @@ def _flex(q, k, v, plan: Plan, q_start: int) -> Tensor:
             # masked (n > m) pairs are excluded by the block mask; clamp keeps the index valid
             return score + table[h, (q_idx + q_start - kv_idx).clamp(min=0)]
 
-    if q.device.type != "cpu":  # compiled: a fall back to the eager kernel must show
-        return _flex_fn(q.device)(q, k, v, score_mod=score_mod, block_mask=block_mask)
-    with warnings.catch_warnings():  # eager on purpose
-        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+    with warnings.catch_warnings():
+        if q.device.type == "cpu":  # eager on purpose; compiled, a fall back to eager must show
+            warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
         return _flex_fn(q.device)(q, k, v, score_mod=score_mod, block_mask=block_mask)
 
 
