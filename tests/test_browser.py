@@ -25,6 +25,8 @@ from urllib.parse import urlparse
 import pytest
 from plotly_overlaps import OVERLAPS_JS, TEXT_OVERLAPS_JS
 
+from rflens.scales import BOOK_LONG
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +258,7 @@ def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_sc
         text = " ".join(first.inner_text().split()).replace("’", "'")  # the book sets typographic apostrophes
         assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
                 f"{counts['not run']} not run at this build's scale (smoke" in text), text
-        assert "in the long run (long-repeated" in text and "parameters" in text and "Δ sweep" in text, text
+        assert f"in the long run ({BOOK_LONG}" in text and "parameters" in text and "Δ sweep" in text, text
         assert first.bounding_box()["y"] < 300  # under the title
         figure = visit.page.locator(".js-plotly-plot .main-svg").first
         assert figure.bounding_box()["y"] < 1000  # the key figure, drawn, within the first screen and a bit

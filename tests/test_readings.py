@@ -358,6 +358,8 @@ def test_the_long_runs_failures_are_read_with_what_sets_the_run_apart():
     assert "4 layers and d = 64 against the paper's 12 and 768" in text and "33.6M training tokens against 819.2M" in text
     assert "every one of its 2 math models ended with a validation loss 0.70 to 1.50 nats above its lowest" in text
     assert "claim 10 reads those models" in text and "prose text" not in text  # prose did not rise
+    assert "The second long run (chapter 10)" in text  # the control points to the run on new text
+    assert "second long run" not in rd.long_failures(board, overfit, "long")  # which points nowhere else
     # one math model that did not overfit: the corpus is not said to be memorised
     assert "memorised" not in rd.long_failures(board, overfit.assign(rise=[0.7, 0.05, 0.0]), "long-repeated")
     assert "every claim that rests on trained models was decided" in rd.long_failures(board[2:3], overfit, "long-repeated")

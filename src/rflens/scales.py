@@ -34,9 +34,9 @@ from .schemes import TABLE3
 
 SCALES = ("smoke", "tiny", "long", "long-repeated", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
-# The long run the chapters read beside their own scale: the first run (on text it repeats)
-# until every model of the second, ``long``, is shipped; chapter 10 shows the second as it grows.
-BOOK_LONG = "long-repeated"
+# The long run the chapters read beside their own scale: the second run, on text it repeats at
+# most 4 times; chapter 10 sets the first (``long-repeated``, on text it repeats) beside it.
+BOOK_LONG = "long"
 
 
 def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:

@@ -102,8 +102,9 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
                             "had memorised their training text")
                 out[-1] += (f"; claim{'s' if len(read) > 1 else ''} {_join(read)} read{'' if len(read) > 1 else 's'} "
                             f"those models." if read else ".")
-        out[-1] += (" The second long run (chapter 10), on corpora it repeats at most 4 times, shows which verdicts "
-                    "repetition changes.")
+        if get(run).read_only:  # the control: the run on text it does not repeat answers it
+            out[-1] += (" The second long run (chapter 10), on corpora it repeats at most 4 times, shows which "
+                        "verdicts repetition changes.")
     return Prose("\n".join(out))
 
 
