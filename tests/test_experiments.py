@@ -235,8 +235,9 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
     from rflens import bundle, emergence, settings
     from rflens.config import EvalConfig
 
-    assert core_cost.one_core_speed("smoke") is None and "not timed" in core_cost.one_core_cost([], "smoke")
     spec = emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    assert core_cost.one_core_speed("smoke") is None and "not timed" in core_cost.one_core_cost([spec], "smoke")
+    assert core_cost.one_core_cost([], "smoke") == "nothing: no model is left to train"  # a plan fully shipped
     emergence.run(spec, "smoke", progress=False)
     shipped = bundle.load(spec.name, "smoke")
     # wall times fixed, as the run's own (rounded to 0.1 s) can read 0.0 s of measuring

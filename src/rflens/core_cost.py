@@ -118,6 +118,8 @@ def one_core_minutes(specs: list, scale: str = "long", at: Speed | None = None) 
 def one_core_cost(specs: list, scale: str = "long", at: Speed | None = None) -> str:
     """One line: the time ``specs`` take to train, on one core and on two, and the speed
     that times them."""
+    if not specs:
+        return "nothing: no model is left to train"
     at = at or one_core_speed(scale)
     if at is None:
         return "not timed: no finished model shipped yet"
