@@ -55,6 +55,17 @@ def test_a_replicate_takes_whole_clusters_as_many_as_there_are():
         results.bootstrap_indices(40, clusters=clusters[:5])
 
 
+def test_cluster_sums_are_the_sums_of_the_drawn_segments():
+    rng = np.random.default_rng(5)
+    clusters = rng.integers(0, 13, size=60)
+    values = rng.normal(size=(3, 60))
+    draws = results.bootstrap_indices(60, seed=2, n_boot=300, clusters=clusters)
+    gathered = np.stack([values[:, i].sum(1) for i in draws], axis=1)  # (3, 300)
+    sums = results.cluster_bootstrap_sums(values, seed=2, n_boot=300, clusters=clusters)
+    assert sums.shape == (3, 300) and np.allclose(sums, gathered, rtol=1e-12, atol=1e-12)
+    assert not np.allclose(results.cluster_bootstrap_sums(values, seed=3, n_boot=300, clusters=clusters), gathered)
+
+
 def test_redrawn_segments_widen_the_interval_to_that_of_the_distinct_ones():
     """71 distinct values drawn 512 times: the plain bootstrap treats 512 observations as
     independent; the clustered one gives about the interval of the 71."""

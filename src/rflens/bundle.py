@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -142,8 +143,14 @@ def seal(scale: str = "long", root: Path | None = None) -> None:
 def _files(top: Path) -> list[str]:
     """Every file of the bundle but its own manifest, by its path inside it (temporary files
     a killed writer left are not the bundle's)."""
-    return sorted(p.relative_to(top).as_posix() for p in top.rglob("*")
-                  if (p.is_file() or p.is_symlink()) and p != top / MANIFEST and not p.name.startswith("."))
+    found = []
+    for here, dirs, files in os.walk(top):  # links are listed, never followed
+        rel = os.path.relpath(here, top)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+            if path != MANIFEST and not name.startswith("."):
+                found.append(path)
+    return sorted(found)
 
 
 # ----------------------------------------------------------------------------- checking
@@ -230,7 +237,7 @@ def read_result(path: Path) -> dict:
     file otherwise."""
     file = Path(path) / RESULT
     try:
-        result = storage.read_json(file)
+        result = storage.read_json_cached(file)
         missing = [k for k in RESULT_KEYS if k not in result]
         missing += [f"points[{i}].{k}" for i, p in enumerate(result.get("points") or [{}]) for k in POINT_KEYS
                     if k not in p]
@@ -241,9 +248,17 @@ def read_result(path: Path) -> dict:
     return result
 
 
+_COMPLETE: dict[str, tuple] = {}
+
+
 def complete(scale: str = "long") -> set[str]:
-    """The shipped models trained to their full budget (not stopped part-way)."""
-    return {name for name, path in entries(scale).items() if read_result(path)["complete"]}
+    """The shipped models trained to their full budget (not stopped part-way), read once
+    while the bundle is unchanged (its files as :func:`check` last found them)."""
+    found = entries(scale)  # checks the bundle first
+    key = (tuple(found), _CHECKED.get(str(bundle_dir(scale))))
+    if _COMPLETE.get(scale, (None,))[0] != key:
+        _COMPLETE[scale] = (key, {name for name, path in found.items() if read_result(path)["complete"]})
+    return set(_COMPLETE[scale][1])
 
 
 def load(name: str, scale: str = "long") -> dict:

@@ -4,6 +4,7 @@ from their wall times."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ from .settings import resolve
 from .train import cooldown_steps, point_steps
 
 
+@functools.lru_cache(maxsize=512)  # settings are frozen: the count is theirs
 def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> tuple[float, float]:
     """(training, measuring) FLOPs of one model of the long run (:mod:`rflens.emergence`).
 

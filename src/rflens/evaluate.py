@@ -39,6 +39,7 @@ the setting (a length, or the scheme's bias) that made it not.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -50,7 +51,7 @@ from . import positional, resources
 from .config import PROTOCOLS, ConfigError, EvalConfig
 from .data.corpus import draw_segments, eval_region_start, segment_ends
 from .errors import UserError
-from .results import CI_LEVEL, N_BOOTSTRAP, bootstrap_indices
+from .results import CI_LEVEL, N_BOOTSTRAP, cluster_bootstrap_sums
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
 EVAL_VERSION = 3  # 2: the windowed protocols score the last-token protocol's region; 3: redrawn segments
@@ -208,14 +209,22 @@ def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     count = np.ones_like(nll_sum) if count is None else np.asarray(count, dtype=np.float64)
     ppl = float(np.exp(nll_sum.sum() / count.sum()))
     if clusters is not None and np.unique(clusters).size < nll_sum.size:
-        draws = bootstrap_indices(nll_sum.size, seed, n_boot, clusters)
-        boot = np.exp([nll_sum[i].sum() / count[i].sum() for i in draws])
+        sums = cluster_bootstrap_sums(np.stack([nll_sum, count]), seed, n_boot, clusters)
+        boot = np.exp(sums[0] / sums[1])
     else:
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, nll_sum.size, size=(n_boot, nll_sum.size))  # (n_boot, U)
+        idx = _plain_draw(seed, nll_sum.size, n_boot)  # (n_boot, U)
         boot = np.exp(nll_sum[idx].sum(1) / count[idx].sum(1))
     lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return ppl, float(lo), float(hi)
+
+
+@functools.lru_cache(maxsize=8)
+def _plain_draw(seed: int, n: int, n_boot: int) -> np.ndarray:
+    """The units each replicate of :func:`bootstrap_ppl` draws, (n_boot, n), drawn once a
+    process for each (seed, n, n_boot) (read-only: it is shared)."""
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    idx.flags.writeable = False
+    return idx
 
 
 def draw(tokens, n: int, length: int, seed: int = 0, what: str = "the token stream") -> tuple[np.ndarray, dict]:

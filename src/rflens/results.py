@@ -67,24 +67,45 @@ def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters
     """
     if clusters is None:
         return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
-    clusters = np.asarray(clusters)
-    if clusters.shape != (n,):
-        raise UserError(f"clusters must give one cluster per segment, shape ({n},), got {clusters.shape}")
-    # clusters numbered in the order of their first segment: distinct clusters keep the plain draw
-    _, first, label = np.unique(clusters, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    label = rank[label.reshape(-1)]  # (n,) cluster number of each segment
+    label, rows = _cluster_draws(n, seed, n_boot, clusters)
     order = np.argsort(label, kind="stable")  # the segments grouped by cluster
     size = np.bincount(label)  # (k,) segments a cluster
     start = np.cumsum(size) - size  # where each cluster's segments begin in ``order``
-    k = first.size
     out = []
-    for row in np.random.default_rng([seed, k]).integers(0, k, size=(n_boot, k)):
+    for row in rows:
         sizes = size[row]
         ends = np.cumsum(sizes)
         out.append(order[np.repeat(start[row] - (ends - sizes), sizes) + np.arange(ends[-1])])
     return out
+
+
+def _cluster_draws(n: int, seed: int, n_boot: int, clusters) -> tuple[np.ndarray, np.ndarray]:
+    """(label, rows): the cluster number of each of the n segments (clusters numbered in the
+    order of their first segment, so that distinct clusters keep the plain draw) and the
+    (n_boot, k) clusters each replicate draws."""
+    clusters = np.asarray(clusters)
+    if clusters.shape != (n,):
+        raise UserError(f"clusters must give one cluster per segment, shape ({n},), got {clusters.shape}")
+    _, first, label = np.unique(clusters, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    k = first.size
+    return rank[label.reshape(-1)], np.random.default_rng([seed, k]).integers(0, k, size=(n_boot, k))
+
+
+def cluster_bootstrap_sums(values: np.ndarray, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters=None) -> np.ndarray:
+    """The sums over each replicate of :func:`bootstrap_indices` with ``clusters``, without
+    gathering its index arrays: ``values`` (..., n) summed over the segments a replicate
+    draws, as (..., n_boot). A replicate takes each cluster as often as it draws it, so its
+    sum is the per-cluster sums weighted by those counts (equal to the gathered sums up to
+    the order of the additions)."""
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[-1]
+    label, rows = _cluster_draws(n, seed, n_boot, clusters)
+    k = rows.shape[1]
+    per_cluster = values @ np.eye(k)[label]  # (..., k)
+    counts = np.bincount((np.arange(n_boot)[:, None] * k + rows).ravel(), minlength=n_boot * k)
+    return per_cluster @ counts.reshape(n_boot, k).T.astype(np.float64)  # (..., n_boot)
 
 
 @contextlib.contextmanager
@@ -167,8 +188,8 @@ def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_
     if clusters is None:
         boot = np.exp(diff[:, bootstrap_indices(nll.shape[1], seed, n_boot)].mean(-1))  # (lengths, n_boot)
     else:
-        draws = bootstrap_indices(nll.shape[1], seed, n_boot, clusters)
-        boot = np.exp(np.stack([diff[:, i].mean(1) for i in draws], axis=1))  # (lengths, n_boot)
+        sums = cluster_bootstrap_sums(np.concatenate([diff, np.ones((1, diff.shape[1]))]), seed, n_boot, clusters)
+        boot = np.exp(sums[:-1] / sums[-1])  # (lengths, n_boot): each replicate's mean difference
     lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=1)
     return r, lo, hi
 

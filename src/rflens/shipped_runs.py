@@ -14,7 +14,6 @@ model the preset trains from several seeds is served from one of them.
 from __future__ import annotations
 
 import contextlib
-import copy
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable
@@ -193,7 +192,7 @@ class ShippedRun(TrainedModel):
                 if "segment_docs" in self.result:  # so that its paired intervals resample documents
                     out["segment_docs"] = self.result["segment_docs"]
                 self._results[key] = {**out, "seconds": point["measure_seconds"]}
-            return copy.deepcopy(self._results[key])
+            return storage.fresh_copy(self._results[key])
         if name == "input_gradients":
             want = {"length": ev.erf_length_mult * self.l_tr, "n": ev.erf_samples, "seed": ev.seed, **rope}
             if {k: params.get(k) for k in want} != want:

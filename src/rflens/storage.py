@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -130,6 +131,26 @@ def write_json(path, obj, default: Callable | None = None, newline: bool = False
 def read_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+_PARSED: dict[str, tuple] = {}  # path -> (the file's identity and change times, its parsed JSON pickled)
+
+
+def read_json_cached(path):
+    """:func:`read_json`, parsed once a process while the file's inode, size and change times
+    stay the same (as :func:`sha256_file` remembers digests); each call gets its own copy."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    hit = _PARSED.get(os.fspath(path))
+    if hit is None or hit[0] != key:
+        hit = _PARSED[os.fspath(path)] = (key, pickle.dumps(read_json(path), pickle.HIGHEST_PROTOCOL))
+    return pickle.loads(hit[1])
+
+
+def fresh_copy(obj):
+    """A deep copy of a result (parsed JSON, arrays) by a pickle round trip: exact, and many
+    times faster than ``copy.deepcopy`` on thousands of floats."""
+    return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
 
 
 # ----------------------------------------------------------------------------- checking
