@@ -103,9 +103,17 @@ def cluster_bootstrap_sums(values: np.ndarray, seed: int = 0, n_boot: int = N_BO
     n = values.shape[-1]
     label, rows = _cluster_draws(n, seed, n_boot, clusters)
     k = rows.shape[1]
-    per_cluster = values @ np.eye(k)[label]  # (..., k)
-    counts = np.bincount((np.arange(n_boot)[:, None] * k + rows).ravel(), minlength=n_boot * k)
-    return per_cluster @ counts.reshape(n_boot, k).T.astype(np.float64)  # (..., n_boot)
+    flat = values.reshape(-1, n)
+    per_cluster = np.stack([np.bincount(label, weights=v, minlength=k) for v in flat])  # (m, k)
+    out = np.empty((flat.shape[0], n_boot))
+    for start in range(0, n_boot, _BLOCK):  # a block of replicates at a time: memory stays O(n)
+        block = rows[start:start + _BLOCK]
+        counts = np.bincount((np.arange(len(block))[:, None] * k + block).ravel(), minlength=len(block) * k)
+        out[:, start:start + len(block)] = per_cluster @ counts.reshape(len(block), k).T
+    return out.reshape(*values.shape[:-1], n_boot)
+
+
+_BLOCK = 64
 
 
 @contextlib.contextmanager
