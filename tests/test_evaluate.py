@@ -158,6 +158,17 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
     assert ppl_w == pytest.approx(np.exp(12.0 / 6))
 
 
+def test_a_kept_bootstrap_draw_gives_what_a_fresh_one_gives(monkeypatch):
+    nll = np.random.default_rng(1).gamma(2.0, 1.5, size=300)
+    idx = np.random.default_rng(5).integers(0, 300, size=(1000, 300))
+    boot = np.exp(nll[idx].mean(1))
+    expected = (float(np.exp(nll.mean())), *map(float, np.quantile(boot, [0.025, 0.975])))
+    kept = evaluate.bootstrap_ppl(nll, seed=5)
+    assert kept == pytest.approx(expected, rel=1e-12) and evaluate.bootstrap_ppl(nll, seed=5) == kept
+    monkeypatch.setattr(evaluate, "_KEEP_DRAWS", 10)  # too large to keep: drawn afresh
+    assert evaluate.bootstrap_ppl(nll, seed=5) == kept
+
+
 @pytest.mark.parametrize("pos", SCHEMES)
 def test_every_scheme_gives_finite_perplexity_far_beyond_short_lengths(pos):
     model = make_model(pos)

@@ -218,12 +218,22 @@ def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     return ppl, float(lo), float(hi)
 
 
-@functools.lru_cache(maxsize=8)
 def _plain_draw(seed: int, n: int, n_boot: int) -> np.ndarray:
-    """The units each replicate of :func:`bootstrap_ppl` draws, (n_boot, n), drawn once a
-    process for each (seed, n, n_boot) (read-only: it is shared)."""
+    """The units each replicate of :func:`bootstrap_ppl` draws, (n_boot, n): drawn once a
+    process for each (seed, n, n_boot) while small (a book's evaluation), else each time,
+    so that a large evaluation's draw is not held after it."""
+    if n * n_boot > _KEEP_DRAWS:
+        return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    return _kept_draw(seed, n, n_boot)
+
+
+_KEEP_DRAWS = 1 << 22  # elements (32 MB) of a draw worth keeping
+
+
+@functools.lru_cache(maxsize=8)
+def _kept_draw(seed: int, n: int, n_boot: int) -> np.ndarray:
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    idx.flags.writeable = False
+    idx.flags.writeable = False  # shared by every caller
     return idx
 
 
