@@ -154,19 +154,3 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
         with zipfile.ZipFile(path) as z:
             assert f"{name}/manifest.json" in z.namelist()
 
-
-def test_the_long_runs_corpora_are_built_before_the_chapters_that_read_it(monkeypatch):
-    """A chapter that reads the long run needs its corpora; reproduce builds them first, with
-    progress, and only when a chosen chapter reads the run."""
-    from rflens import data, scales
-    from rflens.shipped_runs import index
-
-    built, lines = [], []
-    monkeypatch.setattr(data, "prepare", lambda cfg, progress=True: built.append(cfg))
-    chapters = reproduce.chapters()
-    reproduce.prepare_long_corpora([chapters["01"], chapters["02"]], lines.append)
-    assert built == [] and lines == []
-    reproduce.prepare_long_corpora([chapters["01"], chapters["10"]], lines.append)
-    wanted = {settings[1] for settings in index(scales.BOOK_LONG).values()}
-    assert len(wanted) >= 1 and set(built) == wanted and len(built) == len(wanted) == len(lines)
-    assert all(scales.BOOK_LONG in line and cfg.corpus in line for line, cfg in zip(lines, built))

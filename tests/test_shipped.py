@@ -55,6 +55,21 @@ def test_a_shipped_model_is_served_with_the_measurements_of_the_same_model_train
     assert _get() is not None and isinstance(_get(), runs.Run)  # the local store comes first
 
 
+def test_a_shipped_model_is_read_without_building_its_corpus_and_measured_only_on_its_own_data(one_shipped, monkeypatch):
+    empty = one_shipped / "no-data"
+    monkeypatch.setenv("RFLENS_DATA", str(empty))
+    served = _get()
+    assert isinstance(served, ShippedRun) and served.name == SPEC.name
+    assert perplexity(served, progress=False)["ppl"]  # from the bundle
+    assert not any(empty.rglob("manifest.json"))  # nothing was built to read it
+    other = ShippedRun(served.path)  # a bundle measured on other data than the corpus built here
+    other.data_fingerprint = "0" * 64
+    with pytest.raises(UserError, match="measured on prose data with fingerprint 000000000000.*rflens data --corpus prose"):
+        other.corpus()
+    assert served.corpus().fingerprint == served.data_fingerprint  # built when a measurement needs it
+    assert any(empty.rglob("manifest.json"))
+
+
 def test_a_shipped_model_is_served_at_each_of_its_measured_sizes(one_shipped):
     points = bundle.load(SPEC.name, "smoke")["points"]
     first = points[0]

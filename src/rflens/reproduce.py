@@ -202,30 +202,6 @@ def restore_fix(scale: str) -> str:
     return fix + (", or unset RFLENS_REFERENCE" if os.environ.get("RFLENS_REFERENCE") else "")
 
 
-def long_corpora(paths) -> list:
-    """The data settings of the long run's models (:data:`rflens.scales.BOOK_LONG`), when one
-    of the chapters at ``paths`` reads that run (its code names ``BOOK_LONG``); else none. A
-    shipped result is served only on the data it was measured on (the corpus's fingerprint),
-    so a chapter that reads the run needs its corpora built."""
-    from .shipped_runs import index
-
-    if not any("BOOK_LONG" in Path(p).read_text() for p in paths):
-        return []
-    return sorted({settings[1] for settings in index(scales.BOOK_LONG).values()}, key=lambda cfg: cfg.corpus)
-
-
-def prepare_long_corpora(paths, log=None, progress: bool = True) -> None:
-    """Build (or load) the corpora :func:`long_corpora` names before the chapters run, each
-    with its progress and a line in ``log``: on a fresh clone that takes minutes, which a
-    chapter's kernel would otherwise spend with nothing on the screen."""
-    from .data import prepare
-
-    for cfg in long_corpora(paths):
-        if log is not None:
-            log(f"the {scales.BOOK_LONG} run's corpus {cfg.corpus} (its chapters read the run's results on it)")
-        prepare(cfg, progress=progress)
-
-
 def kernel_env() -> dict:
     """A ``python3`` kernelspec that runs this interpreter, first on JUPYTER_PATH, so the
     chapters run in this virtual environment whatever other kernels the user has, with

@@ -153,8 +153,17 @@ class ShippedRun(TrainedModel):
         return model.eval()
 
     def corpus(self):
+        """The data this model was trained and measured on, built here when first needed;
+        UserError when the corpus built here is not that data (other sources or packages)."""
         if self._corpus is None:
-            self._corpus = data.prepare(self.data_cfg, progress=False)
+            corpus = data.prepare(self.data_cfg, progress=False)
+            if corpus.fingerprint != self.data_fingerprint:
+                raise UserError(f"the shipped model {self.key} was measured on {self.data_cfg.corpus} data with "
+                                f"fingerprint {self.data_fingerprint[:12]}, but the {self.data_cfg.corpus} built here "
+                                f"has {corpus.fingerprint[:12]}, so a measurement the bundle lacks cannot be taken "
+                                f"here: rebuild it from the pinned sources with "
+                                f"`{data.rebuild_command(self.data_cfg, self.scale)}`")
+            self._corpus = corpus
         return self._corpus
 
     def point(self) -> dict | None:

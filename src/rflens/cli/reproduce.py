@@ -81,7 +81,6 @@ def _run(args) -> int:
                                           chapters=chosen, log=log)
             where = f"{cluster.kind} jobs" if cluster else f"{workers} worker(s)"
             log(f"{len(trained)} model(s) trained and measured in {where} in {time.time() - start:.0f} s")
-        reproduce.prepare_long_corpora([path for path, _ in request["chapters"].values()], log, progress=not quiet)
         bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
         for i, (key, (path, params)) in enumerate(bar, 1):
             bar.set_postfix_str(path.stem)
