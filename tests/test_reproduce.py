@@ -153,4 +153,3 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
         assert f"{{download}}`{name} <downloads/{path.name}>`" in index.read_text()
         with zipfile.ZipFile(path) as z:
             assert f"{name}/manifest.json" in z.namelist()
-

@@ -209,7 +209,7 @@ def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     count = np.ones_like(nll_sum) if count is None else np.asarray(count, dtype=np.float64)
     ppl = float(np.exp(nll_sum.sum() / count.sum()))
     if clusters is not None and np.unique(clusters).size < nll_sum.size:
-        sums = cluster_bootstrap_sums(np.stack([nll_sum, count]), seed, n_boot, clusters)
+        sums = cluster_bootstrap_sums(np.stack([nll_sum, count]), clusters, seed, n_boot)
         boot = np.exp(sums[0] / sums[1])
     else:
         idx = _plain_draw(seed, nll_sum.size, n_boot)  # (n_boot, U)

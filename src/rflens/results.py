@@ -93,7 +93,7 @@ def _cluster_draws(n: int, seed: int, n_boot: int, clusters) -> tuple[np.ndarray
     return rank[label.reshape(-1)], np.random.default_rng([seed, k]).integers(0, k, size=(n_boot, k))
 
 
-def cluster_bootstrap_sums(values: np.ndarray, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters=None) -> np.ndarray:
+def cluster_bootstrap_sums(values: np.ndarray, clusters, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
     """The sums over each replicate of :func:`bootstrap_indices` with ``clusters``, without
     gathering its index arrays: ``values`` (..., n) summed over the segments a replicate
     draws, as (..., n_boot). A replicate takes each cluster as often as it draws it, so its
@@ -196,7 +196,7 @@ def paired_ratio(nll: np.ndarray, base: int = 0, seed: int = 0, n_boot: int = N_
     if clusters is None:
         boot = np.exp(diff[:, bootstrap_indices(nll.shape[1], seed, n_boot)].mean(-1))  # (lengths, n_boot)
     else:
-        sums = cluster_bootstrap_sums(np.concatenate([diff, np.ones((1, diff.shape[1]))]), seed, n_boot, clusters)
+        sums = cluster_bootstrap_sums(np.concatenate([diff, np.ones((1, diff.shape[1]))]), clusters, seed, n_boot)
         boot = np.exp(sums[:-1] / sums[-1])  # (lengths, n_boot): each replicate's mean difference
     lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=1)
     return r, lo, hi

@@ -251,7 +251,8 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     several = distributed.world_size() > 1 and train
     if several:
         distributed.init()
-    if not retrain and not several and data.built(data_cfg) is None:
+    corpus_obj = None if several else data.built(data_cfg)  # what prepare would load, loaded once
+    if corpus_obj is None and not retrain and not several:
         # No model of the run store can be trained on data never built here, so the shipped
         # bundle's is the model, read without building its corpus (minutes, and Debian or npm
         # packages for some); a measurement its bundle lacks builds the corpus then
@@ -259,7 +260,8 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
         hit = shipped_runs.find(scale, model_cfg, data_cfg, train_cfg, None)
         if hit is not None:
             return hit
-    corpus_obj = _prepare_data(data_cfg, progress=progress, several=several)
+    if corpus_obj is None:
+        corpus_obj = _prepare_data(data_cfg, progress=progress, several=several)
     if corpus_obj.vocab_size > model_cfg.vocab_size:
         raise ConfigError("vocab_size", model_cfg.vocab_size,
                           f"the {data_cfg.corpus} tokenizer has {corpus_obj.vocab_size} tokens; the model needs as many")
