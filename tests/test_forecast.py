@@ -1,0 +1,65 @@
+"""The forecast of when a rising curve reaches r = 2: both curve models on curves whose
+answer is known, and the sealed forecast of the long run."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rflens import bundle, forecast
+
+TOKENS = np.array([2.0 ** 22, 2.0 ** 23, 2.0 ** 24, 2.0 ** 25])
+
+
+def test_a_power_law_curve_is_forecast_where_it_reaches_the_level():
+    # r - 1 doubles each doubling of tokens from 0.25 at the last size: 2 doublings to r = 2
+    r = 1 + 0.25 * 2.0 ** np.arange(-3, 1)
+    p = forecast.fit(TOKENS, r)
+    d = forecast.doublings_to(p)
+    assert d["power"][0] == pytest.approx(2.0)
+    assert d["decelerating"][0] == pytest.approx(2.0)  # constant growth: q = 1, the same law
+    assert forecast.predict(p, 1.0)["power"][0] == pytest.approx(1.5)
+
+
+def test_a_decelerating_curve_that_levels_off_below_the_level_never_breaks():
+    # log(r - 1) gains 1.0 then 0.5 per doubling: q = 0.5, at most 0.5 more, so r - 1 stays
+    # below 0.1 e^0.5 < 1
+    y = np.log(0.1) + np.array([-2.5, -1.5, -0.5, 0.0])
+    p = forecast.fit(TOKENS, 1 + np.exp(y))
+    assert p["decelerating"][2][0] == pytest.approx(0.5)
+    assert math.isinf(forecast.doublings_to(p)["decelerating"][0])
+    assert forecast.doublings_to(p)["power"][0] < math.inf  # the power law does reach it
+    far = forecast.predict(p, 50.0)["decelerating"][0]
+    assert far == pytest.approx(1 + 0.1 * math.exp(0.5), rel=1e-6)
+
+
+def test_a_curve_already_past_the_level_needs_no_more_tokens():
+    r = np.array([1.5, 1.8, 2.1, 2.4])
+    assert forecast.doublings_to(forecast.fit(TOKENS, r))["power"][0] == 0.0
+
+
+def test_a_flat_curve_is_not_rising():
+    result = {"train": {"l_tr": 32}, "points": [
+        {"tokens": int(t), "lengths": [32, 512], "r": [1.0, v], "r_low": [1.0, v - 0.05]}
+        for t, v in zip(TOKENS, [1.0, 1.01, 1.02, 1.02])]}
+    assert not forecast.is_rising(result)
+    result["points"][-1]["r"][1], result["points"][-1]["r_low"][1] = 1.3, 1.2
+    assert forecast.is_rising(result)
+
+
+def test_the_long_run_carries_its_forecast_sealed_before_the_test():
+    f = forecast.read("long")
+    if f is None:
+        pytest.skip("the long bundle has no forecast")
+    bundle.check("long")
+    assert f["tested"] and set(f["tested"]) <= set(bundle.entries("long"))
+    for name in f["tested"]:
+        base = name.partition("_seed=")[0]
+        assert base in f["models"], name
+    # the forecast is what the code computes from the shipped curves now
+    again = forecast.forecast("long", f["test_tokens"], names=[n for m in f["models"] for n in _names(m, f)])
+    assert again["models"] == f["models"]
+
+
+def _names(model: str, f: dict) -> list[str]:
+    return [model if s == "0" else f"{model}_seed={s}" for s in f["models"][model]["seeds"]]
