@@ -63,3 +63,12 @@ def test_the_long_run_carries_its_forecast_sealed_before_the_test():
 
 def _names(model: str, f: dict) -> list[str]:
     return [model if s == "0" else f"{model}_seed={s}" for s in f["models"][model]["seeds"]]
+
+
+def test_the_extension_trains_the_models_the_forecast_named_in_its_order():
+    from rflens import emergence, scales
+
+    f = forecast.read("long")
+    assert f is not None and tuple(f["tested"]) == scales.get("long-extended").models
+    assert [m.name for m in emergence.models("long-extended")] == f["tested"]
+    assert f["test_tokens"] == emergence.sizes("long-extended")[1:]

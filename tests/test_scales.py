@@ -40,7 +40,7 @@ def test_every_cpu_preset_trains_in_fp32(name):
 
 
 def test_spec_numbers():
-    smoke, tiny, long, repeated, small, full = (scales.get(n) for n in scales.SCALES)
+    smoke, tiny, long, repeated, extended, small, full = (scales.get(n) for n in scales.SCALES)
     m, t = smoke.model, smoke.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
@@ -68,6 +68,10 @@ def test_spec_numbers():
     # Figure 7: both L_tr on the same tokens, but for the first long run, which kept the batch
     assert tiny.sinusoidal_runs() == [(32, {}), (64, {"l_tr": 64, "batch_size": 16})]
     assert repeated.sinusoidal_runs() == [(32, {}), (64, {"l_tr": 64})]
+    # the extension trains the long run's models on, with everything but the budget the same
+    assert dataclasses.replace(extended.train, steps=long.train.steps) == long.train
+    assert (extended.model, extended.data, extended.eval, extended.sweeps) == (long.model, long.data, long.eval, long.sweeps)
+    assert extended.points == (long.train.steps, extended.train.steps) and extended.extends == "long"
     m, t = small.model, small.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (4, 8, 256, 8192, 128, 32, 3000)
     m, t = full.model, full.train
@@ -179,7 +183,7 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 
 
 def test_unknown_preset_names_the_choices():
-    with pytest.raises(UserError, match="smoke, tiny, long, long-repeated, small, full"):
+    with pytest.raises(UserError, match="smoke, tiny, long, long-repeated, long-extended, small, full"):
         scales.get("huge")
 
 

@@ -16,7 +16,8 @@ from .train import cooldown_steps, point_steps
 
 
 @functools.lru_cache(maxsize=512)  # settings are frozen: the count is theirs
-def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> tuple[float, float]:
+def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig,
+              sizes: tuple[int, ...] | None = None) -> tuple[float, float]:
     """(training, measuring) FLOPs of one model of the long run (:mod:`rflens.emergence`).
 
     Training: the main run and the cool-down branches of its smaller sizes, at
@@ -33,7 +34,7 @@ def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) ->
 
     with torch.device("meta"):  # sizes only
         model = TransformerLM(model_cfg)
-    sizes = point_steps(train_cfg)
+    sizes = list(sizes) if sizes else point_steps(train_cfg)  # the measured steps (a run's own, when it names them)
     steps = train_cfg.steps + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1])
     train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
     lengths = [train_cfg.l_tr * m for m in ev.length_mults]
@@ -52,8 +53,9 @@ class Speed:
     models: int
     where: str
 
-    def minutes(self, model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig) -> float:
-        train, measure = run_flops(model_cfg, train_cfg, ev)
+    def minutes(self, model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig,
+                sizes: tuple[int, ...] | None = None) -> float:
+        train, measure = run_flops(model_cfg, train_cfg, ev, sizes)
         return (train / self.train + measure / self.measure) / 60.0
 
 
@@ -72,7 +74,7 @@ def _rates(scale: str) -> dict[str, list[tuple[float, float]]]:
             continue
         measured = sum(p["measure_seconds"] for p in res["points"])
         train, measure = run_flops(ModelConfig.from_dict(res["model"]), TrainConfig.from_dict(res["train"]),
-                                   EvalConfig.from_dict(res["eval"]))
+                                   EvalConfig.from_dict(res["eval"]), tuple((res.get("schedule") or {}).get("points") or ()))
         if res["train_seconds"] > measured:
             pools.setdefault(res.get("cpu") or "an unrecorded vector unit", []).append(
                 (train / (res["train_seconds"] - measured), measure / measured if measured > 0 else np.nan))
@@ -109,11 +111,11 @@ def one_core_minutes(specs: list, scale: str = "long", at: Speed | None = None) 
     at = at or one_core_speed(scale)
     if at is None:
         return None
-    ev = scales.get(scale).eval
+    preset = scales.get(scale)
     out = []
     for spec in specs:
         r = resolve(scale, spec.pos, spec.corpus, spec.settings())
-        out.append(at.minutes(r.model, r.train, ev))
+        out.append(at.minutes(r.model, r.train, preset.eval, preset.points or None))
     return out
 
 

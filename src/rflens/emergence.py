@@ -178,7 +178,10 @@ def models(scale: str = "long") -> list[LongModel]:
     Table 1 and NoPE first (the thesis), then Table 2's retrainings and the Table 1 models
     they are compared with, the rest of Table 1, Figure 7's Sinusoidal and Rotary, Table 3
     on every corpus, and the further seeds (:func:`by_experiment`)."""
-    sw = scales.get(scale).sweeps
+    preset = scales.get(scale)
+    if preset.extends:  # models of another run trained further
+        return [named(name, preset.extends) for name in preset.models]
+    sw = preset.sweeps
     first = [LongModel("alibi", (("slope_shift", max(sw.slope_shift)),)), LongModel("window", (("window", max(sw.window)),)),
              LongModel("alibi", (("same_slope", max(sw.same_slope)),)), LongModel("nope")]
     groups = by_experiment(scale)
@@ -188,11 +191,18 @@ def models(scale: str = "long") -> list[LongModel]:
     return list(dict.fromkeys(first + [s for pair in zip(table2, partners) for s in pair] + rest))
 
 
+def measured_steps(scale: str, train_cfg: TrainConfig) -> list[int]:
+    """The steps at which a model of the ``scale`` run is branched and measured: the preset's
+    ``points`` where it names them (a run extending another), else
+    :func:`rflens.train.point_steps`."""
+    points = scales.get(scale).points
+    return [p for p in points if p <= train_cfg.steps] if points else point_steps(train_cfg)
+
+
 def sizes(scale: str = "long") -> list[int]:
-    """The training tokens of the measured sizes of the preset's models
-    (:func:`rflens.train.point_steps`)."""
+    """The training tokens of the measured sizes of the preset's models (:func:`measured_steps`)."""
     t = scales.get(scale).train
-    return [steps * t.batch_size * t.l_tr for steps in point_steps(t)]
+    return [steps * t.batch_size * t.l_tr for steps in measured_steps(scale, t)]
 
 
 LAST_SIZE_COLUMNS = ["l_tr", "tokens", "ppl_l_tr", "r_horizon", "r_horizon_lo", "r_horizon_hi", "erf", "erf_capped",
@@ -249,7 +259,7 @@ def check_planned(result: dict, scale: str, where: Path) -> None:
         raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {scale} plan "
                         f"({spec.pos} on {spec.corpus}{''.join(f', {k}={v}' for k, v in spec.settings().items())}): "
                         "retrain it with emergence --only " + spec.name)
-    steps = point_steps(train_cfg)
+    steps = measured_steps(scale, train_cfg)
     if result.get("complete") and [p.get("steps") for p in result.get("points") or []] != steps:
         raise UserError(f"{where} says it is finished, but its measured sizes are not the plan's "
                         f"({', '.join(map(str, steps))} steps): retrain it with emergence --only {spec.name}")
@@ -449,7 +459,7 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
     where = machine.device()
     try:
         metrics = train(model_cfg, data_cfg, train_cfg, out_dir=work, progress=progress, corpus=corpus,
-                        points=point_steps(train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
+                        points=measured_steps(scale, train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
         losses, seconds = metrics["train_loss"], metrics["train_seconds"]
     except OutOfTime as stop:
         if not points:
@@ -466,7 +476,7 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
         "cpu": machine.cpu_capability(), "cpu_features": machine.cpu_features(), "device": machine.device_name(where),
         "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "schedule": {"points": point_steps(train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
+        "schedule": {"points": measured_steps(scale, train_cfg), "cooldown_frac": train_cfg.cooldown_frac,
                      "warmup": train_cfg.warmup},
         "train_curve": curve,
         "points": sorted(points, key=lambda p: p["steps"]),
