@@ -44,7 +44,7 @@ test-fast: setup
 # to REMOTE (a remote's name or a URL) by ghp-import, with a .nojekyll for GitHub Pages.
 REMOTE ?= origin
 publish:
-	@html=$$($(PY) -c "from rflens.reproduce import html_dir; print(html_dir('$(SCALE)'))" 2>/dev/null); \
+	@html=$$($(PY) -c "from rflens.publish.reproduce import html_dir; print(html_dir('$(SCALE)'))" 2>/dev/null); \
 	test -f "$$html/index.html" || { echo "no built book for SCALE=$(SCALE): run \`make book SCALE=$(SCALE)\` first" >&2; exit 1; }; \
 	test -x $(VENV)/bin/ghp-import || { echo "ghp-import is not installed: run \`make setup\`" >&2; exit 1; }; \
 	$(VENV)/bin/ghp-import -n -p -f -r "$(REMOTE)" -m "Publish the $(SCALE) book" "$$html"

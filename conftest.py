@@ -46,7 +46,8 @@ def pytest_collection_modifyitems(config, items):
 def registry(monkeypatch):
     """The scheme table, the implementations and the loaded files as they were, afterwards
     (for tests that register schemes of their own)."""
-    from rflens import positional, schemes
+    from rflens.model import positional
+    from rflens.setup import schemes
 
     table, impls, loaded = dict(schemes.TABLE), dict(positional.REGISTRY), dict(schemes._LOADED)
     monkeypatch.delenv(schemes.ENV, raising=False)

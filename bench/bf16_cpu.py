@@ -26,9 +26,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from rflens import data, scales
-    from rflens.model import TransformerLM
-    from rflens.train import Batches, lr_at, validation_windows
+    from rflens import data
+    from rflens.model.transformer import TransformerLM
+    from rflens.setup import scales
+    from rflens.training.trainer import Batches, lr_at, validation_windows
 
     s = scales.get("tiny")
     mcfg = s.model.replace(n_layer=4, pos="alibi", tie_weights=False)

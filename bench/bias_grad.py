@@ -1,10 +1,10 @@
 """Learnable biases at full speed: a training step of each learnable scheme, three ways.
 
 For every learnable relative scheme (KERPLE, T5, Sandwich with learned ratios) at the tiny
-and small presets, one training step (rflens.train.train_step: forward, backward,
+and small presets, one training step (rflens.training.trainer.train_step: forward, backward,
 clipping, AdamW) is timed
 
-* *fused*: the default, the bias gradient through ``rflens.attention.BiasedAttention``
+* *fused*: the default, the bias gradient through ``rflens.model.attention.BiasedAttention``
   (the probabilities kept from the forward pass, the backward pass written out);
 * *math*: the same model through SDPA's math path (``attention.FUSED_BIAS_GRAD = False``,
   how a mask that needs a gradient is handled by torch);
@@ -28,9 +28,10 @@ import time
 
 import torch
 
-from rflens import attention, scales
-from rflens.schemes import LEARNABLE
-from rflens.train import build, lr_at, train_step
+from rflens.model import attention
+from rflens.setup import scales
+from rflens.setup.schemes import LEARNABLE
+from rflens.training.trainer import build, lr_at, train_step
 
 CASES = ("fused", "math", "fixed")
 

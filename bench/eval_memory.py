@@ -3,7 +3,7 @@
 The last-token protocol (Chi et al., ACL 2023, footnote 2) evaluates at L_ex up to
 16 x L_tr. A naive evaluation runs the whole model with the (1, H, L, L) attention bias
 materialised (SDPA with a float mask) and the LM head at every position, then keeps the
-last position. ``rflens.evaluate.last_token_nll`` computes only the last position's logits
+last position. ``rflens.measure.perplexity.last_token_nll`` computes only the last position's logits
 and switches to the memory-bounded chunked attention kernel for long inputs.
 
 Each (path, length) case runs in a fresh subprocess so that its peak resident memory
@@ -39,12 +39,12 @@ def setup(length: int, batch: int, pos: str):
     import torch
     import torch.nn.functional as F
 
-    from rflens import evaluate
-    from rflens.config import ModelConfig
-    from rflens.model import TransformerLM
+    from rflens.measure import perplexity
+    from rflens.model.transformer import TransformerLM
+    from rflens.setup.config import ModelConfig
 
     torch.manual_seed(0)
-    # the small preset's model: R = 4, H = 8, d = 256, v = 8192 (rflens.scales)
+    # the small preset's model: R = 4, H = 8, d = 256, v = 8192 (rflens.setup.scales)
     kw = {"window": 128} if pos == "window" else {}
     model = TransformerLM(ModelConfig(pos=pos, n_layer=4, n_head=8, d_model=256, vocab_size=8192, **kw)).eval()
     segments = np.random.default_rng(0).integers(0, 8192, size=(batch, length + 1))
@@ -56,9 +56,9 @@ def setup(length: int, batch: int, pos: str):
             return F.cross_entropy(logits[:, -1], torch.as_tensor(segments[:, -1]), reduction="none").numpy()
 
     def ours():
-        return evaluate.last_token_nll(model, segments, [length], batch_size=batch, progress=False)[0]
+        return perplexity.last_token_nll(model, segments, [length], batch_size=batch, progress=False)[0]
 
-    return {"naive": naive, "rflens": ours}, evaluate.choose_kernel(model, length)
+    return {"naive": naive, "rflens": ours}, perplexity.choose_kernel(model, length)
 
 
 def memory_case(path: str, length: int, batch: int, pos: str) -> dict:

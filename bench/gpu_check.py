@@ -6,7 +6,7 @@
    FlexAttention): tokens/s over timed steps and the MFU against the device's bf16 peak.
 3. One ``small`` model trained end to end through the run store, with its time.
 4. The ``small`` book's training time estimated from that model's tokens/s (every model of
-   ``rflens.plan.model_plan("small")``, by its tokens).
+   ``rflens.experiments.book_models.model_plan("small")``, by its tokens).
 
     bash bench/gpu_check.sh               # everything, on the GPU
     bash bench/gpu_check.sh --dry-run     # on any machine: every step up to the first CUDA call
@@ -38,8 +38,8 @@ def log(msg: str) -> None:
 
 def flex_cases():
     """(scheme, ModelConfig) for the FlexAttention check: every scheme, 2 layers, d = 768."""
-    from rflens.config import ModelConfig
-    from rflens.schemes import NAMES
+    from rflens.setup.config import ModelConfig
+    from rflens.setup.schemes import NAMES
 
     out = []
     for pos in NAMES:
@@ -55,7 +55,7 @@ def rel_err(a, b) -> float:
 def check_flex(device, length: int = 512, batch: int = 4) -> list[dict]:
     import torch
 
-    from rflens.model import TransformerLM
+    from rflens.model.transformer import TransformerLM
 
     rows = []
     for pos, cfg in flex_cases():
@@ -81,7 +81,7 @@ def check_flex(device, length: int = 512, batch: int = 4) -> list[dict]:
 
 
 def paper_train_config():
-    from rflens import scales
+    from rflens.setup import scales
 
     full = scales.get("full")
     return full.model.replace(pos="alibi"), full.train.replace(dtype="bf16", compile=True, batch_size=8)
@@ -90,7 +90,7 @@ def paper_train_config():
 def check_compiled(device, steps: int = 100) -> dict:
     import torch
 
-    from rflens.train import build, lr_at, train_step
+    from rflens.training.trainer import build, lr_at, train_step
 
     mcfg, tcfg = paper_train_config()
     model, opt = build(mcfg, tcfg, device)
@@ -129,7 +129,7 @@ def small_model_item() -> dict:
 def check_small(store: Path) -> dict:
     import os
 
-    from rflens.runs import get_run
+    from rflens.store.runs import get_run
 
     os.environ["RFLENS_RUNS"] = str(store)
     it = small_model_item()
@@ -142,9 +142,9 @@ def check_small(store: Path) -> dict:
 
 
 def book_tokens(scale: str = "small") -> list[int]:
-    from rflens import plan as book_plan
+    from rflens.experiments import book_models
 
-    return [row["tokens"] for row in book_plan.training_cost(scale)]
+    return [row["tokens"] for row in book_models.training_cost(scale)]
 
 
 def main() -> int:
@@ -155,7 +155,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from rflens.model import TransformerLM
+    from rflens.model.transformer import TransformerLM
 
     log(f"torch {torch.__version__}; python {sys.version.split()[0]}")
     cases = flex_cases()

@@ -33,9 +33,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from rflens import attention  # noqa: E402
-from rflens.config import ModelConfig  # noqa: E402
-from rflens.model import TransformerLM  # noqa: E402
+from rflens.model import attention  # noqa: E402
+from rflens.setup.config import ModelConfig  # noqa: E402
+from rflens.model.transformer import TransformerLM  # noqa: E402
 
 THREADS = 2
 SIZES = {

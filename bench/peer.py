@@ -35,8 +35,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from rflens import scales
-from rflens.model import TransformerLM
+from rflens.model.transformer import TransformerLM
+from rflens.setup import scales
 
 SCHEMES = ("nope", "alibi", "rotary", "t5", "sinusoidal")
 

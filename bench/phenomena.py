@@ -8,11 +8,11 @@ as in the paper's code) at a few depths R, token budgets and training lengths L_
 measures for each model
 
 * last-token perplexity at L_ex = L_tr x 1, 2, 4, 8, 16 on N = 512 segments (the same
-  segments, hence the same scored tokens, for every model: rflens.evaluate.perplexity);
+  segments, hence the same scored tokens, for every model: rflens.measure.perplexity.perplexity);
 * r(L) = ppl(L) / ppl(L_tr) = exp(mean_i(NLL_i(L) - NLL_i(L_tr))), with a 95% PAIRED
   bootstrap interval: 1000 replicates of resampled segment indices, drawn once (seed 0)
   and reused for every length and every model;
-* the ERF (rflens.receptive, 99% of the cumulative gradient) on segments of 4 x L_tr;
+* the ERF (rflens.measure.receptive, 99% of the cumulative gradient) on segments of 4 x L_tr;
 * training minutes and tokens/s (one thread pinned to one core while the other core ran
   other work).
 
@@ -60,9 +60,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rflens.experiments import PILOT_FAILING as FAILING, PILOT_STABLE as STABLE  # the rule's two sides
-from rflens.results import BREAKS as FAIL_R, EXTRAPOLATION_TOLERANCE as STABLE_R
-from rflens.scales import mapped_exponents
+from rflens.experiments.tables import PILOT_FAILING as FAILING, PILOT_STABLE as STABLE  # the rule's two sides
+from rflens.measure.criterion import BREAKS as FAIL_R, EXTRAPOLATION_TOLERANCE as STABLE_R
+from rflens.setup.scales import mapped_exponents
 
 HERE = Path(__file__).resolve().parent
 OUT_JSON = HERE / "phenomena.json"
@@ -147,9 +147,9 @@ def model_id(R, d, l_tr, tokens, spec) -> str:
 
 def ratios(nll: np.ndarray) -> dict:
     """r(L) and its paired 95% bootstrap interval from per-segment NLLs (len(MULTS), N),
-    by rflens.results.paired_ratio (the book's statistics). The stored results of this pilot
+    by rflens.measure.intervals.paired_ratio (the book's statistics). The stored results of this pilot
     were computed with the same estimator and its own seeding of the segment draws."""
-    from rflens.results import paired_ratio
+    from rflens.measure.intervals import paired_ratio
 
     r, lo, hi = paired_ratio(nll, base=0, seed=BOOT_SEED, n_boot=N_BOOT)
     diff = nll - nll[0:1]  # (lengths, N): NLL_i(L) - NLL_i(L_tr)
@@ -163,7 +163,7 @@ def load_results() -> dict:
 
 
 def save_results(res: dict) -> None:
-    from rflens.runs import write_json
+    from rflens.store.runs import write_json
 
     write_json(OUT_JSON, res)
 
@@ -171,8 +171,9 @@ def save_results(res: dict) -> None:
 def run_model(R, d, l_tr, tokens, spec, stage) -> dict | None:
     import torch
 
-    from rflens import evaluate, receptive, runs
-    from rflens.config import EvalConfig
+    from rflens.measure import perplexity, receptive
+    from rflens.setup.config import EvalConfig
+    from rflens.store import runs
 
     got = model_overrides(spec, R, l_tr, d)
     mid = model_id(R, d, l_tr, tokens, spec)
@@ -192,7 +193,7 @@ def run_model(R, d, l_tr, tokens, spec, stage) -> dict | None:
     ev = EvalConfig(length_mults=MULTS, n_segments=N_SEGMENTS, batch_size=32, erf_length_mult=4,
                     erf_samples=ERF_SAMPLES, erf_threshold=0.99, seed=0)
     t1 = time.perf_counter()
-    ppl = evaluate.perplexity(run, eval_cfg=ev, progress=False)
+    ppl = perplexity.perplexity(run, eval_cfg=ev, progress=False)
     erf = receptive.receptive_field(run, eval_cfg=ev, progress=False)
     t_eval = time.perf_counter() - t1
     nll = np.asarray(ppl["nll_per_segment"], dtype=np.float64)

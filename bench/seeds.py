@@ -29,7 +29,7 @@ START, END = "<!-- seeds-table:start -->", "<!-- seeds-table:end -->"
 
 def failing_side(sc) -> list[tuple[str, str, dict]]:
     """(label, pos, settings) of Table 1's failing side at this scale."""
-    from rflens import experiments as ex
+    from rflens.experiments import tables as ex
 
     out = []
     for family, fam in ex.FAMILIES.items():
@@ -40,9 +40,11 @@ def failing_side(sc) -> list[tuple[str, str, dict]]:
 
 
 def cmd_run(args) -> int:
-    from rflens import claims, parallel, scales
-    from rflens import experiments as ex
-    from rflens import results as rs
+    from rflens.claims import checks
+    from rflens.experiments import tables as ex
+    from rflens.measure import columns
+    from rflens.publish import parallel
+    from rflens.setup import scales
 
     sc = scales.get(args.scale)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -56,13 +58,13 @@ def cmd_run(args) -> int:
     done = parallel.run_items(sc.name, items, workers=args.workers, desc="seeds")
     print(f"{sum(d['trained'] for d in done)} model(s) trained in {time.time() - t0:.0f} s")
 
-    from rflens.runs import get_run
+    from rflens.store.runs import get_run
 
     result = {"scale": sc.name, "seeds": seeds, "table3": [], "claims": {}, "table1": [],
-              "criteria": {str(cid): claims.BY_ID[cid].criterion for cid in (14, 15)}}
+              "criteria": {str(cid): checks.BY_ID[cid].criterion for cid in (14, 15)}}
     for seed in seeds:
         t3 = ex.table3(sc.name, seed=seed, progress=False, train=False)
-        for c in claims.check({"table3": t3, "corpus": "prose"}, [14, 15]):
+        for c in checks.check({"table3": t3, "corpus": "prose"}, [14, 15]):
             result["claims"].setdefault(str(c["id"]), {})[str(seed)] = {"result": c["result"], "measured": c["measured"]}
         top = sc.train.l_tr * max(sc.eval.length_mults)
         for _, row in t3.iterrows():
@@ -72,7 +74,7 @@ def cmd_run(args) -> int:
         for label, pos, settings in failing_side(sc):
             run = get_run(sc.name, pos, "prose", {**settings, **over}, train=False, progress=False)
             row = {}
-            rs.add_ppl_columns(row, ex.measure_ppl(run), run.train_cfg.l_tr)
+            columns.add_ppl_columns(row, ex.measure_ppl(run), run.train_cfg.l_tr)
             result["table1"].append({"seed": seed, "label": label, "r_top": row[f"r@{top}"],
                                      "r_lo": row[f"r_lo@{top}"], "r_hi": row[f"r_hi@{top}"]})
     from rflens.storage import write_json

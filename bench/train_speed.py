@@ -1,10 +1,10 @@
 """One CPU core's training speed: the step as it was (unfused loss, for-loop AdamW) against
-the step rflens.train takes now, in the same process, interleaved rounds.
+the step rflens.training.trainer takes now, in the same process, interleaved rounds.
 
 Each size builds two identical models from one seed. The baseline computes the loss as
 ``F.cross_entropy(model(idx), targets)`` (the (B L, v) logits whole) and steps a for-loop
-AdamW; the current step is ``rflens.train.train_step`` on ``TransformerLM.loss`` (the LM
-head and the loss fused in blocks of rows) with the optimizer ``rflens.train.build`` makes.
+AdamW; the current step is ``rflens.training.trainer.train_step`` on ``TransformerLM.loss`` (the LM
+head and the loss fused in blocks of rows) with the optimizer ``rflens.training.trainer.build`` makes.
 Both take the same random batches. The core's matmul peak (a 1024^3 fp32 matmul) is timed
 in the same rounds, so MFU = model FLOPs per second / that peak is read against this machine
 at this moment. One thread; pin the process to a core (``taskset -c 1``) and run nothing
@@ -24,8 +24,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from rflens import scales
-from rflens.train import build, train_step
+from rflens.setup import scales
+from rflens.training.trainer import build, train_step
 
 STEPS = {"tiny": 20, "small": 2}  # timed steps per round
 

@@ -1,6 +1,6 @@
 """Training throughput of every positional scheme on the CPU, against causal SDPA without bias.
 
-For each preset size (tiny, small) and each scheme, a training step as rflens.train takes
+For each preset size (tiny, small) and each scheme, a training step as rflens.training.trainer takes
 it (AdamW, gradient clipping, the model's default kernel, fp32) runs on random tokens.
 Machines here are shared and noisy, so the schemes are timed in interleaved rounds (a
 different order each round) and every number is the median over rounds; the ratios to
@@ -21,9 +21,9 @@ import time
 
 import torch
 
-from rflens import scales
-from rflens.schemes import NAMES, RELATIVE
-from rflens.speed import time_steps
+from rflens.experiments.speed import time_steps
+from rflens.setup import scales
+from rflens.setup.schemes import NAMES, RELATIVE
 
 PEAK_FLOPS = 190e9  # fp32, 2 threads (bench/README.md)
 
@@ -35,8 +35,8 @@ def model_cfg(size: str, pos: str):
 
 
 def bench_size(size: str, schemes: list[str], rounds: int, steps: int, warmup: int) -> dict:
-    """Median over rounds of the seconds per training step, side by side (rflens.speed)."""
-    from rflens.model import TransformerLM
+    """Median over rounds of the seconds per training step, side by side (rflens.experiments.speed)."""
+    from rflens.model.transformer import TransformerLM
 
     s = scales.get(size)
     cfg = s.train

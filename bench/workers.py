@@ -23,8 +23,8 @@ import os
 import tempfile
 import time
 
-from rflens import experiments as ex
-from rflens import parallel
+from rflens.experiments import tables as ex
+from rflens.publish import parallel
 
 
 def load(stop) -> None:
@@ -55,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     specs = ex.table1_models("tiny")[:args.models]
     items = [{"pos": s.pos, "corpus": s.corpus, "overrides": {**s.settings, "steps": args.steps}} for s in specs]
-    from rflens.settings import resolve
+    from rflens.setup.settings import resolve
 
     tcfg = resolve("tiny", items[0]["pos"], "prose", items[0]["overrides"]).train
     tokens = len(items) * tcfg.steps * tcfg.batch_size * tcfg.l_tr

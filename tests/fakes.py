@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class FakeRun:
-    """The part of rflens.runs.Run that evaluate and receptive use: a model, a corpus, a
+    """The part of rflens.store.runs.Run that evaluate and receptive use: a model, a corpus, a
     training length of 8, and a results cache in memory that counts its computations."""
 
     scale = None

@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rflens import attention, positional
-from rflens.config import ModelConfig
-from rflens.model import TransformerLM
 from rflens.errors import ConfigError, UserError
+from rflens.model import attention, positional
+from rflens.model.transformer import TransformerLM
+from rflens.setup.config import ModelConfig
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 H, HD = 3, 8

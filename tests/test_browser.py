@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import pytest
 from plotly_overlaps import OVERLAPS_JS, TEXT_OVERLAPS_JS
 
-from rflens.scales import BOOK_LONG
+from rflens.setup.scales import BOOK_LONG
 
 pytestmark = pytest.mark.browser
 
@@ -249,7 +249,7 @@ def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_sc
     """The first screen: what the book finds (the counts of the board that chapter 9 of this
     build wrote to the run store, and the long run's), the model, and the key figure drawn
     right under them; the "this build" box follows."""
-    from rflens import scoreboard
+    from rflens.claims import scoreboard
 
     counts = scoreboard.summary(scoreboard.load_scoreboard("smoke"))
     with Visit(browser, f"{server}/book/index.html") as visit:

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from rflens import bundle, storage
+from rflens import storage
 from rflens.cli import main
+from rflens.store import bundle
 
 CONTROL = "long-repeated"
 READERS = (["emergence", "--scale", CONTROL, "--list"], ["reproduce", "--scale", CONTROL, "--plan"],

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from rflens import scales
 from rflens.cli import main
+from rflens.setup import scales, settings
 
 
 def test_chapters_the_bundle_cannot_build_are_sent_to_a_preset_that_trains(capsys):
@@ -37,10 +37,10 @@ def test_a_shipped_model_without_weights_names_the_command_that_trains_a_copy(ca
 
 
 def _fake_training(monkeypatch, capsys):
-    """rflens.train.train replaced: it records its settings and what stderr held when it was
+    """rflens.training.trainer.train replaced: it records its settings and what stderr held when it was
     called, then stops the command (nothing is trained)."""
-    from rflens import train as training
     from rflens.errors import UserError
+    from rflens.training import trainer as training
 
     started = []
 
@@ -55,8 +55,8 @@ def _fake_training(monkeypatch, capsys):
 def test_a_long_preset_model_the_store_lacks_is_not_trained_by_a_measuring_command(capsys, tmp_path, monkeypatch):
     """evaluate and erf at a long preset name `train` and its hours instead of starting a
     2^15-step training; the named command says the cost before it trains those settings."""
-    from rflens import settings
-    from rflens.config import parse_overrides
+    from rflens.setup import settings
+    from rflens.setup.config import parse_overrides
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     started = _fake_training(monkeypatch, capsys)
@@ -107,7 +107,7 @@ def test_a_training_of_minutes_or_more_says_its_hours_before_it_starts_at_any_pr
 
 
 def test_on_a_gpu_the_announced_training_gives_no_one_core_hours(monkeypatch):
-    from rflens import runs, settings
+    from rflens.store import runs
 
     _, model_cfg, _, train_cfg = settings.resolve("tiny", "alibi", "prose", {"steps": 100000})
     monkeypatch.setattr(runs, "cuda_available", lambda: True)
@@ -118,7 +118,8 @@ def test_on_a_gpu_the_announced_training_gives_no_one_core_hours(monkeypatch):
 def test_a_damaged_checkpoint_met_by_a_measuring_command_names_the_train_command_that_starts_over(
         capsys, tmp_path, monkeypatch, command):
     """evaluate and erf have no --retrain: the fix they name is the train command with it."""
-    from rflens import data, runs, settings
+    from rflens import data
+    from rflens.store import runs
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     _, model_cfg, data_cfg, train_cfg = settings.resolve("smoke", "alibi", "prose", {})
@@ -137,7 +138,7 @@ def test_a_damaged_checkpoint_met_by_a_measuring_command_names_the_train_command
 def test_claims_says_what_it_trains_first_before_it_starts(capsys, tmp_path, monkeypatch):
     """The board at a preset that trains: the models the run store lacks, and their hours on
     one core, said before the first is trained (nothing at all when they take seconds)."""
-    from rflens import scoreboard
+    from rflens.claims import scoreboard
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     seen = []
@@ -157,7 +158,7 @@ def test_claims_says_what_it_trains_first_before_it_starts(capsys, tmp_path, mon
 def test_reproduce_says_what_it_trains_first_before_it_starts(capsys, tmp_path, monkeypatch):
     import os
 
-    from rflens import reproduce
+    from rflens.publish import reproduce
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(os, "environ", os.environ.copy())  # reproduce sets the kernel's variables

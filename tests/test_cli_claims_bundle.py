@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from rflens import bundle
 from rflens.cli import main
+from rflens.store import bundle
 
 
 @pytest.mark.parametrize("target", ["alibi_slope_shift=4/nll.npz", "nope/result.json"])

@@ -10,10 +10,12 @@ import stat
 
 import pytest
 
-from rflens import runs, settings, storage
+from rflens import storage
 from rflens.cli import main
-from rflens.config import ModelConfig, TrainConfig, parse_overrides
 from rflens.errors import ConfigError, UserError
+from rflens.setup import settings
+from rflens.setup.config import ModelConfig, parse_overrides, TrainConfig
+from rflens.store import runs
 
 
 @pytest.fixture()
@@ -102,7 +104,7 @@ def test_user_errors_are_the_ones_the_cli_turns_into_one_line():
     ({"corpora": "poetry"}, "corpora"), ({"mfu": 2.0}, "mfu"), ({"n_head": 0}, "n_head"), ({"windw": 8}, "windw"),
 ])
 def test_chapter_parameters_are_checked_by_value(params, words):
-    from rflens.notebook import check_parameters
+    from rflens.publish.notebook import check_parameters
 
     with pytest.raises(UserError, match=words):
         check_parameters(**params)
@@ -150,7 +152,7 @@ def test_a_damaged_run_file_is_one_line_and_the_store_still_lists(name, text, st
 
 
 def test_a_failed_training_is_listed_as_failed_and_cleaned(store, monkeypatch, capsys):
-    from rflens import train as training
+    from rflens.training import trainer as training
 
     def boom(*args, **kwargs):
         raise RuntimeError("loss is nan at step 3")
@@ -206,10 +208,10 @@ def test_a_diverged_training_stops_with_the_step_and_stores_nothing_complete(sto
 
 @pytest.mark.parametrize("edit", ["ppl", "{}", "null", "[]"])
 def test_an_edited_or_damaged_result_is_recomputed_not_trusted(edit, store, capsys):
-    from rflens import evaluate
+    from rflens.measure import perplexity
 
     run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
-    first = evaluate.perplexity(run, lengths=[16], n=4, progress=False)
+    first = perplexity.perplexity(run, lengths=[16], n=4, progress=False)
     (path,) = (run.path / "results").glob("perplexity*.json")
     if edit == "ppl":
         entry = json.loads(path.read_text())
@@ -217,7 +219,7 @@ def test_an_edited_or_damaged_result_is_recomputed_not_trusted(edit, store, caps
         path.write_text(json.dumps(entry))
     else:
         path.write_text(edit)
-    again = evaluate.perplexity(run, lengths=[16], n=4, progress=False)
+    again = perplexity.perplexity(run, lengths=[16], n=4, progress=False)
     assert again["ppl"] == first["ppl"] and again["ppl"][0] != 1.0
     if edit == "ppl":
         assert "fails its checksum" in capsys.readouterr().err
@@ -239,7 +241,7 @@ def test_a_finished_run_holds_only_what_it_needs(store):
 ])
 def test_a_command_that_would_not_fit_in_memory_is_refused_before_it_allocates(argv, words, store, monkeypatch,
                                                                               capsys):
-    from rflens import resources
+    from rflens.measure import resources
 
     monkeypatch.setattr(resources, "available_bytes", lambda: 2 * 10**9)  # a 2 GB machine
     line = one_line_error(capsys, *argv)
@@ -250,7 +252,7 @@ def test_a_training_length_too_long_for_memory_is_refused_before_any_work_that_g
                                                                                          capsys):
     """l_tr = 10^9 once built 4 GB bias tables for minutes (the nan check of the scheme's bias)
     before the memory estimate refused it; the estimate comes first."""
-    from rflens import positional
+    from rflens.model import positional
 
     def check_bias(cfg, length, scheme=None):
         raise AssertionError(f"the bias was built over {length} distances before the memory check")
@@ -336,7 +338,7 @@ def test_a_bias_that_is_not_finite_names_the_setting(pos, pairs, words, store, c
 
 
 def test_absurd_steps_are_refused_with_the_bound_named(store, capsys):
-    from rflens.config import MAX_STEPS
+    from rflens.setup.config import MAX_STEPS
 
     line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", "steps=99999999999999999999")
     assert "steps" in line and f"{MAX_STEPS:,}" in line
@@ -345,7 +347,7 @@ def test_absurd_steps_are_refused_with_the_bound_named(store, capsys):
 
 
 def test_reproduce_refuses_more_workers_than_cores(monkeypatch, capsys):
-    from rflens import parallel
+    from rflens.publish import parallel
 
     monkeypatch.setattr(parallel, "default_workers", lambda: 4)
     line = one_line_error(capsys, "reproduce", "--scale", "smoke", "--chapters", "03", "--workers", "1000", "--plan")
@@ -355,7 +357,7 @@ def test_reproduce_refuses_more_workers_than_cores(monkeypatch, capsys):
 @pytest.mark.parametrize("pair, words", [("d_model=65536", "d_model"), ("n_layer=100000", "n_layer"),
                                          ("vocab_size=100000000", "vocab_size")])
 def test_a_memory_refusal_names_the_setting_that_caused_it(pair, words, store, monkeypatch, capsys):
-    from rflens import resources
+    from rflens.measure import resources
 
     monkeypatch.setattr(resources, "available_bytes", lambda: 2 * 10**9)
     line = one_line_error(capsys, "train", "--scale", "smoke", "--quiet", "--set", pair)
@@ -364,7 +366,7 @@ def test_a_memory_refusal_names_the_setting_that_caused_it(pair, words, store, m
 
 
 def test_a_receptive_field_over_too_many_segments_names_n(store, monkeypatch, capsys):
-    from rflens import resources
+    from rflens.measure import resources
 
     monkeypatch.setattr(resources, "available_bytes", lambda: 2 * 10**9)
     line = one_line_error(capsys, "erf", "--scale", "smoke", "--quiet", "--n", "100000000")
@@ -396,7 +398,7 @@ def test_runs_export_refuses_an_empty_folder_name_and_a_file(store, tmp_path, ca
 
 
 def test_a_killed_training_is_listed_as_interrupted_and_a_live_one_as_in_progress(store, monkeypatch, capsys):
-    from rflens import train as training
+    from rflens.training import trainer as training
 
     def killed(*args, out_dir, **kwargs):  # a kill -9 after the checkpoint of step 30: no failure mark
         storage.write_json(out_dir / "checkpoint.json", {"step": 30})
@@ -422,8 +424,8 @@ def test_the_evaluation_estimate_counts_every_allocation_that_grows_with_n(store
     replicates and the cached per-segment NLLs."""
     import tracemalloc
 
-    from rflens import evaluate, resources
-    from rflens.results import N_BOOTSTRAP
+    from rflens.measure import perplexity, resources
+    from rflens.measure.intervals import N_BOOTSTRAP
 
     run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
     n = 20_000
@@ -432,7 +434,7 @@ def test_the_evaluation_estimate_counts_every_allocation_that_grows_with_n(store
     run.load_model(), run.corpus()  # loaded before measuring: not part of the estimate
     tracemalloc.start()
     try:
-        evaluate.perplexity(run, lengths=[16], n=n, progress=False)
+        perplexity.perplexity(run, lengths=[16], n=n, progress=False)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -440,7 +442,7 @@ def test_the_evaluation_estimate_counts_every_allocation_that_grows_with_n(store
 
 
 def test_an_evaluation_whose_bootstrap_would_not_fit_is_refused(store, monkeypatch, capsys):
-    from rflens import resources
+    from rflens.measure import resources
 
     assert resources.evaluation_bytes(10**8, 16, 1, 8, ModelConfig()) > 2.4e12  # before anything runs
     monkeypatch.setattr(resources, "available_bytes", lambda: 24 * 10**9)  # the machine of the report

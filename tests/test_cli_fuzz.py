@@ -11,7 +11,7 @@ import io
 import pytest
 
 from rflens.cli import main
-from rflens.config import SETTINGS
+from rflens.setup.config import SETTINGS
 
 VALUES = ("abc", "nan", "-1", "0", "1000000000")
 COMMANDS = {

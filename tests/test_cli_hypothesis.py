@@ -122,7 +122,7 @@ def _field_values(st, section, name):
 
 
 def _set_pairs(st, sections=None):
-    from rflens.config import SETTINGS
+    from rflens.setup.config import SETTINGS
 
     keys = []
     for section, cls in SETTINGS.items():
@@ -148,7 +148,7 @@ def _sets(pairs):
 def _strategies():
     from hypothesis import strategies as st
 
-    from rflens.schemes import TABLE
+    from rflens.setup.schemes import TABLE
 
     schemes = sorted(TABLE)
     pos = st.one_of(st.sampled_from(schemes), st.sampled_from(["", "nosuch", "ALIBI", "é", "window"]))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from rflens.config import DataConfig, EvalConfig, ModelConfig, TrainConfig, parse_overrides
 from rflens.errors import ConfigError, UserError
+from rflens.setup.config import DataConfig, EvalConfig, ModelConfig, parse_overrides, TrainConfig
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,10 @@ import numpy as np
 import pytest
 
 from rflens import data as D
-from rflens.cli import data as cli_data
-from rflens.cli import main as cli_main
-from rflens.config import CORPORA, DataConfig
+from rflens.cli import data as cli_data, main as cli_main
 from rflens.data import build as B
 from rflens.errors import UserError
+from rflens.setup.config import CORPORA, DataConfig
 
 SMALL = 120_000  # bytes of each corpus in the fast tests
 VOCAB = 320
@@ -211,10 +210,9 @@ def test_other_source_version_is_rebuilt_with_a_message(tmp_path, capsys):
 CHILD = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from rflens import data as D
-    from rflens import storage
-    from rflens.config import DataConfig
+    from rflens import data as D, storage
     from rflens.data import build as B
+    from rflens.setup.config import DataConfig
     root, target, flag = sys.argv[1], sys.argv[2], sys.argv[3]
     limit = B._limit_bytes
     B._limit_bytes = lambda docs, n: limit(docs, n)[:-1]          # a different build

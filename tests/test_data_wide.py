@@ -19,11 +19,9 @@ import pytest
 
 from rflens import data as D
 from rflens.cli import main as cli_main
-from rflens.config import WIDE_CORPORA, DataConfig
-from rflens.data import archives as A
-from rflens.data import build as B
-from rflens.data import wide as W
+from rflens.data import archives as A, build as B, wide as W
 from rflens.errors import UserError
+from rflens.setup.config import DataConfig, WIDE_CORPORA
 
 WORDS = ("river stone light market winter garden paper silver engine harbour music letter doctor "
          "village morning bridge window forest station table mountain teacher summer number").split()

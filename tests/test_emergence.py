@@ -1,4 +1,4 @@
-"""The long run's branches, bundle and command (rflens.emergence), at the smoke preset."""
+"""The long run's branches, bundle and command (rflens.longrun.plan), at the smoke preset."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from rflens import bundle, emergence, machine, runs, settings, storage
-from rflens import train as training
-from rflens.config import DataConfig
+from rflens import storage
 from rflens.errors import UserError
-from rflens.train import OutOfTime, point_steps
+from rflens.longrun import emergence, plan
+from rflens.setup import settings
+from rflens.setup.config import DataConfig
+from rflens.store import bundle, runs
+from rflens.training import machine, trainer as training
+from rflens.training.trainer import OutOfTime, point_steps
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
 CONTROL = "long-repeated"  # the first long run: a complete, read-only bundle in the repository
@@ -25,7 +28,7 @@ def stores(store, reference):
 
 
 def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():
-    from rflens.train import lr_at
+    from rflens.training.trainer import lr_at
 
     cfg = settings.resolve("smoke", "alibi", "prose", dict(WSD))[3]
     short = cfg.replace(steps=16)
@@ -37,12 +40,12 @@ def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():
 def test_a_branch_is_the_finished_shorter_run(stores):
     """The point at 16 steps, cooled down from the 32-step run, is the 16-step wsd run
     trained on its own: the same NLLs to the bit."""
-    spec = emergence.LongModel("alibi", WSD)
+    spec = plan.LongModel("alibi", WSD)
     out = emergence.run(spec, "smoke", progress=False)
     shipped = bundle.load(spec.name, "smoke")
     assert [p["steps"] for p in shipped["points"]] == [4, 8, 16, 32]
     alone = runs.get_run("smoke", "alibi", "prose", {**dict(WSD), "steps": 16}, progress=False)
-    from rflens.scales import get
+    from rflens.setup.scales import get
 
     m = emergence.measure(alone.load_model(), alone.corpus(), get("smoke").eval, 16)
     point = next(p for p in shipped["points"] if p["steps"] == 16)
@@ -52,7 +55,7 @@ def test_a_branch_is_the_finished_shorter_run(stores):
 
 
 def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, monkeypatch):
-    spec = emergence.LongModel("alibi", WSD)
+    spec = plan.LongModel("alibi", WSD)
     emergence.run(spec, "smoke", progress=False)
     first = bundle.load(spec.name, "smoke")
     assert first["complete"] and first["stopped_at_step"] is None
@@ -75,7 +78,7 @@ def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, m
 
 
 def test_a_damaged_bundle_is_one_line_naming_the_fix(stores):
-    spec = emergence.LongModel("alibi", WSD)
+    spec = plan.LongModel("alibi", WSD)
     out = emergence.run(spec, "smoke", progress=False)
     with pytest.raises(UserError, match="holds no model .* --list. shows what it holds"):
         bundle.load("nope", "smoke")
@@ -163,31 +166,31 @@ def main_exit(argv) -> int:
 
 
 def test_the_plan_starts_with_the_thesis_models():
-    names = [s.name for s in emergence.models("long")]
+    names = [s.name for s in plan.models("long")]
     assert names[:4] == ["alibi_slope_shift=4", "window_window=30", "alibi_same_slope=4", "nope"]
     assert len(names) == len(set(names))
-    families = emergence.by_experiment("long")
+    families = plan.by_experiment("long")
     assert {s.name for specs in families.values() for s in specs} == set(names)  # every model answers a family
     assert [s.name for s in families["Table 3 on code"]] == [n for n in names if n.endswith("_code")]
     with pytest.raises(UserError, match="choose from"):
-        emergence.named("alibi_slope_shift=99")
-    title, delta = emergence.sweep("long")  # the key figure's models: ALiBi's Δ sweep, flattest last
+        plan.named("alibi_slope_shift=99")
+    title, delta = plan.sweep("long")  # the key figure's models: ALiBi's Δ sweep, flattest last
     assert title.startswith("Table 1: ALiBi") and delta == [s.name for s in families[title]]
     assert delta[-1] == "alibi_slope_shift=4" and all(n.startswith("alibi_slope_shift=") for n in delta)
 
 
 def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_three_seeds():
-    from rflens import scales
+    from rflens.setup import scales
 
-    names = [s.name for s in emergence.models("long")]
+    names = [s.name for s in plan.models("long")]
     # the paper's Delta = 6 at 4 L_tr and w = 160 at 2 L_tr, mapped to L_tr = 32, each with 1024 tokens a step,
     # planned whatever the Table 1 model does, right after the thesis models with their Table 1 partners
     assert names[4:7] == ["alibi_slope_shift=2_batch_size=8_l_tr=128", "alibi_slope_shift=2",
                           "window_window=30_batch_size=16_l_tr=64"]
     assert "sinusoidal_batch_size=16_l_tr=64" in names  # Figure 7's two L_tr on the same tokens
     seeded = [n for n in names if "_seed=" in n]
-    assert len(seeded) == 2 * 11 and set(emergence.seeded("alibi_slope_shift=-7")) <= set(names)
-    assert emergence.seeded("rotary") == ["rotary", "rotary_seed=1", "rotary_seed=2"]
+    assert len(seeded) == 2 * 11 and set(plan.seeded("alibi_slope_shift=-7")) <= set(names)
+    assert plan.seeded("rotary") == ["rotary", "rotary_seed=1", "rotary_seed=2"]
     r = settings.resolve("long", "alibi", "math", {"seed": 2})
     assert r.data.corpus == "math-tex" and r.train.seed == 2 and r.scale.eval.n_segments == 1024
     assert settings.resolve(CONTROL, "alibi", "math").data.corpus == "math"  # the control keeps its corpora
@@ -196,7 +199,7 @@ def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_t
 
 def test_the_control_bundle_is_never_trained_into(stores):
     with pytest.raises(UserError, match="read-only control"):
-        emergence.run(emergence.LongModel("nope"), CONTROL, progress=False)
+        emergence.run(plan.LongModel("nope"), CONTROL, progress=False)
 
 
 # every shipped model of the repository's long runs, as (preset, name)
@@ -222,7 +225,7 @@ def test_the_shipped_bundle_holds_exactly_what_its_manifest_lists():
 @pytest.mark.parametrize("scale, name", _shipped(SHIPPED))
 def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name):
     result = bundle.load(name, scale)  # verifies every sha256 first
-    spec = emergence.named(name, scale)
+    spec = plan.named(name, scale)
     _, model_cfg, data_cfg, train_cfg = settings.resolve(scale, spec.pos, spec.corpus, spec.settings())
     assert result["scale"] == scale and DataConfig.from_dict(result["data"]) == data_cfg
     assert result["model"] == model_cfg.to_dict() and result["train"] == train_cfg.to_dict()
@@ -252,8 +255,8 @@ def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(scale, nam
     from safetensors.torch import load_model
 
     from rflens import data
-    from rflens.config import DataConfig, EvalConfig, ModelConfig
-    from rflens.model import TransformerLM
+    from rflens.model.transformer import TransformerLM
+    from rflens.setup.config import DataConfig, EvalConfig, ModelConfig
 
     result = bundle.load(name, scale)
     model = TransformerLM(ModelConfig.from_dict(result["model"]))
@@ -274,7 +277,7 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
     assert main(["emergence", "--list"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "to train  alibi_slope_shift=4" and "no finished model shipped yet" in out
-    out = emergence.run(emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke",
+    out = emergence.run(plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke",
                         progress=False)
     # a speed needs training time beyond the measuring: an 8-step model's wall times are too short to be sure of it
     result = bundle.read_result(out)
@@ -284,8 +287,8 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
     assert main(["emergence", "--scale", "smoke", "--list"]) == 0
     out = capsys.readouterr().out
     assert "hours on one core" in out and "1 shipped model(s) trained on other machines" in out
-    shipped = emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
-    monkeypatch.setattr(emergence, "models", lambda scale="long": [shipped])
+    shipped = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    monkeypatch.setattr(plan, "models", lambda scale="long": [shipped])
     assert main(["emergence", "--scale", "smoke", "--list"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "nothing to train: the bundle holds every model of the plan (1)"
     assert main(["emergence", "--minutes", "-1"]) == 2
@@ -369,22 +372,22 @@ def test_every_model_of_the_long_run_has_a_colour_of_its_own():
 
 
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
-    from rflens import scales
+    from rflens.setup import scales
 
-    flattest = emergence.LongModel("alibi", (("slope_shift", max(scales.get(CONTROL).sweeps.slope_shift)),))
+    flattest = plan.LongModel("alibi", (("slope_shift", max(scales.get(CONTROL).sweeps.slope_shift)),))
     monkeypatch.setattr(bundle, "complete", lambda scale="long": set())
-    assert not any("l_tr=" in s.name for s in emergence.models(CONTROL) if s.pos == "alibi")
+    assert not any("l_tr=" in s.name for s in plan.models(CONTROL) if s.pos == "alibi")
     monkeypatch.setattr(bundle, "complete", lambda scale="long": {flattest.name})
     point = {"ppl": [50.0, 60.0, 80.0, 90.0, 100.0], "r_high": [1.0, 1.3, 1.7, 1.9, 2.1], "erf": 300,
              "lengths": [32, 64, 128, 256, 512]}
     monkeypatch.setattr(bundle, "load", lambda name, scale="long": {"points": [point], "train": {"l_tr": 32}})
-    names = [s.name for s in emergence.models(CONTROL)]
+    names = [s.name for s in plan.models(CONTROL)]
     assert "alibi_slope_shift=4_batch_size=2_l_tr=512" in names  # 32 x 2^4 = 512 covers the ERF of 300
     assert names.index("alibi_slope_shift=4_batch_size=2_l_tr=512") < names.index("sinusoidal")
 
 
 def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
-    spec = emergence.LongModel("alibi", WSD)
+    spec = plan.LongModel("alibi", WSD)
     emergence.run(spec, "smoke", progress=False)
     assert bundle.table("smoke", names=[]).empty and len(bundle.table("smoke")) == 4
     em = bundle.table("smoke")
@@ -394,7 +397,7 @@ def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
     prov = bundle.provenance("smoke")
     assert list(prov["finished"]) == [True] and prov["points"].iloc[0] == 4 and prov["threads"].iloc[0] >= 1
     assert list(prov["device"]) == [machine.device_name(machine.device())]  # "cpu" here
-    assert emergence.table1_names("long") == []  # nothing shipped in this store
+    assert plan.table1_names("long") == []  # nothing shipped in this store
 
 
 def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
@@ -409,7 +412,7 @@ def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
     assert emergence.drift_tolerance({"torch": torch.__version__}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({**here, "device": "NVIDIA H200"}) == emergence.DRIFT_TOLERANCE_ELSEWHERE
     assert emergence.drift_tolerance({**here, "device": "cpu"}) == expected
-    from rflens.reproduction import FALLBACK_BOUND  # re-measuring a model moves it less than retraining it
+    from rflens.longrun.recheck import FALLBACK_BOUND  # re-measuring a model moves it less than retraining it
 
     assert emergence.DRIFT_TOLERANCE < emergence.DRIFT_TOLERANCE_ELSEWHERE < FALLBACK_BOUND
 
@@ -419,22 +422,22 @@ def test_the_last_sizes_give_each_shipped_model_once_per_family_at_its_largest_s
 
     em = pd.concat([_synthetic([(1.1, 1.05, 1.15), (1.3, 1.2, 1.4)]).assign(name=name, label=name)
                     for name in ("sinusoidal", "nope")], ignore_index=True)
-    last = emergence.last_sizes(em, "long")
+    last = plan.last_sizes(em, "long")
     assert list(last.index) == [("NoPE and Figure 7: no bias, absolute positions", "nope"),
                                 ("NoPE and Figure 7: no bias, absolute positions", "sinusoidal"),
                                 ("Table 3 on prose", "sinusoidal")]  # Sinusoidal answers Figure 7 and Table 3
     assert last["r_horizon"].tolist() == [1.3] * 3 and last["tokens"].tolist() == [2**20] * 3
-    assert emergence.last_sizes(em.iloc[:0], "long").empty
+    assert plan.last_sizes(em.iloc[:0], "long").empty
 
 
 def test_the_bundles_files_and_the_training_state_each_have_one_reader():
-    """Only rflens.bundle names the bundle's files; only rflens.train loads a training state."""
+    """Only rflens.store.bundle names the bundle's files; only rflens.training.trainer loads a training state."""
     from pathlib import Path
 
     import rflens
 
     owners = {'"result.json"': {"bundle.py"}, '"nll.npz"': {"bundle.py"}, '"schedule_check.json"': {"bundle.py"},
-              "torch.load(": {"train.py"}}
+              "torch.load(": {"trainer.py"}}
     for path in Path(rflens.__file__).parent.rglob("*.py"):
         text = path.read_text()
         for needle, homes in owners.items():

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from rflens import emergence, reproduction
 from rflens.cli import main
 from rflens.errors import UserError
+from rflens.longrun import emergence, plan, recheck
 
 from test_emergence import WSD
 
@@ -18,7 +18,7 @@ def no_training(monkeypatch, tmp_path):
     """Record what would be trained or checked instead of doing it."""
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     calls = []
-    monkeypatch.setattr(reproduction, "check", lambda names, scale="long", **kw: calls.append(("check", names, kw)) or [])
+    monkeypatch.setattr(recheck, "check", lambda names, scale="long", **kw: calls.append(("check", names, kw)) or [])
     monkeypatch.setattr(emergence, "run", lambda spec, scale="long", **kw: calls.append(("run", spec.name, kw)) or "x")
     return calls
 
@@ -52,7 +52,7 @@ def test_a_model_another_process_trains_is_one_line_and_not_trained_twice(tmp_pa
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setattr(data, "prepare", lambda *a, **k: None)
     monkeypatch.setattr(emergence, "train", lambda *a, **k: pytest.fail("trained a model another process holds"))
-    spec = emergence.LongModel("alibi", WSD)
+    spec = plan.LongModel("alibi", WSD)
     name = spec.name
     lock = tmp_path / "runs" / "emergence" / "smoke" / f".{name}.lock"
     lock.parent.mkdir(parents=True)
@@ -74,11 +74,12 @@ def test_a_model_another_process_trains_is_one_line_and_not_trained_twice(tmp_pa
 def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monkeypatch, damage):
     import shutil
 
-    from rflens import bundle, storage
-    from rflens import train as training
-    from rflens.train import OutOfTime
+    from rflens import storage
+    from rflens.store import bundle
+    from rflens.training import trainer as training
+    from rflens.training.trainer import OutOfTime
 
-    spec = emergence.LongModel("alibi", WSD)
+    spec = plan.LongModel("alibi", WSD)
     checks = iter(range(100))
     monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
     with pytest.raises(OutOfTime):
@@ -110,7 +111,7 @@ NUMBER_WORDS = r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])"
 
 def _emergence_argv(st):
     """``emergence`` with a drawn --scale, --only, --check, --minutes, --list and --quiet."""
-    names = sorted({s.name for s in emergence.models("long")})
+    names = sorted({s.name for s in plan.models("long")})
     only = st.lists(st.one_of(st.sampled_from(names), st.sampled_from(FUZZ_JUNK)), min_size=0, max_size=3)
     check = st.one_of(st.integers(-3, 45).map(str), st.integers(-2 ** 70, 2 ** 70).map(str), st.sampled_from(FUZZ_CHECK))
 
@@ -154,9 +155,9 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
     def record(kind, names):  # what was printed before this model started
         calls.append((kind, list(names), out.getvalue()))
 
-    monkeypatch.setattr(reproduction, "check", lambda names, scale="long", **kw: record("check", names) or [
+    monkeypatch.setattr(recheck, "check", lambda names, scale="long", **kw: record("check", names) or [
         {"reproduced": True, "name": n} for n in names])
-    monkeypatch.setattr(reproduction, "render", lambda row: f"ok {row['name']}")
+    monkeypatch.setattr(recheck, "render", lambda row: f"ok {row['name']}")
     monkeypatch.setattr(emergence, "run", lambda spec, scale="long", **kw: record("run", [spec.name]) or "x")
 
     @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, print_blob=False,
@@ -215,12 +216,12 @@ FUZZ_EXAMPLES = 25  # and the explicit examples; 150 drawn examples passed when 
 
 
 def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkeypatch, capsys):
-    from rflens import bundle
+    from rflens.store import bundle
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
-    spec = emergence.LongModel("alibi", WSD)
-    monkeypatch.setattr(emergence, "models", lambda scale="long": [spec])  # the plan: this model
+    spec = plan.LongModel("alibi", WSD)
+    monkeypatch.setattr(plan, "models", lambda scale="long": [spec])  # the plan: this model
     emergence.run(spec, "smoke", progress=False)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 0
@@ -257,12 +258,13 @@ def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkey
 def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_path, monkeypatch, capsys):
     """A worker's folder renamed (or its result.json's name edited with a manifest to match)
     would join the bundle as another model of the plan: refused in one line, nothing joins."""
-    from rflens import bundle, storage
+    from rflens import storage
+    from rflens.store import bundle
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
-    spec, planned = emergence.LongModel("alibi", WSD), emergence.LongModel("alibi", (*WSD, ("slope_shift", 1)))
-    monkeypatch.setattr(emergence, "models", lambda scale="long": [spec, planned])  # the plan: these two
+    spec, planned = plan.LongModel("alibi", WSD), plan.LongModel("alibi", (*WSD, ("slope_shift", 1)))
+    monkeypatch.setattr(plan, "models", lambda scale="long": [spec, planned])  # the plan: these two
     emergence.run(spec, "smoke", progress=False)
     other = planned.name
     top = tmp_path / "worker" / "smoke"

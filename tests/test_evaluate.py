@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 import fakes
-from rflens import evaluate, results
-from rflens import model as model_mod
-from rflens.config import SCHEMES, EvalConfig, ModelConfig
 from rflens.errors import UserError
+from rflens.measure import intervals, perplexity
+from rflens.model import transformer as model_mod
+from rflens.setup.config import EvalConfig, ModelConfig, SCHEMES
 
 VOCAB = 61
 
@@ -49,7 +49,7 @@ def test_batched_last_token_matches_the_slow_loop(pos):
     model = make_model(pos)
     segments = make_segments(7, 41)
     lengths = [2, 5, 17, 40]
-    fast = evaluate.last_token_nll(model, segments, lengths, batch_size=3, progress=False)
+    fast = perplexity.last_token_nll(model, segments, lengths, batch_size=3, progress=False)
     slow = reference_last_token(model, segments, lengths)
     assert fast.shape == (4, 7)
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-5)
@@ -60,9 +60,9 @@ def test_memory_bounded_path_gives_the_same_nll(pos):
     # long inputs take the chunked kernel (several query blocks) and fewer segments per pass
     model = make_model(pos)
     segments = make_segments(3, 1101)
-    assert evaluate.choose_kernel(model, 1100) == "chunked" and evaluate.choose_kernel(model, 64) == "auto"
-    assert evaluate.rows_per_pass(1100, 8, max_tokens=2200) == 2 and evaluate.rows_per_pass(9000, 8) == 1
-    a = evaluate.last_token_nll(model, segments, [1100, 3], batch_size=8, max_tokens=2200, progress=False)
+    assert perplexity.choose_kernel(model, 1100) == "chunked" and perplexity.choose_kernel(model, 64) == "auto"
+    assert perplexity.rows_per_pass(1100, 8, max_tokens=2200) == 2 and perplexity.rows_per_pass(9000, 8) == 1
+    a = perplexity.last_token_nll(model, segments, [1100, 3], batch_size=8, max_tokens=2200, progress=False)
     b = reference_last_token(model, segments, [1100, 3])
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
 
@@ -86,7 +86,7 @@ def test_the_same_final_token_is_scored_at_every_length():
     model = ContextFree()
     segments = make_segments(5, 33)
     lengths = [32, 2, 8]
-    nll = evaluate.last_token_nll(model, segments, lengths, batch_size=5, progress=False)
+    nll = perplexity.last_token_nll(model, segments, lengths, batch_size=5, progress=False)
     expected = -F.log_softmax(model.bias.detach().double(), -1).numpy()[segments[:, -1]]
     for row in nll:
         np.testing.assert_allclose(row, expected, atol=1e-6)
@@ -98,7 +98,7 @@ def test_the_same_final_token_is_scored_at_every_length():
 @pytest.mark.parametrize("lengths", [[1], [0, 8], [-3], [], [33]])
 def test_bad_lengths_raise_one_line(lengths):
     with pytest.raises(UserError) as err:
-        evaluate.last_token_nll(ContextFree(), make_segments(2, 33), lengths, progress=False)
+        perplexity.last_token_nll(ContextFree(), make_segments(2, 33), lengths, progress=False)
     assert "\n" not in str(err.value)
 
 
@@ -125,7 +125,7 @@ def test_window_protocols_match_the_slow_loop(stride):
     tokens = make_segments(1, 200)[0]
     length = 16
     s = stride or length
-    got_sum, got_count = evaluate.window_nll(model, tokens, length, 9, stride=stride, batch_size=4, progress=False)
+    got_sum, got_count = perplexity.window_nll(model, tokens, length, 9, stride=stride, batch_size=4, progress=False)
     ref_sum, ref_count = reference_windows(model, tokens, length, 9, s)
     np.testing.assert_array_equal(got_count, ref_count)
     np.testing.assert_allclose(got_sum, ref_sum, rtol=1e-6, atol=1e-5)
@@ -135,26 +135,26 @@ def test_window_protocols_match_the_slow_loop(stride):
 
 def test_window_protocol_stops_at_the_end_of_the_stream():
     tokens = make_segments(1, 50)[0]
-    sums, counts = evaluate.window_nll(ContextFree(), tokens, 16, 100, progress=False)
+    sums, counts = perplexity.window_nll(ContextFree(), tokens, 16, 100, progress=False)
     assert len(sums) == 3  # (50 - 1 - 16) // 16 + 1 windows fit
     with pytest.raises(UserError):
-        evaluate.window_nll(ContextFree(), tokens[:10], 16, 1, progress=False)
+        perplexity.window_nll(ContextFree(), tokens[:10], 16, 1, progress=False)
     with pytest.raises(UserError):
-        evaluate.window_nll(ContextFree(), tokens, 16, 1, stride=17, progress=False)
+        perplexity.window_nll(ContextFree(), tokens, 16, 1, stride=17, progress=False)
 
 
 def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
     rng = np.random.default_rng(0)
     nll = rng.gamma(2.0, 1.5, size=200)
-    ppl, lo, hi = evaluate.bootstrap_ppl(nll, seed=3)
+    ppl, lo, hi = perplexity.bootstrap_ppl(nll, seed=3)
     assert lo < ppl < hi
     assert ppl == pytest.approx(np.exp(nll.mean()))
-    assert evaluate.bootstrap_ppl(nll, seed=3) == (ppl, lo, hi)
+    assert perplexity.bootstrap_ppl(nll, seed=3) == (ppl, lo, hi)
     # more segments, narrower interval
-    _, lo2, hi2 = evaluate.bootstrap_ppl(np.tile(nll, 16), seed=3)
+    _, lo2, hi2 = perplexity.bootstrap_ppl(np.tile(nll, 16), seed=3)
     assert hi2 - lo2 < (hi - lo) / 2
     # token-weighted units: sum / count
-    ppl_w, _, _ = evaluate.bootstrap_ppl([10.0, 2.0], [5, 1])
+    ppl_w, _, _ = perplexity.bootstrap_ppl([10.0, 2.0], [5, 1])
     assert ppl_w == pytest.approx(np.exp(12.0 / 6))
 
 
@@ -163,19 +163,19 @@ def test_a_kept_bootstrap_draw_gives_what_a_fresh_one_gives(monkeypatch):
     idx = np.random.default_rng(5).integers(0, 300, size=(1000, 300))
     boot = np.exp(nll[idx].mean(1))
     expected = (float(np.exp(nll.mean())), *map(float, np.quantile(boot, [0.025, 0.975])))
-    kept = evaluate.bootstrap_ppl(nll, seed=5)
-    assert kept == pytest.approx(expected, rel=1e-12) and evaluate.bootstrap_ppl(nll, seed=5) == kept
-    monkeypatch.setattr(evaluate, "_KEEP_DRAWS", 10)  # too large to keep: drawn afresh
-    assert evaluate.bootstrap_ppl(nll, seed=5) == kept
+    kept = perplexity.bootstrap_ppl(nll, seed=5)
+    assert kept == pytest.approx(expected, rel=1e-12) and perplexity.bootstrap_ppl(nll, seed=5) == kept
+    monkeypatch.setattr(perplexity, "_KEEP_DRAWS", 10)  # too large to keep: drawn afresh
+    assert perplexity.bootstrap_ppl(nll, seed=5) == kept
 
 
 @pytest.mark.parametrize("pos", SCHEMES)
 def test_every_scheme_gives_finite_perplexity_far_beyond_short_lengths(pos):
     model = make_model(pos)
     segments = make_segments(3, 257)
-    nll = evaluate.last_token_nll(model, segments, [8, 64, 256], batch_size=3, progress=False)
+    nll = perplexity.last_token_nll(model, segments, [8, 64, 256], batch_size=3, progress=False)
     assert np.isfinite(nll).all()
-    sums, _ = evaluate.window_nll(model, segments[0], 128, 2, stride=64, progress=False)
+    sums, _ = perplexity.window_nll(model, segments[0], 128, 2, stride=64, progress=False)
     assert np.isfinite(sums).all()
 
 
@@ -207,25 +207,25 @@ def FakeRun(model):
 def test_perplexity_defaults_and_cache():
     run = FakeRun(make_model("alibi"))
     ev = EvalConfig(n_segments=6, length_mults=(1, 2, 4))
-    res = evaluate.perplexity(run, progress=False, eval_cfg=ev)
+    res = perplexity.perplexity(run, progress=False, eval_cfg=ev)
     assert res["lengths"] == [8, 16, 32] and res["n"] == 6 and res["l_tr"] == 8
     assert all(lo <= p <= hi for p, lo, hi in zip(res["ppl"], res["ci_low"], res["ci_high"]))
     # exp of the mean NLL of the very segments eval_segments returns
     segs = FakeCorpus().eval_segments(6, 33, 0)
-    nll = evaluate.last_token_nll(run.model, segs, [8, 16, 32], progress=False)
+    nll = perplexity.last_token_nll(run.model, segs, [8, 16, 32], progress=False)
     np.testing.assert_allclose(res["ppl"], np.exp(nll.mean(1)), rtol=1e-9)
-    again = evaluate.perplexity(run, progress=False, eval_cfg=ev)
+    again = perplexity.perplexity(run, progress=False, eval_cfg=ev)
     assert again == res and run.computed == 1
     for protocol in ("non_overlapping", "sliding"):
-        r = evaluate.perplexity(run, protocol=protocol, lengths=[8, 16], n=4, progress=False, eval_cfg=ev)
+        r = perplexity.perplexity(run, protocol=protocol, lengths=[8, 16], n=4, progress=False, eval_cfg=ev)
         assert r["protocol"] == protocol and len(r["ppl"]) == 2 and np.isfinite(r["ppl"]).all()
     assert run.computed == 3
     with pytest.raises(UserError):
-        evaluate.perplexity(run, n=0, progress=False, eval_cfg=ev)
+        perplexity.perplexity(run, n=0, progress=False, eval_cfg=ev)
     with pytest.raises(UserError):
-        evaluate.perplexity(run, protocol="overlapping", progress=False, eval_cfg=ev)
+        perplexity.perplexity(run, protocol="overlapping", progress=False, eval_cfg=ev)
     with pytest.raises(UserError):
-        evaluate.perplexity(run, lengths=[1, 8], progress=False, eval_cfg=ev)
+        perplexity.perplexity(run, lengths=[1, 8], progress=False, eval_cfg=ev)
 
 
 # -----------------------------------------------------------------------------
@@ -235,10 +235,12 @@ def test_perplexity_defaults_and_cache():
 @pytest.mark.slow
 def test_smoke_run_end_to_end(store, tmp_path, monkeypatch, capsys):
 
-    from rflens import cli, receptive, runs
+    from rflens import cli
+    from rflens.measure import receptive
+    from rflens.store import runs
 
     run = runs.get_run("smoke", "alibi", "prose", progress=False)
-    res = evaluate.perplexity(run, progress=False)
+    res = perplexity.perplexity(run, progress=False)
     l_tr = run.train_cfg.l_tr
     assert res["lengths"] == [l_tr * m for m in (1, 2, 4, 8, 16)] and res["n"] == 16
     assert np.isfinite(res["ppl"]).all() and len(res["nll_per_segment"]) == 5
@@ -248,8 +250,8 @@ def test_smoke_run_end_to_end(store, tmp_path, monkeypatch, capsys):
     def boom(*a, **k):
         raise AssertionError("recomputed a cached result")
 
-    monkeypatch.setattr(evaluate, "last_token_nll", boom)
-    assert evaluate.perplexity(run, progress=False) == res
+    monkeypatch.setattr(perplexity, "last_token_nll", boom)
+    assert perplexity.perplexity(run, progress=False) == res
     assert main_json(cli, capsys, ["evaluate", "--scale", "smoke", "--quiet", "--json"]) == res
     monkeypatch.undo()
     monkeypatch.setenv("RFLENS_RUNS", str(store))
@@ -269,8 +271,8 @@ def test_smoke_run_end_to_end(store, tmp_path, monkeypatch, capsys):
 
     # a model with no positional dependence beyond its window: the three protocols score the
     # same region of the test split, so they agree within the last-token interval
-    ev = evaluate.eval_config(window_run).replace(n_segments=64)
-    by = {p: evaluate.perplexity(window_run, protocol=p, lengths=[64], progress=False, eval_cfg=ev)
+    ev = perplexity.eval_config(window_run).replace(n_segments=64)
+    by = {p: perplexity.perplexity(window_run, protocol=p, lengths=[64], progress=False, eval_cfg=ev)
           for p in ("last_token", "non_overlapping", "sliding")}
     low, high = by["last_token"]["ci_low"][0], by["last_token"]["ci_high"][0]
     assert low <= by["sliding"]["ppl"][0] <= high and low <= by["non_overlapping"]["ppl"][0] <= high
@@ -298,7 +300,7 @@ def main_json(cli, capsys, argv):
 def test_paired_ratio_of_identical_lengths_is_one_with_an_interval_holding_one():
     rng = np.random.default_rng(0)
     nll = np.repeat(rng.gamma(2.0, 2.0, size=(1, 512)), 3, axis=0)  # three lengths, the same losses
-    r, lo, hi = results.paired_ratio(nll)
+    r, lo, hi = intervals.paired_ratio(nll)
     assert np.allclose(r, 1.0) and np.all(lo <= 1.0) and np.all(hi >= 1.0)
     assert np.allclose(lo, 1.0) and np.allclose(hi, 1.0)  # no spread of differences: a point
 
@@ -312,7 +314,7 @@ def test_paired_ratio_covers_the_true_ratio_at_the_stated_rate():
     for trial in range(200):
         base = rng.gamma(2.0, 2.0, size=512)  # hard and easy tokens: a wide spread
         nll = np.stack([base, base + delta + rng.normal(0, 0.3, size=512)])
-        r, lo, hi = results.paired_ratio(nll, seed=trial, n_boot=400)
+        r, lo, hi = intervals.paired_ratio(nll, seed=trial, n_boot=400)
         covered += lo[1] <= np.exp(delta) <= hi[1]
         widths.append(hi[1] - lo[1])
     assert 0.90 <= covered / 200 <= 0.99
@@ -320,9 +322,9 @@ def test_paired_ratio_covers_the_true_ratio_at_the_stated_rate():
 
 
 def test_bootstrap_draws_are_shared_by_every_model_and_length():
-    a, b = results.bootstrap_indices(64, seed=3), results.bootstrap_indices(64, seed=3)
-    assert np.array_equal(a, b) and a.shape == (results.N_BOOTSTRAP, 64)
-    assert not np.array_equal(a, results.bootstrap_indices(64, seed=4))
+    a, b = intervals.bootstrap_indices(64, seed=3), intervals.bootstrap_indices(64, seed=3)
+    assert np.array_equal(a, b) and a.shape == (intervals.N_BOOTSTRAP, 64)
+    assert not np.array_equal(a, intervals.bootstrap_indices(64, seed=4))
 
 
 def test_a_window_model_reads_exactly_its_receptive_field():
@@ -334,9 +336,9 @@ def test_a_window_model_reads_exactly_its_receptive_field():
     model = model_mod.TransformerLM(cfg).eval()
     field = cfg.n_layer * (cfg.window - 1) + 1  # 7
     seg = np.random.default_rng(0).integers(0, 300, size=(8, 1100))
-    nll = evaluate.last_token_nll(model, seg, [field, 16, 64, 256, 1024], progress=False)  # 1024: chunked kernel
+    nll = perplexity.last_token_nll(model, seg, [field, 16, 64, 256, 1024], progress=False)  # 1024: chunked kernel
     assert np.abs(nll - nll[0]).max() < 1e-5
-    short = evaluate.last_token_nll(model, seg, [field - 1], progress=False)
+    short = perplexity.last_token_nll(model, seg, [field - 1], progress=False)
     assert np.abs(short - nll[0]).max() > 1e-4
 
 
@@ -349,6 +351,6 @@ def test_the_rising_rule_rarely_fires_on_a_model_that_cannot_rise():
     for trial in range(400):
         base = rng.gamma(2.0, 2.0, size=512)
         nll = np.stack([base, base + rng.normal(0, 0.3, size=512)])
-        _, lo, _ = results.paired_ratio(nll, seed=trial, n_boot=400)
+        _, lo, _ = intervals.paired_ratio(nll, seed=trial, n_boot=400)
         fired += lo[1] > 1.0
     assert fired / 400 <= 0.05

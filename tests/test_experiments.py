@@ -13,23 +13,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rflens import scales, scoreboard
-from rflens.config import ModelConfig
-from rflens import experiments as ex
-from rflens import pilot
-from rflens import core_cost
-from rflens import plan as book_plan
-from rflens import receptive
-from rflens import results as rs
-from rflens import speed
+from rflens.claims import scoreboard
+from rflens.experiments import book_models, speed, tables as ex
 from rflens.figures import results as fr
+from rflens.longrun import emergence, plan
+from rflens.measure import columns, receptive
+from rflens.readings import pilot
+from rflens.setup import scales, settings
+from rflens.setup.config import ModelConfig
+from rflens.store import core_cost
 
 LENGTHS = [16, 32, 64, 128, 256]
 
 
 def wide(label, ppl, *, l_tr=16, **extra):
     out = {"label": label, "l_tr": l_tr, **extra}
-    return rs.add_ppl_columns(out, {"lengths": LENGTHS, "ppl": ppl, "ci_low": [p - 1 for p in ppl],
+    return columns.add_ppl_columns(out, {"lengths": LENGTHS, "ppl": ppl, "ci_low": [p - 1 for p in ppl],
                                     "ci_high": [p + 1 for p in ppl]}, l_tr)
 
 
@@ -57,12 +56,12 @@ def synthetic_curves(labels=("a", "b", "c"), length=64):
 # ----------------------------------------------------------------------------- table helpers
 def test_ratio_columns_and_lengths_round_trip():
     t1 = synthetic_t1()
-    assert rs.lengths_of(t1) == LENGTHS and rs.lengths_of(t1, "r") == LENGTHS
+    assert columns.lengths_of(t1) == LENGTHS and columns.lengths_of(t1, "r") == LENGTHS
     assert t1.loc[1, "r@256"] == 16 and t1.loc[1, "max_r"] == 16 and t1.loc[0, "extrapolates"]
     assert list(t1["extrapolates"]) == [True, False, True, True, False]
-    long = rs.long_form(t1)
+    long = columns.long_form(t1)
     assert len(long) == len(t1) * len(LENGTHS) and {"l_ex", "ppl", "r", "ci_low"} <= set(long.columns)
-    view = rs.display_table(t1, "r", extra=["extrapolates"])
+    view = columns.display_table(t1, "r", extra=["extrapolates"])
     assert list(view.columns) == [str(L) for L in LENGTHS] + ["extrapolates"]
 
 
@@ -82,8 +81,8 @@ def test_table2_plan_retrains_only_listed_failures():
         scales.Retrain("slope_shift", -3, l_tr=64),  # extrapolates already: skipped
         scales.Retrain("window", 99, l_tr=64),  # not in this Table 1
     ]))
-    plan = ex._table2_plan(sc, synthetic_t1())
-    assert [(old["label"], over) for old, over in plan] == [
+    pairs = ex._table2_plan(sc, synthetic_t1())
+    assert [(old["label"], over) for old, over in pairs] == [
         ("w=16", {"l_tr": 64, "batch_size": 2}), ("Δ=6", {"l_tr": 64})]
 
 
@@ -190,7 +189,7 @@ def smoke_store(tmp_path_factory):
 def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
     t1 = ex.table1("smoke", progress=False)
     assert list(t1["label"]) == ["Δ=0 (paper's 5)", "w=4"]  # ALiBi exponents name the paper's value
-    assert rs.lengths_of(t1) == [16, 32, 64, 128, 256]
+    assert columns.lengths_of(t1) == [16, 32, 64, 128, 256]
     assert t1["erf"].between(1, 64).all() and (t1["r@16"] == 1).all()
     assert t1.loc[t1.label == "w=4", "theoretical"].item() == 8  # R * w = 2 * 4
 
@@ -232,10 +231,10 @@ def test_training_speed_is_measured_side_by_side_and_cached(store):
 def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_speed(store, reference, monkeypatch):
     """One shipped model sets the speed: timed at it, that model's own spec takes its own
     wall time; a longer L_tr costs more than its tokens, through the quadratic measurement."""
-    from rflens import bundle, emergence, settings
-    from rflens.config import EvalConfig
+    from rflens.setup.config import EvalConfig
+    from rflens.store import bundle
 
-    spec = emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    spec = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
     assert core_cost.one_core_speed("smoke") is None and "not timed" in core_cost.one_core_cost([spec], "smoke")
     assert core_cost.one_core_cost([], "smoke") == "nothing: no model is left to train"  # a plan fully shipped
     emergence.run(spec, "smoke", progress=False)
@@ -266,7 +265,7 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
 def test_model_plan_lists_every_model_of_the_book_once(name):
     """Chapter 11's plan comes from the experiments' own model lists: a model two experiments
     share (ALiBi at Delta = 0 is a Table 1 row and a Table 3 entry) is trained once."""
-    plan = book_plan.model_plan(name)
+    plan = book_models.model_plan(name)
     keys = [(m["pos"], m["corpus"], tuple(sorted(m["overrides"].items()))) for m in plan]
     assert len(keys) == len(set(keys))
     sc = scales.get(name)
@@ -280,7 +279,7 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     beyond = [m for m in plan if m["experiment"] == "Beyond the paper"]
     assert [m["pos"] for m in beyond] == ["fire"] * len(sc.sweeps.corpora)
     assert all(m["overrides"].get("max_distance") == sc.train.l_tr for m in beyond)
-    cost = book_plan.training_cost(name)
+    cost = book_models.training_cost(name)
     assert len(cost) == len(plan) and all(c["gpu_hours"] > 0 for c in cost)
 
 
@@ -316,7 +315,7 @@ def test_chapter_experiments_match_what_the_chapters_call():
              "figure11": {"Figure 11"}, "protocols": {"Protocols"}, "rope_stretching": {"Figure 7"},
              "fire_table": {"Table 3", "Beyond the paper"}}
     book = Path(__file__).resolve().parents[1] / "book"
-    for chapter, named in book_plan.CHAPTER_EXPERIMENTS.items():
+    for chapter, named in book_models.CHAPTER_EXPERIMENTS.items():
         if chapter == "09":  # the scoreboard reads every experiment through the claims
             continue
         text = next(book.glob(f"{chapter}_*.ipynb")).read_text()
@@ -325,7 +324,9 @@ def test_chapter_experiments_match_what_the_chapters_call():
 
 
 def test_the_seed_spread_says_when_its_verdicts_were_checked_under_another_criterion(tmp_path):
-    from rflens import claims, pilot, storage
+    from rflens import storage
+    from rflens.claims import checks
+    from rflens.readings import pilot
 
     record = {"scale": "tiny", "seeds": [0, 1], "claims": {"14": {"0": {"result": "fail", "measured": "m"}}},
               "table1": [{"label": "w=30", "seed": 0, "r_top": 1.3, "r_lo": 1.2, "r_hi": 1.4}],
@@ -334,6 +335,6 @@ def test_the_seed_spread_says_when_its_verdicts_were_checked_under_another_crite
     old = pilot.seed_spread(tmp_path / "old.json")["claims"].iloc[0]
     # not shown as a verdict (the board's may differ), with what it read under the earlier criterion
     assert old["result"] == "not decided again" and old["criterion"].startswith("an earlier one, under which it read fail")
-    storage.write_json(tmp_path / "new.json", {**record, "criteria": {"14": claims.BY_ID[14].criterion}})
+    storage.write_json(tmp_path / "new.json", {**record, "criteria": {"14": checks.BY_ID[14].criterion}})
     new = pilot.seed_spread(tmp_path / "new.json")["claims"]
     assert list(new["criterion"]) == ["today's"] and list(new["result"]) == ["fail"]

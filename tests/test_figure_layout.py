@@ -19,11 +19,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rflens import experiments as ex
-from rflens import receptive
-from rflens.results import EXTRAPOLATION_TOLERANCE
-from rflens.figures import bias as fb
-from rflens.figures import results as fr
+from rflens.experiments import tables as ex
+from rflens.figures import bias as fb, results as fr
+from rflens.measure import receptive
+from rflens.measure.criterion import EXTRAPOLATION_TOLERANCE
 
 from test_experiments import LENGTHS, wide
 from test_experiments import synthetic_t1 as t1
@@ -196,7 +195,7 @@ def test_figures_with_perplexity_error_bars_say_they_are_unpaired(name):
 def paired_rows():
     """Two models whose per-segment losses rise by 2% and 0% beyond L_tr: their perplexity
     intervals (over segments) overlap, the paired intervals of r(L) do not."""
-    from rflens import results as rs
+    from rflens.measure import columns
 
     rng = np.random.default_rng(0)
     base = rng.normal(4.0, 1.0, size=200)  # each segment's loss at L_tr: a wide spread between segments
@@ -206,7 +205,7 @@ def paired_rows():
         ppl = np.exp(nll.mean(1))
         res = {"lengths": LENGTHS, "ppl": ppl.tolist(), "ci_low": (ppl * 0.85).tolist(),
                "ci_high": (ppl * 1.15).tolist(), "nll_per_segment": nll.tolist()}
-        rows.append(rs.add_ppl_columns({"label": label, "family": "slope_shift", "l_tr": 16}, res, 16))
+        rows.append(columns.add_ppl_columns({"label": label, "family": "slope_shift", "l_tr": 16}, res, 16))
     return pd.DataFrame(rows)
 
 
@@ -283,7 +282,7 @@ def table1_curves(per_family=5, length=512):
 
 
 def test_erf_threshold_figure_writes_no_number_in_the_plot_and_gives_each_erf_in_the_legend():
-    from rflens.receptive import erf_from_normalized
+    from rflens.measure.receptive import erf_from_normalized
 
     c = table1_curves()
     fig = fr.erf_threshold_figure(c)
@@ -343,7 +342,7 @@ def test_attention_reach_gives_every_head_a_colour_and_a_legend_entry_and_labels
 
 
 def test_heat_maps_name_schemes_in_words_and_draw_a_constant_bias_without_a_colour_bar():
-    from rflens import schemes
+    from rflens.setup import schemes
 
     figs = [fb.window_heatmap(windows=(4, 8), length=16), fb.scheme_heatmap(length=16, n_head=4),
             fb.alibi_heatmap(shifts=(0, 3), n_head=4, length=16)]
@@ -413,7 +412,7 @@ DRAWN_FIGURES = {
 
 
 def _control():
-    from rflens import bundle
+    from rflens.store import bundle
 
     return bundle.table("long-repeated")  # the shipped first long run
 
@@ -431,7 +430,7 @@ def _pair_of_many():
 
 
 def _early_warning():
-    from rflens import long_runs as lr
+    from rflens.longrun import compare as lr
 
     return lr.early_warning(("long-repeated",))
 

@@ -9,13 +9,11 @@ import numpy as np
 import plotly.io as pio
 import pytest
 
-from rflens import positional
-from rflens.config import ModelConfig
-from rflens.figures import bias as fb
-from rflens.figures import results as fr
-from rflens.figures.render import PLOTLY_MIME, BookRenderer, figure_html, setup_plotly
-from rflens.widgets import bias as wb
-from rflens.widgets import results as wr
+from rflens.figures import bias as fb, results as fr
+from rflens.figures.render import BookRenderer, figure_html, PLOTLY_MIME, setup_plotly
+from rflens.model import positional
+from rflens.setup.config import ModelConfig
+from rflens.widgets import bias as wb, results as wr
 
 SLIDER_FIGURES = {
     "alibi_shift": lambda: fb.alibi_shift_figure(),

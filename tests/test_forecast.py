@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from rflens import bundle, forecast
+from rflens.longrun import forecast, plan
+from rflens.store import bundle
 
 TOKENS = np.array([2.0 ** 22, 2.0 ** 23, 2.0 ** 24, 2.0 ** 25])
 
@@ -66,9 +67,9 @@ def _names(model: str, f: dict) -> list[str]:
 
 
 def test_the_extension_trains_the_models_the_forecast_named_in_its_order():
-    from rflens import emergence, scales
+    from rflens.setup import scales
 
     f = forecast.read("long")
     assert f is not None and tuple(f["tested"]) == scales.get("long-extended").models
-    assert [m.name for m in emergence.models("long-extended")] == f["tested"]
-    assert f["test_tokens"] == emergence.sizes("long-extended")[1:]
+    assert [m.name for m in plan.models("long-extended")] == f["tested"]
+    assert f["test_tokens"] == plan.sizes("long-extended")[1:]

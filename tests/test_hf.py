@@ -17,8 +17,8 @@ from rflens import hf
 from rflens.cli import main
 from rflens.data.corpus import draw_segments, eval_region_start
 from rflens.errors import UserError
-from rflens.evaluate import last_token_nll
-from rflens.receptive import input_gradients, normalize
+from rflens.measure.perplexity import last_token_nll
+from rflens.measure.receptive import input_gradients, normalize
 
 WORDS = ("the model reads a window of tokens and predicts the next one while its receptive field "
          "grows with depth and the bias decays with distance").split()

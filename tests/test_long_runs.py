@@ -1,4 +1,4 @@
-"""The two long runs read side by side (rflens.long_runs), on the shipped control bundle and
+"""The two long runs read side by side (rflens.longrun.compare), on the shipped control bundle and
 on second-run bundles made from its models."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rflens import bundle, storage
-from rflens import long_runs as lr
-from rflens import readings as rd
+from rflens import readings as rd, storage
+from rflens.longrun import compare as lr, plan
+from rflens.store import bundle
 
 CONTROL = lr.CONTROL
 REPO_CONTROL = bundle.bundle_dir(CONTROL)  # the repository's, before a test points $RFLENS_REFERENCE elsewhere
@@ -88,8 +88,8 @@ def test_the_early_warning_flags_an_early_erf_beyond_l_tr_and_counts_what_follow
 
 
 def test_table2_pairs_compare_on_the_same_tokens_at_the_same_absolute_lengths(monkeypatch):
-    import rflens.long_runs as mod
-    from rflens.emergence import LongModel
+    import rflens.longrun.compare as mod
+    from rflens.longrun.plan import LongModel
 
     retrained = LongModel("alibi", (("slope_shift", 4), ("batch_size", 2), ("l_tr", 512)))
     monkeypatch.setattr(mod, "by_experiment", lambda scale: {"Table 2: retrained": [retrained]})
@@ -104,8 +104,8 @@ def test_table2_pairs_compare_on_the_same_tokens_at_the_same_absolute_lengths(mo
 
 
 def test_table2_as_designed_reads_each_retrained_model_against_the_paper_and_the_receptive_field(monkeypatch):
-    import rflens.long_runs as mod
-    from rflens.emergence import LongModel
+    import rflens.longrun.compare as mod
+    from rflens.longrun.plan import LongModel
 
     retrained = LongModel("alibi", (("slope_shift", 4), ("batch_size", 2), ("l_tr", 512)))
     monkeypatch.setattr(mod, "by_experiment", lambda scale: {"Table 2: retrained": [retrained]})
@@ -165,26 +165,26 @@ def test_overfitting_reads_each_models_validation_loss_from_its_lowest_to_its_la
 
 
 def test_the_long_run_tables_chapter_10_shows_read_in_words():
-    from rflens import emergence, results
+    from rflens.measure import columns
     from test_tables import _no_code_names
 
-    _no_code_names(results.readable(bundle.provenance(CONTROL)))
+    _no_code_names(columns.readable(bundle.provenance(CONTROL)))
     sc = lr.schedule(CONTROL)
     if sc is not None:
-        view = results.readable(sc, digits=3)
+        view = columns.readable(sc, digits=3)
         _no_code_names(view)
         assert view.index.names == ["model", "L"]
         assert "r(L), warmup-stable-decay" in view.columns
         assert "interval that" in rd.schedule_check(sc)
     em = bundle.table(CONTROL)
-    _no_code_names(results.readable(emergence.last_sizes(em, CONTROL), digits=3))
+    _no_code_names(columns.readable(plan.last_sizes(em, CONTROL), digits=3))
 
 
 def test_the_long_table_of_table_1_comes_by_family_then_sweep_value():
-    from rflens import emergence, scales
+    from rflens.setup import scales
 
-    t1 = bundle.table(CONTROL, names=emergence.table1_names(CONTROL))
-    last = emergence.last_sizes(t1, CONTROL)
+    t1 = bundle.table(CONTROL, names=plan.table1_names(CONTROL))
+    last = plan.last_sizes(t1, CONTROL)
     families = list(dict.fromkeys(last.index.get_level_values("family")))
     assert families == [f"Table 1: {f.title}" for f in scales.FAMILIES.values()][:len(families)]
     for family in families:

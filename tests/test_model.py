@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from rflens import attention
-from rflens.config import SCHEMES, ModelConfig
 from rflens.errors import ConfigError, UserError
-from rflens.model import TransformerLM
+from rflens.model import attention
+from rflens.model.transformer import TransformerLM
+from rflens.setup.config import ModelConfig, SCHEMES
 
 V = 97
 
@@ -200,7 +200,7 @@ def test_a_fixed_first_token_replaces_position_zero():
 
 @pytest.mark.parametrize("rows", [7, 512])  # several blocks with a ragged last one; one block
 def test_fused_lm_head_loss_equals_logits_then_cross_entropy(rows, monkeypatch):
-    from rflens import model as model_mod
+    from rflens.model import transformer as model_mod
 
     monkeypatch.setattr(model_mod, "LOSS_ROWS", rows)
     gen = torch.Generator().manual_seed(0)
@@ -233,8 +233,8 @@ def test_training_with_the_fused_loss_ends_where_the_plain_loss_does():
     0.5% (the tolerance the book's numbers allow), and runs that repeat to the bit."""
     import contextlib
 
-    from rflens import scales
-    from rflens.train import build, train_step
+    from rflens.setup import scales
+    from rflens.training.trainer import build, train_step
 
     s = scales.get("smoke")
     gen = torch.Generator().manual_seed(0)

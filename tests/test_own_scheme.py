@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import rflens
-from rflens import attention, positional, schemes, settings
-from rflens.config import ModelConfig
 from rflens.errors import UserError
-from rflens.model import TransformerLM
+from rflens.model import attention, positional
+from rflens.model.transformer import TransformerLM
+from rflens.setup import schemes, settings
+from rflens.setup.config import ModelConfig
 
 HERE = Path(__file__).resolve().parent
 OWN = HERE / "own_scheme.py"
@@ -33,7 +34,7 @@ def test_a_file_registers_fixed_and_learnable_schemes(registry):
 
 
 def test_a_scheme_is_keyed_by_its_file(registry, tmp_path):
-    from rflens import runs
+    from rflens.store import runs
 
     rflens.load_schemes(OWN)
     _, m, d, t = settings.resolve("smoke", "quarter_slope", "prose")
@@ -63,14 +64,16 @@ def test_mistakes_are_one_line(registry, tmp_path):
 
 @pytest.mark.slow
 def test_train_evaluate_erf_and_the_cli_on_a_scheme_of_ones_own(registry, store, tmp_path, monkeypatch, capsys):
-    from rflens import cli, evaluate, receptive, runs
+    from rflens import cli
+    from rflens.measure import perplexity, receptive
+    from rflens.store import runs
 
     assert cli.main(["train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 2  # not loaded yet
     assert cli.main(["--schemes", str(OWN), "train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 0
     run = runs.get_run("smoke", "learned_slope", "prose", train=False, progress=False)
     model = run.load_model()
     assert not torch.allclose(model.pos.slope, torch.full_like(model.pos.slope, 0.5))  # it was trained
-    ppl = evaluate.perplexity(run, progress=False)
+    ppl = perplexity.perplexity(run, progress=False)
     assert np.isfinite(ppl["ppl"]).all()
     rf = receptive.receptive_field(run, progress=False)
     assert 1 <= rf["erf"] <= rf["length"]
@@ -165,7 +168,8 @@ def test_a_scheme_of_ones_own_whose_bias_is_not_finite_is_one_line_naming_its_fi
 
 def test_a_run_of_a_scheme_whose_file_is_not_loaded_is_unknown_never_damaged(registry, store, tmp_path, monkeypatch,
                                                                              capsys):
-    from rflens import cli, runs
+    from rflens import cli
+    from rflens.store import runs
 
     rflens.load_schemes(OWN)
     own = runs.get_run("smoke", "quarter_slope", "prose", steps=3, progress=False)

@@ -3,10 +3,11 @@ count stores, and the book's plan trains in two rounds (Table 2 after Table 1)."
 
 import pytest
 
-from rflens import parallel, runs
 from rflens.errors import UserError
 from rflens.progress import Log
+from rflens.publish import parallel
 from rflens.storage import sha256_file
+from rflens.store import runs
 
 ITEMS = [{"pos": "alibi", "corpus": "prose", "overrides": {}},
          {"pos": "window", "corpus": "prose", "overrides": {"window": 4}}]
@@ -37,7 +38,7 @@ def test_workers_store_bitwise_what_a_sequential_run_stores(tmp_path, monkeypatc
         for it in ITEMS:
             run = runs.get_run("smoke", it["pos"], it["corpus"], it["overrides"], train=False, progress=False)
             assert run.metrics["threads"] == 1
-            from rflens import experiments as ex
+            from rflens.experiments import tables as ex
 
             stored[name][run.key] = (sha256_file(run.path / "model.safetensors"), ex.measure_ppl(run)["nll"])
     assert stored["sequential"] == stored["parallel"]
@@ -93,13 +94,13 @@ def test_plan_lists_what_is_stored_and_times_the_rest(tmp_path, monkeypatch, cap
     from rflens.cli import main
 
     _store(monkeypatch, tmp_path / "plan-store")
-    plan = parallel.book_plan("smoke", ["03"], workers=2)
+    plan = parallel.training_estimate("smoke", ["03"], workers=2)
     rows = plan["rows"]
     assert rows and {r["experiment"] for r in rows} == {"Table 1"} and not any(r["stored"] for r in rows)
     assert plan["timed"] and all(r["seconds"] > 0 for r in rows) and plan["wall_s"] >= max(r["seconds"] for r in rows)
     first = rows[0]
     parallel.run_items("smoke", [first], workers=1, measure=False, progress=False)
-    again = parallel.book_plan("smoke", ["03"], workers=2)["rows"]
+    again = parallel.training_estimate("smoke", ["03"], workers=2)["rows"]
     assert [r["stored"] for r in again] == [True] + [False] * (len(rows) - 1)
     assert main(["reproduce", "--scale", "smoke", "--chapters", "03", "--plan"]) == 0
     out = capsys.readouterr().out
@@ -121,7 +122,7 @@ def test_train_book_trains_only_what_the_chosen_chapters_read(tmp_path, monkeypa
 def test_a_plan_builds_no_data_and_says_which_it_would_build(store, own_data, tmp_path, monkeypatch, capsys):
     from rflens.cli import main
 
-    plan = parallel.book_plan("smoke", ["03"], workers=1, timed_steps=1)
+    plan = parallel.training_estimate("smoke", ["03"], workers=1, timed_steps=1)
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("manifest.json"))
     assert plan["rows"] and not any(r["stored"] for r in plan["rows"])
     assert plan.get("to_build") and all(c.startswith("python -m rflens data --corpus") for c in plan["to_build"])

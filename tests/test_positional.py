@@ -1,7 +1,7 @@
 """The positional schemes give the closed forms of the paper (Chi et al., ACL 2023).
 
 Expected values are computed here from the equations with plain Python / numpy loops,
-independently of rflens.positional.
+independently of rflens.model.positional.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from rflens import positional, schemes
-from rflens.config import SCHEMES, ModelConfig
 from rflens.errors import UserError
+from rflens.model import positional
+from rflens.setup import schemes
+from rflens.setup.config import ModelConfig, SCHEMES
 
 RELATIVE = [s for s in SCHEMES if s not in ("nope", "sinusoidal", "rotary")]
 

@@ -3,8 +3,8 @@ out of executed chapters."""
 
 import nbformat
 
-from rflens import reproduce
 from rflens.progress import LineStream, Log, model_label
+from rflens.publish import reproduce
 
 
 class Clock:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from jupyter_book.config import get_final_config
 
-from rflens import reproduce
 from rflens.errors import UserError
+from rflens.publish import reproduce
 
 ROOT = reproduce.ROOT
 WORKFLOW = ROOT / ".github" / "workflows" / "book.yml"

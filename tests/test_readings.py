@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rflens import claims
-from rflens import experiments as ex
 from rflens import readings as rd
-from rflens.scales import BOOK_LONG
-from rflens.schemes import title
+from rflens.claims import checks
+from rflens.experiments import tables as ex
+from rflens.setup.scales import BOOK_LONG
+from rflens.setup.schemes import title
 
 from test_claims import DOUBLING, FLAT, L_TR, row, table1
 
@@ -46,7 +46,7 @@ def test_prose_displays_as_markdown():
 
 # ----------------------------------------------------------------------------- claims
 def test_verdicts_and_summary_follow_the_results():
-    rows = claims.check({"table1": table1(window=((4, FLAT), (64, FLAT)))}, [1, 2, 7])
+    rows = checks.check({"table1": table1(window=((4, FLAT), (64, FLAT)))}, [1, 2, 7])
     text = rd.verdicts(rows, "tiny")
     assert "**Claim 1 holds.**" in text and "**Claim 2 does not hold.**" in text
     assert "**Claim 7 was not checked.**" in text and _no_plain_notation(text)
@@ -70,10 +70,10 @@ def test_board_counts_each_result_by_number():
 def test_claim_statements_name_what_their_criterion_tests():
     """A criterion of r >= 2 is a claim that a model "breaks"; one of r <= 1.10 up to
     16 L_tr, that it "extrapolates"."""
-    for c in claims.CLAIMS:
-        if f">= {claims.BREAKS:g}" in c.criterion and "r(" in c.criterion:
+    for c in checks.CLAIMS:
+        if f">= {checks.BREAKS:g}" in c.criterion and "r(" in c.criterion:
             assert "breaks" in c.statement, c.id
-        if f"r(L) <= {claims.TOL:.2f}" in c.criterion:
+        if f"r(L) <= {checks.TOL:.2f}" in c.criterion:
             assert "extrapolate" in c.statement, c.id
 
 
@@ -392,7 +392,7 @@ def test_pilot_findings_read_the_token_trend_and_the_knobs():
 
 
 def test_the_presets_design_is_read_from_the_presets():
-    from rflens import scales
+    from rflens.setup import scales
 
     tiny, long = scales.get("tiny"), scales.get("long")
     text = rd.tiny_design()
@@ -417,7 +417,7 @@ def test_the_board_by_size_says_when_each_claim_is_decided():
 
 
 def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
-    rows = claims.check({"table1": table1()}, [1])
+    rows = checks.check({"table1": table1()}, [1])
     assert "**Claim 1 holds.**" in rd.long_run("Table 1", rows, [], "tiny")
     text = rd.long_run("Table 1", rows, [], BOOK_LONG)  # the long run the chapters read, whichever it is
     assert f"built at the `{BOOK_LONG}` scale" in text and "Claim 1" not in text
@@ -426,7 +426,7 @@ def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
 
 
 def test_a_long_run_still_lacking_models_gives_the_verdicts_it_can_decide():
-    rows = claims.check({"table1": table1()}, [1, 15])  # 15 needs Table 3: not run
+    rows = checks.check({"table1": table1()}, [1, 15])  # 15 needs Table 3: not run
     text = rd.long_run("Table 3", rows, ["ALiBi (math)", "T5 (math)"], "tiny")
     assert "lacks ALiBi (math) and 1 more" in text and "Claim 15 waits for it" in text
     assert "**Claim 1 holds.**" in text and "**Claim 15" not in text
@@ -437,8 +437,8 @@ def test_a_long_run_still_lacking_models_gives_the_verdicts_it_can_decide():
 @pytest.mark.parametrize("chapter", sorted(p.name[:2] for p in BOOK.glob("[0-9][0-9]_*.ipynb")))
 def test_chapter_prose_names_a_column_as_its_table_shows_it(chapter):
     """A sentence that points at a table's column uses the header the reader sees
-    (rflens.results.HEADERS), not the name of the code."""
-    from rflens.results import HEADERS
+    (rflens.measure.columns.HEADERS), not the name of the code."""
+    from rflens.measure.columns import HEADERS
 
     for cell in _cells(chapter):
         if cell["cell_type"] == "markdown":
@@ -448,7 +448,7 @@ def test_chapter_prose_names_a_column_as_its_table_shows_it(chapter):
 
 
 def _grown(name, label, r16, erf, l_tr=32, complete=True):
-    """Rows of rflens.bundle.table for one long-run model: (r, low, high) of r(16 L_tr) at each size."""
+    """Rows of rflens.store.bundle.table for one long-run model: (r, low, high) of r(16 L_tr) at each size."""
     return [{"name": name, "label": label, "l_tr": l_tr, "tokens": 2**19 * 2**i, "complete": complete, "erf": erf,
              "erf_length": 16 * l_tr, "erf_capped": erf >= 16 * l_tr, f"r@{l_tr}": 1.0, f"r_lo@{l_tr}": 1.0,
              f"r_hi@{l_tr}": 1.0, f"r@{16 * l_tr}": r, f"r_lo@{16 * l_tr}": lo, f"r_hi@{16 * l_tr}": hi}

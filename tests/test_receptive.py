@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 
 import fakes
-from rflens import receptive, results
-from rflens import model as model_mod
-from rflens.config import EvalConfig, ModelConfig
 from rflens.errors import UserError
+from rflens.measure import criterion, receptive
+from rflens.model import transformer as model_mod
+from rflens.setup.config import EvalConfig, ModelConfig
 
 VOCAB = 53
 
@@ -61,17 +61,17 @@ def test_an_erf_near_the_end_of_its_segment_is_read_as_a_lower_bound():
     uniform = np.full(128, 1 / 128)  # a model that looks at every token: the segment sets the ERF
     s = receptive.summarize(uniform, 0.99, l_tr=32)
     assert s["erf"] == 127 and s["capped"]
-    assert results.erf_text(s["erf"], s["capped"]) == "≥ 127"
+    assert criterion.erf_text(s["erf"], s["capped"]) == "≥ 127"
     local = np.r_[np.full(10, 0.0999), np.full(118, 0.001 / 118)]  # 99.9% in the last 10 tokens
     s = receptive.summarize(local, 0.99, l_tr=32)
-    assert s["erf"] == 10 and not s["capped"] and results.erf_text(10, s["capped"]) == "10"
+    assert s["erf"] == 10 and not s["capped"] and criterion.erf_text(10, s["capped"]) == "10"
     # the oldest tenth of the segment is where the bound starts
     assert receptive.erf_capped(116, 128) and not receptive.erf_capped(115, 128)
     # a window whose whole field fits in the segment reads the same at any longer length
     assert not receptive.erf_capped(120, 128, theoretical=120)
     assert receptive.erf_capped(120, 128, theoretical=160)
     # a table without the flag reads as not capped
-    assert results.erf_text(95, float("nan")) == "95" and results.erf_text(95, None) == "95"
+    assert criterion.erf_text(95, float("nan")) == "95" and criterion.erf_text(95, None) == "95"
 
 
 @pytest.mark.parametrize("n_layer, window", [(2, 8), (2, 10)])

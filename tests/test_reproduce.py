@@ -13,8 +13,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rflens import bundle, reproduce, scoreboard
+from rflens.claims import scoreboard
 from rflens.figures.render import PLOTLY_MIME
+from rflens.publish import reproduce
+from rflens.store import bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
@@ -39,7 +41,8 @@ def _rflens(*args, env=None):
 def test_a_bad_request_is_one_line_and_exit_2_before_anything_runs(args, words, capsys, tmp_path, monkeypatch):
     # in this process (the command line's own entry point; a subprocess per case would only add start-up time),
     # with the build folder of its own, so that no other test's book can touch what is checked
-    from rflens import cli, reproduce
+    from rflens import cli
+    from rflens.publish import reproduce
 
     monkeypatch.setattr(reproduce, "BUILD", tmp_path / "_build")
     saved = dict(os.environ)

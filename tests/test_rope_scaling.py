@@ -9,10 +9,11 @@ import torch
 import torch.nn.functional as F
 
 import fakes
-from rflens import evaluate, positional, receptive
-from rflens.config import ConfigError, EvalConfig, ModelConfig, parse_overrides
 from rflens.errors import UserError
-from rflens.model import TransformerLM
+from rflens.measure import perplexity, receptive
+from rflens.model import positional
+from rflens.model.transformer import TransformerLM
+from rflens.setup.config import ConfigError, EvalConfig, ModelConfig, parse_overrides
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig  # noqa: E402
@@ -104,19 +105,19 @@ class Corpus:
 def test_perplexity_stretches_each_length_by_its_own_factor():
     run = fakes.FakeRun(rotary_model(), Corpus())
     ev = EvalConfig(n_segments=5, length_mults=(1, 2, 4), rope_scaling="pi")
-    res = evaluate.perplexity(run, progress=False, eval_cfg=ev)
+    res = perplexity.perplexity(run, progress=False, eval_cfg=ev)
     segs = Corpus().eval_segments(5, 33, 0)
     for i, (length, mult) in enumerate(zip(res["lengths"], (1, 2, 4))):
         with positional.stretched(run.model, "pi", float(mult), 8):
-            nll = evaluate.last_token_nll(run.model, segs, [length], progress=False)[0]
+            nll = perplexity.last_token_nll(run.model, segs, [length], progress=False)[0]
         np.testing.assert_allclose(res["nll_per_segment"][i], nll, atol=1e-6)
-    plain = evaluate.perplexity(run, progress=False, eval_cfg=ev.replace(rope_scaling=None))
+    plain = perplexity.perplexity(run, progress=False, eval_cfg=ev.replace(rope_scaling=None))
     assert plain["ppl"][0] == pytest.approx(res["ppl"][0])  # factor 1 at L_tr: no stretching
     assert plain["ppl"][2] != pytest.approx(res["ppl"][2])
     assert run.computed == 2  # the stretched and the plain result are cached apart
-    fixed = evaluate.perplexity(run, progress=False, eval_cfg=ev.replace(rope_factor=4.0))
+    fixed = perplexity.perplexity(run, progress=False, eval_cfg=ev.replace(rope_factor=4.0))
     assert fixed["ppl"][2] == pytest.approx(res["ppl"][2]) and fixed["ppl"][0] != pytest.approx(res["ppl"][0])
-    windowed = evaluate.perplexity(run, protocol="non_overlapping", lengths=[8, 16], n=3, progress=False, eval_cfg=ev)
+    windowed = perplexity.perplexity(run, protocol="non_overlapping", lengths=[8, 16], n=3, progress=False, eval_cfg=ev)
     assert np.isfinite(windowed["ppl"]).all()
     torch.testing.assert_close(run.model.pos.inv_freq, rotary_model().pos.inv_freq, rtol=0, atol=0)
 
@@ -139,5 +140,5 @@ def test_rope_settings_are_checked_in_one_line():
     torch.manual_seed(0)
     alibi = TransformerLM(ModelConfig(pos="alibi", n_layer=1, n_head=2, d_model=16, vocab_size=61)).eval()
     with pytest.raises(UserError, match="rotary models only"):
-        evaluate.perplexity(fakes.FakeRun(alibi, Corpus()), progress=False,
+        perplexity.perplexity(fakes.FakeRun(alibi, Corpus()), progress=False,
                             eval_cfg=EvalConfig(n_segments=2, rope_scaling="pi"))

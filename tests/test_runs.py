@@ -3,12 +3,14 @@
 import ast
 import json
 import time
+from pathlib import Path
 
 import pytest
 
-from rflens import runs, scales, settings
 from rflens.cli import runs as cli_runs
 from rflens.errors import ConfigError, UserError
+from rflens.setup import scales, settings
+from rflens.store import runs
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +66,20 @@ def test_code_version_ignores_comments_and_docstrings():
     c = 'def f(x):\n    return x + 2\n'
     dump = lambda src: ast.dump(runs._strip(ast.parse(src)))  # noqa: E731
     assert dump(a) == dump(b) != dump(c)
+
+
+def test_the_code_version_reads_every_module_that_shapes_the_weights(monkeypatch):
+    """Each module of CODE_MODULES exists where the key looks for it (a moved file must not
+    drop out of the key), and one that is missing is an error, never an empty hash."""
+    pkg = Path(runs.__file__).resolve().parents[1]
+    assert all((pkg / name).is_file() for name in runs.CODE_MODULES)
+    from rflens.model import transformer
+    from rflens.training import trainer
+    assert {Path(m.__file__).resolve() for m in (transformer, trainer)} <= {pkg / n for n in runs.CODE_MODULES}
+    monkeypatch.setattr(runs, "_code_version_cache", None)
+    monkeypatch.setattr(runs, "CODE_MODULES", (*runs.CODE_MODULES, "model/moved_away.py"))
+    with pytest.raises(RuntimeError, match="moved_away.py"):
+        runs.code_version()
 
 
 def test_overrides_go_to_the_settings_that_have_them():

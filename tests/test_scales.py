@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rflens import positional, scales, settings
-from rflens.paper import L_TR as PAPER_L_TR
-from rflens.paper import WINDOW as PAPER_WINDOW
-from rflens.config import SCHEMES
+from rflens.data import summary
 from rflens.errors import UserError
+from rflens.model import positional
+from rflens.paper import L_TR as PAPER_L_TR, WINDOW as PAPER_WINDOW
+from rflens.setup import scales, settings
+from rflens.setup.config import SCHEMES
 
 SWEEP_KEYS = {"slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2", "table3_pos", "corpora"}
 OPTIONAL = {"seeds": (), "same_tokens": True}  # settings of a sweep that a preset may leave at their default
@@ -209,14 +210,14 @@ def test_the_books_table_of_presets_states_the_presets():
 def test_the_corpora_table_reads_what_each_corpus_of_a_preset_holds(own_data):
     from rflens import data
 
-    assert list(settings.corpora_table("smoke")["documents (train / validation / test)"]) == ["not built"]
+    assert list(summary.corpora_table("smoke")["documents (train / validation / test)"]) == ["not built"]
     cfg = settings.resolve("smoke", "alibi", "prose")[2]
     m = data.prepare(cfg, progress=False).manifest
-    row = settings.corpora_table("smoke").loc["prose"]
+    row = summary.corpora_table("smoke").loc["prose"]
     assert row["stands in for"] == "OpenWebText2" and "State of the Union" in row["text"]
     assert row["train tokens"] == f"{m['tokens']['train']:,}"
     budget = scales.get("smoke").train
     assert float(row["passes at the budget"]) == pytest.approx(
         budget.steps * budget.batch_size * budget.l_tr / m["tokens"]["train"], abs=0.05)
     # the long preset trains on the wide corpora, each described
-    assert list(settings.corpora_table("long").index) == ["prose-wide", "code-wide", "math-tex"]
+    assert list(summary.corpora_table("long").index) == ["prose-wide", "code-wide", "math-tex"]

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import rflens
-from rflens import evaluate, positional, schemes
 from rflens.cli import main
 from rflens.errors import UserError
+from rflens.measure import perplexity
+from rflens.model import positional
+from rflens.setup import schemes
 
 
 def scheme_file(tmp_path, name: str, body: str):
@@ -107,40 +109,40 @@ def test_a_bias_that_is_nan_beyond_100_positions_gives_no_nan_in_evaluate(regist
 def test_a_result_that_is_not_finite_is_one_line_naming_the_lengths_that_are():
     good = {"lengths": [16, 32, 64], "ppl": [10.0, 11.0, 12.0], "ci_low": [9.0, 10.0, 11.0],
             "ci_high": [11.0, 12.0, 13.0], "nll": [2.3, 2.4, 2.5]}
-    evaluate.check_finite(good, "m")
+    perplexity.check_finite(good, "m")
     for key, value, said in (("ppl", float("nan"), "nan"), ("ci_high", float("inf"), "inf"),
                              ("nll", float("nan"), "loss is not finite")):
         bad = json.loads(json.dumps(good))
         bad[key][2] = value
         with pytest.raises(UserError, match=f"L_ex = 64.*--lengths up to 32") as info:
-            evaluate.check_finite(bad, "m")
+            perplexity.check_finite(bad, "m")
         assert said in str(info.value)
     overflow = {**good, "ppl": [float("inf")] * 3, "nll": [800.0] * 3}
     with pytest.raises(UserError, match="overflows.*for it; retrain the model"):
-        evaluate.check_finite(overflow, "m")
+        perplexity.check_finite(overflow, "m")
 
 
 def test_a_stored_result_that_is_not_finite_is_not_served(monkeypatch):
     """An older store (or anything else the cache reads) holding a nan is refused, not printed."""
     import fakes
     from test_evaluate import FakeCorpus, make_model
-    from rflens.config import EvalConfig
+    from rflens.setup.config import EvalConfig
 
     run = fakes.FakeRun(make_model("alibi"), FakeCorpus())
     ev = EvalConfig(n_segments=4, length_mults=(1, 2))
-    res = evaluate.perplexity(run, progress=False, eval_cfg=ev)
+    res = perplexity.perplexity(run, progress=False, eval_cfg=ev)
     assert np.isfinite(res["ppl"]).all()
     stored = {**res, "ppl": [res["ppl"][0], float("nan")], "nll": [res["nll"][0], float("nan")]}
     monkeypatch.setattr(run, "cached", lambda name, params, compute: stored)
     with pytest.raises(UserError, match="L_ex = 16.*--lengths up to 8"):
-        evaluate.perplexity(run, progress=False, eval_cfg=ev)
+        perplexity.perplexity(run, progress=False, eval_cfg=ev)
 
 
 def test_a_query_dependent_scheme_is_checked_where_queries_see_keys(registry, tmp_path):
     """-inf above the diagonal (keys after the query) is ignored; nan below it, or -inf on the
     diagonal, is refused at the size it appears."""
     import torch
-    from rflens.config import ModelConfig
+    from rflens.setup.config import ModelConfig
 
     @rflens.register_scheme("masked_future")
     class MaskedFuture(rflens.RelativeScheme):

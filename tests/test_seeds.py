@@ -1,5 +1,5 @@
-"""Verdicts over training seeds: the bundle served at one seed (rflens.shipped_runs.at_seed)
-and the rule that a claim holds when every seed gives it (rflens.claims.check_seeds)."""
+"""Verdicts over training seeds: the bundle served at one seed (rflens.store.shipped.at_seed)
+and the rule that a claim holds when every seed gives it (rflens.claims.checks.check_seeds)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import dataclasses
 
 import pytest
 
-from rflens import claims, emergence, shipped
-from rflens.claims_base import UNDECIDED
-from rflens.settings import resolve
-from rflens.shipped_runs import at_seed, served_seed
+from rflens.claims import checks
+from rflens.claims.shared import UNDECIDED
+from rflens.experiments import from_bundle
+from rflens.longrun import emergence, plan
+from rflens.setup.settings import resolve
+from rflens.store.shipped import at_seed, served_seed
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
-SPEC = emergence.LongModel("alibi", WSD)
+SPEC = plan.LongModel("alibi", WSD)
 
 
 def _settings(seed: int) -> tuple:
@@ -26,14 +28,14 @@ def two_seeds(tmp_path, monkeypatch):
     """A smoke bundle holding one model from seeds 0 and 1, with seeds 1 and 2 in its plan."""
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
-    for spec in (SPEC, *emergence.with_seeds(SPEC, [1])):
+    for spec in (SPEC, *plan.with_seeds(SPEC, [1])):
         emergence.run(spec, "smoke", progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr(emergence, "_seeded", lambda scale: frozenset({_settings(1), _settings(2)}))
+    monkeypatch.setattr(plan, "_seeded", lambda scale: frozenset({_settings(1), _settings(2)}))
 
 
 def _served() -> str | None:
-    return shipped.name_of("smoke", "alibi", "prose", dict(WSD))
+    return from_bundle.shipped_name("smoke", "alibi", "prose", dict(WSD))
 
 
 def test_a_seeded_model_is_served_from_the_seed_asked_for_and_the_others_from_their_own(two_seeds, monkeypatch):
@@ -43,15 +45,15 @@ def test_a_seeded_model_is_served_from_the_seed_asked_for_and_the_others_from_th
     assert _served() == SPEC.name
     with at_seed(2):  # planned, not shipped: never seed 0 instead
         assert _served() is None
-    monkeypatch.setattr(emergence, "_seeded", lambda scale: frozenset())
+    monkeypatch.setattr(plan, "_seeded", lambda scale: frozenset())
     with at_seed(1):  # a model the plan trains from one seed only is that seed's at every seed
         assert _served() == SPEC.name
 
 
 def test_the_long_plan_seeds_the_models_that_decide_claims():
-    seeded = emergence._seeded("long")
-    deciding = [s for s in emergence.by_experiment("long") if s.startswith("Seeds")]
-    assert deciding and len(seeded) == len(emergence.by_experiment("long")[deciding[0]]) == 22
+    seeded = plan._seeded("long")
+    deciding = [s for s in plan.by_experiment("long") if s.startswith("Seeds")]
+    assert deciding and len(seeded) == len(plan.by_experiment("long")[deciding[0]]) == 22
     r = resolve("long", "alibi", "prose", {"slope_shift": 4, "seed": 2})
     assert (r.model, r.data, r.train) in seeded
     r = resolve("long", "alibi", "prose", {"slope_shift": -1, "seed": 1})  # inside the sweep: one seed
@@ -73,7 +75,7 @@ def _record(ratios: dict[int, float]):
     ({0: 0.8, 1: 1.2, 2: 0.9}, "not decided"),
 ])
 def test_a_claim_that_reads_seeded_models_holds_only_when_every_seed_gives_it(ratios, result):
-    row, = claims.check_seeds("long", _record(ratios), [16])
+    row, = checks.check_seeds("long", _record(ratios), [16])
     assert row["result"] == result and row["seeds"] == {s: "pass" if r < 1 else "fail" for s, r in ratios.items()}
     assert row["measured"].startswith("the seeds disagree" if result == "not decided" else "every seed agrees")
     assert all(f"seed {s} " in row["measured"] for s in ratios)
@@ -82,8 +84,8 @@ def test_a_claim_that_reads_seeded_models_holds_only_when_every_seed_gives_it(ra
 
 
 def test_a_claim_reads_as_the_first_seed_where_the_seed_changes_nothing():
-    row, = claims.check_seeds("long", _record({0: 0.8, 1: 0.8, 2: 0.8}), [16])
-    assert row == claims.check(_record({0: 0.8})(), [16])[0] and "seeds" not in row
+    row, = checks.check_seeds("long", _record({0: 0.8, 1: 0.8, 2: 0.8}), [16])
+    assert row == checks.check(_record({0: 0.8})(), [16])[0] and "seeds" not in row
 
 
 def test_a_seed_not_shipped_leaves_the_claim_not_run_and_says_which():
@@ -91,12 +93,12 @@ def test_a_seed_not_shipped_leaves_the_claim_not_run_and_says_which():
         if served_seed() == 2:
             return {}
         return _record({0: 0.8, 1: 0.85})()
-    row, = claims.check_seeds("long", build, [16])
+    row, = checks.check_seeds("long", build, [16])
     assert row["result"] == "not run" and row["measured"].startswith("not run: seed 2 not shipped yet")
     assert row["seeds"] == {0: "pass", 1: "pass", 2: "not run"}
 
 
 def test_without_further_seeds_a_preset_is_checked_once():
     calls = []
-    claims.check_seeds("smoke", lambda: calls.append(served_seed()) or {}, [16])
+    checks.check_seeds("smoke", lambda: calls.append(served_seed()) or {}, [16])
     assert calls == [0]

@@ -1,4 +1,4 @@
-"""The shipped bundle as a read-only layer of the run store (rflens.shipped_runs, rflens.shipped), at the smoke preset."""
+"""The shipped bundle as a read-only layer of the run store (rflens.store.shipped, rflens.experiments.from_bundle), at the smoke preset."""
 
 from __future__ import annotations
 
@@ -7,14 +7,19 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rflens import bundle, emergence, reproduce, runs, settings, shipped, shipped_runs, storage
+from rflens import storage
 from rflens.errors import UserError
-from rflens.evaluate import perplexity
-from rflens.receptive import receptive_field
-from rflens.shipped_runs import ShippedRun, at_size
+from rflens.experiments import from_bundle
+from rflens.longrun import emergence, plan
+from rflens.measure.perplexity import perplexity
+from rflens.measure.receptive import receptive_field
+from rflens.publish import reproduce
+from rflens.setup import settings
+from rflens.store import bundle, runs, shipped as shipped_runs
+from rflens.store.shipped import at_size, ShippedRun
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
-SPEC = emergence.LongModel("alibi", WSD)
+SPEC = plan.LongModel("alibi", WSD)
 
 
 @pytest.fixture
@@ -133,16 +138,16 @@ def test_an_unfinished_model_is_not_served_and_an_edited_one_is_damaged(one_ship
 
 def test_a_shipped_preset_names_the_command_that_trains_a_missing_model():
     cfgs = settings.resolve("long", "alibi", "prose", {"slope_shift": -7})[1:]
-    assert emergence.command_for("long", *cfgs) == "python -m rflens emergence --scale long --only alibi_slope_shift=-7"
+    assert plan.command_for("long", *cfgs) == "python -m rflens emergence --scale long --only alibi_slope_shift=-7"
     # a model outside the plan, or any model of a read-only control, is trained by `train` (into the run store,
     # which is read before the bundle): the command resolves to the very settings asked for
     from rflens.cli import build_parser
-    from rflens.config import parse_overrides
+    from rflens.setup.config import parse_overrides
 
     for scale, overrides in (("long", {"slope_shift": 3}), ("long-repeated", {"slope_shift": 3}),
                              ("long-repeated", {"slope_shift": -7})):
         other = settings.resolve(scale, "alibi", "prose", overrides)[1:]
-        command = emergence.command_for(scale, *other)
+        command = plan.command_for(scale, *other)
         assert command.startswith("python -m rflens train "), command
         args = build_parser().parse_args(command.split()[3:])
         assert settings.resolve(args.scale, args.pos, args.corpus, parse_overrides(args.overrides))[1:] == other
@@ -152,16 +157,16 @@ def test_reproduce_builds_only_the_chapters_the_bundle_holds(one_shipped):
     ready, skipped = reproduce.shipped_chapters("smoke", ["01", "03", "08", "09"], named=False)
     assert ready == ["01", "09"]
     assert set(skipped) == {"03", "08"} and "weights" in skipped["08"][0]
-    assert len(skipped["03"]) == len(shipped.missing("smoke", ["Table 1"])) > 0
+    assert len(skipped["03"]) == len(from_bundle.missing("smoke", ["Table 1"])) > 0
     with pytest.raises(UserError, match="chapter 03 at the smoke preset needs .* emergence --scale smoke"):
         reproduce.shipped_chapters("smoke", ["03"], named=True)
-    assert shipped.missing("smoke", ["Table 2"]) == ["Table 2 (it follows from Table 1's shipped results)"]
+    assert from_bundle.missing("smoke", ["Table 2"]) == ["Table 2 (it follows from Table 1's shipped results)"]
 
 
 @pytest.fixture
 def shipped_smoke(tmp_path, monkeypatch):
     """The smoke preset as a shipped long-run preset (warmup-stable-decay), its Table 1 in a bundle."""
-    from rflens import scales
+    from rflens.setup import scales
 
     def smoke():
         sc = base()
@@ -171,20 +176,20 @@ def shipped_smoke(tmp_path, monkeypatch):
     monkeypatch.setitem(scales._BUILDERS, "smoke", smoke)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
-    from rflens import experiments as ex
+    from rflens.experiments import tables as ex
 
     for spec in ex.table1_models("smoke"):
-        emergence.run(emergence.LongModel(spec.pos, tuple(spec.settings.items())), "smoke", progress=False)
+        emergence.run(plan.LongModel(spec.pos, tuple(spec.settings.items())), "smoke", progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     return tmp_path
 
 
 @pytest.mark.slow
 def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipped_smoke):
-    from rflens import claims
-    from rflens import experiments as ex
+    from rflens.claims import checks
+    from rflens.experiments import tables as ex
 
-    t1, lacking = shipped.experiment("table1", "smoke")
+    t1, lacking = from_bundle.experiment("table1", "smoke")
     assert lacking == [] and len(t1) == len(ex.table1_models("smoke"))
     assert not any(storage.runs_dir().glob("*/manifest.json"))  # read, not trained
     for _, row in t1.iterrows():  # each row is the last point of the shipped run
@@ -192,26 +197,26 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
         last = bundle.load(name, "smoke")["points"][-1]
         assert row["erf"] == last["erf"] or abs(row["erf"] - last["erf"]) <= 1  # the shipped gradient has 4 digits
         np.testing.assert_allclose(row[f"ppl@{16}"], last["ppl"][0], rtol=1e-4)
-    rows = claims.check({"table1": t1, "corpus": "prose"}, [1, 2, 3, 4, 5])
+    rows = checks.check({"table1": t1, "corpus": "prose"}, [1, 2, 3, 4, 5])
     assert sum(r["result"] in ("pass", "fail") for r in rows) >= 3, rows  # decided on the shipped table
-    f7, lacking = shipped.experiment("figure7", "smoke")  # not shipped: nothing is trained
+    f7, lacking = from_bundle.experiment("figure7", "smoke")  # not shipped: nothing is trained
     assert f7 is None and lacking
-    board = claims.check(claims.gather("smoke", compute=True, progress=False))
+    board = checks.check(checks.gather("smoke", compute=True, progress=False))
     assert [c["result"] for c in board[:5]] == [r["result"] for r in rows]
     assert board[7]["result"] == "not run" and not any(storage.runs_dir().glob("*/manifest.json"))
     with pytest.raises(UserError, match="unknown shipped experiment"):
-        shipped.experiment("table9", "smoke")
+        from_bundle.experiment("table9", "smoke")
     # the board as training grows: one column a measured size, the last the finished models' board
-    from rflens import scoreboard
+    from rflens.claims import scoreboard
 
     grown = scoreboard.by_size("smoke")
-    assert list(grown.columns) == emergence.sizes("smoke") and list(grown.index) == [c["id"] for c in board]
+    assert list(grown.columns) == plan.sizes("smoke") and list(grown.index) == [c["id"] for c in board]
     assert list(grown.iloc[:, -1]) == [c["result"] for c in board]
     assert not any(storage.runs_dir().glob("*/manifest.json"))
 
 
 def _setting(settings, row) -> bool:
-    from rflens.scales import FAMILIES
+    from rflens.setup.scales import FAMILIES
 
     fam = FAMILIES[row["family"]]
     cfg = settings[0]
@@ -222,9 +227,9 @@ def _setting(settings, row) -> bool:
 def test_train_on_a_shipped_model_reports_it(store, capsys):
     """``train`` at a shipped preset answers with the bundle's model: what it holds of its
     training, its parameter count, and no throughput it did not record."""
-    from rflens import scales
     from rflens.cli import main
-    from rflens.model import TransformerLM
+    from rflens.model.transformer import TransformerLM
+    from rflens.setup import scales
 
     params = TransformerLM(scales.get("long-repeated").model.replace(pos="alibi")).num_params(non_embedding=False)
     assert main(["train", "--scale", "long-repeated", "--pos", "alibi", "--quiet"]) == 0

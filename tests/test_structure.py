@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rflens import positional, schemes
-from rflens.config import ModelConfig
-from rflens.model import TransformerLM
+from rflens.model import positional
+from rflens.model.transformer import TransformerLM
+from rflens.setup import schemes
+from rflens.setup.config import ModelConfig
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "rflens"
 
@@ -29,10 +30,13 @@ def _imports() -> dict[str, set[str]]:
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         out = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "rflens"):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module
                 for a in node.names:  # `from . import x` imports the module x; `from .x import f`, x
                     sub = f"{target}.{a.name}"
                     out.add(sub if sub in modules else target)
@@ -57,17 +61,56 @@ def test_no_import_circle():
     assert sorted(m for m in graph if m in _reachable(graph, m)) == []
 
 
+# The folders from the bottom up: a module imports only from its own folder and the layers
+# below it (folders of one layer do not import each other). The package root's modules
+# (errors, paper, storage, progress) are the ground floor; its __init__ and __main__ are the
+# package's face and entry point.
+LAYERS = (("",), ("setup",), ("data",), ("model",), ("measure", "training"), ("store",), ("longrun",),
+          ("experiments",), ("claims",), ("readings", "figures", "hf"), ("widgets",), ("publish",), ("cli",))
+FOLDERS = {f: i for i, layer in enumerate(LAYERS) for f in layer}
+ENTRY = {"rflens", "rflens.__main__"}
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PKG / parts[1]).is_dir()) else ""
+
+
+def test_every_folder_imports_only_its_own_and_the_layers_below():
+    graph = _imports()
+    assert set(FOLDERS) - {""} == {p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if m not in ENTRY for t in targets
+                    if _folder(t) != _folder(m) and FOLDERS[_folder(t)] >= FOLDERS[_folder(m)])
+    assert upward == []
+
+
+def test_the_package_map_names_every_folder_and_each_folder_every_module():
+    """The package docstring lists every folder, and each folder's docstring every module in
+    it, so the map cannot go stale."""
+    import importlib
+
+    top = importlib.import_module("rflens").__doc__
+    missing = [f for f in FOLDERS if f and f"``{f}``" not in top]
+    missing += [f"root: {p.stem}" for p in PKG.glob("*.py") if not p.stem.startswith("__") and f"``{p.stem}``" not in top]
+    for folder in (p for p in PKG.iterdir() if (p / "__init__.py").is_file()):
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+        missing += [f"{folder.name}: {p.stem}" for p in folder.glob("*.py")
+                    if p.stem != "__init__" and not any(f in doc for f in (f"``{p.stem}``", f"{folder.name}.{p.stem}`", f":mod:`.{p.stem}`"))]
+    assert missing == []
+
+
 def test_the_run_store_imports_training_never_the_other_way():
     graph = _imports()
-    assert "rflens.train" in graph["rflens.runs"]
-    assert "rflens.runs" not in _reachable(graph, "rflens.train")
+    assert "rflens.training.trainer" in graph["rflens.store.runs"]
+    assert "rflens.store.runs" not in _reachable(graph, "rflens.training.trainer")
 
 
 def test_the_data_package_imports_nothing_above_it():
     graph = _imports()
     above = {m for name in graph if name.startswith("rflens.data") for m in graph[name]
              if not m.startswith("rflens.data")}
-    assert above <= {"rflens.config", "rflens.errors", "rflens.storage", "rflens.schemes"}
+    assert above <= {"rflens.setup.config", "rflens.errors", "rflens.storage", "rflens.setup.schemes", "rflens.setup.scales",
+                     "rflens.setup.settings"}
 
 
 def test_commands_live_in_the_command_line_package():
@@ -144,8 +187,8 @@ def test_an_unknown_scheme_is_a_one_line_error():
 
 
 def test_every_deviation_from_the_papers_code_names_a_real_setting():
-    from rflens.config import SETTINGS
-    from rflens.deviations import DEVIATIONS, table
+    from rflens.setup.config import SETTINGS
+    from rflens.setup.deviations import DEVIATIONS, table
 
     fields = {f for cls in SETTINGS.values() for f in cls.__dataclass_fields__}
     for d in DEVIATIONS:

@@ -5,12 +5,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rflens import settings, tables
+from rflens.publish import csv_files
+from rflens.setup import settings
 
 
 def test_a_table_is_written_with_its_provenance_and_read_back(tmp_path):
     df = pd.DataFrame({"label": ["a", "b"], "ppl@32": [10.5, 11.25]}).set_index("label")
-    path = tables.write_csv(df, tmp_path / "t" / "x.csv", {"scale": "tiny", "code_version": "abc"})
+    path = csv_files.write_csv(df, tmp_path / "t" / "x.csv", {"scale": "tiny", "code_version": "abc"})
     text = path.read_text().splitlines()
     assert text[:2] == ["# scale: tiny", "# code_version: abc"]
     back = pd.read_csv(path, comment="#").set_index("label")
@@ -18,10 +19,11 @@ def test_a_table_is_written_with_its_provenance_and_read_back(tmp_path):
 
 
 def test_provenance_names_the_code_and_the_prepared_corpora():
-    from rflens import data, runs
+    from rflens import data
+    from rflens.store import runs
 
     data.prepare(settings.resolve("smoke", "alibi", "prose").data, progress=False)
-    meta = tables.provenance("smoke")
+    meta = csv_files.provenance("smoke")
     assert meta["scale"] == "smoke" and meta["code_version"] == runs.code_version()
     assert meta["data_prose"] == data.prepare(settings.resolve("smoke", "alibi", "prose").data, progress=False).fingerprint
     assert all(k.startswith("data_") for k in meta if k not in ("scale", "code_version"))
@@ -32,10 +34,10 @@ def test_a_chapter_run_by_reproduce_writes_each_table_it_shows(tmp_path, monkeyp
 
     shell = InteractiveShell.instance()
     try:
-        assert not tables.offer_tables("smoke")  # a live notebook: nothing written
-        monkeypatch.setenv(tables.TABLES_ENV, str(tmp_path / "tables"))
-        monkeypatch.setenv(tables.CHAPTER_ENV, "03_alibi_dissected")
-        assert tables.offer_tables("smoke")
+        assert not csv_files.offer_tables("smoke")  # a live notebook: nothing written
+        monkeypatch.setenv(csv_files.TABLES_ENV, str(tmp_path / "tables"))
+        monkeypatch.setenv(csv_files.CHAPTER_ENV, "03_alibi_dissected")
+        assert csv_files.offer_tables("smoke")
         first = pd.DataFrame({"r@64": [1.0, np.nan]}, index=pd.Index(["w=8", "w=16"], name="label"))
         html = shell.display_formatter.format(first)[0]["text/html"]
         assert 'href="tables/03_alibi_dissected-table1.csv"' in html and "<table" in html
@@ -46,13 +48,13 @@ def test_a_chapter_run_by_reproduce_writes_each_table_it_shows(tmp_path, monkeyp
         assert list(back["label"]) == ["w=8", "w=16"] and np.isnan(back["r@64"][1])
         assert "# chapter: 03_alibi_dissected" in (tmp_path / "tables" / written[0]).read_text()
         # a rounded view of a wide table downloads at full precision, with every interval
-        from rflens import results
+        from rflens.measure import columns
 
         wide = pd.DataFrame({"label": ["w=8"], "ppl@32": [10.123456], "ci_low@32": [9.5], "ci_high@32": [10.7],
                              "r@32": [1.0], "r_lo@32": [1.0], "r_hi@32": [1.0], "ppl@64": [12.345678],
                              "ci_low@64": [11.0], "ci_high@64": [13.0], "r@64": [1.2195121], "r_lo@64": [1.1012345],
                              "r_hi@64": [1.3456789]})
-        view = results.display_table(wide, "r")
+        view = columns.display_table(wide, "r")
         assert view.loc["w=8", "64"] == "1.22"
         shell.display_formatter.format(view)
         back = pd.read_csv(tmp_path / "tables" / "03_alibi_dissected-table3.csv", comment="#")
@@ -63,10 +65,12 @@ def test_a_chapter_run_by_reproduce_writes_each_table_it_shows(tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_the_run_store_exports_its_models_and_results(store, tmp_path, monkeypatch, capsys):
-    from rflens import cli, evaluate, receptive, runs
+    from rflens import cli
+    from rflens.measure import perplexity, receptive
+    from rflens.store import runs
 
     run = runs.get_run("smoke", "alibi", "prose", progress=False)
-    res = evaluate.perplexity(run, progress=False)
+    res = perplexity.perplexity(run, progress=False)
     rf = receptive.receptive_field(run, progress=False)
     assert cli.main(["runs", "--export", str(tmp_path / "out")]) == 0
     assert capsys.readouterr().out.count("wrote ") == 3
@@ -85,13 +89,13 @@ CODE_NAME = r"^[a-z]+(_[a-z]+)+$|@"  # a header a reader should not have to deco
 def test_a_rendered_table_reads_in_words_with_one_format_per_column():
     import re
 
-    from rflens import results
+    from rflens.measure import columns
 
     wide = pd.DataFrame({"label": ["w=8", "w=16"], "ppl@32": [10.0, 11.5], "r@32": [1.0, 1.0], "r@64": [1.2, np.nan],
                          "r_lo@64": [1.1, np.nan], "r_hi@64": [1.3, np.nan], "l_tr": [32, 32], "erf": [120, 30],
                          "erf_capped": [True, False], "erf_length": [128, 128], "share_in_ltr": [0.3, 0.991],
                          "jump_abs_pos": [31, 12], "extrapolates": [False, None], "max_r": [1.2, 1.0]})
-    view = results.display_table(wide, "r", extra=["l_tr", "erf", "share_in_ltr", "jump_abs_pos", "extrapolates", "max_r"])
+    view = columns.display_table(wide, "r", extra=["l_tr", "erf", "share_in_ltr", "jump_abs_pos", "extrapolates", "max_r"])
     cells = view.to_numpy().ravel().tolist()
     assert not any(re.search(CODE_NAME, str(h)) for h in [*view.columns, *view.index.names]), list(view.columns)
     assert "nan" not in " ".join(map(str, cells)).lower() and "NaN" not in view.to_html()
@@ -104,10 +108,10 @@ def test_a_rendered_table_reads_in_words_with_one_format_per_column():
 
 
 def test_segments_of_several_lengths_keep_their_own_column():
-    from rflens import results
+    from rflens.measure import columns
 
     df = pd.DataFrame({"erf": [40, 500], "erf_capped": [False, True], "erf_length": [64, 512]}, index=["a", "b"])
-    view = results.readable(df)
+    view = columns.readable(df)
     assert list(view.columns) == ["ERF", "ERF segment"] and list(view["ERF"]) == ["40", "≥ 500"]
 
 
@@ -135,39 +139,40 @@ def _no_code_names(view) -> None:
 
 
 def test_a_rendered_table_names_its_rows_by_model_and_its_families_by_their_titles():
-    from rflens import results
-    from rflens.scales import FAMILIES
+    from rflens.measure import columns
+    from rflens.setup.scales import FAMILIES
 
     df = pd.DataFrame({"label": ["Δ=-8", "w=8"], "family": ["slope_shift", "window"], "pos": ["alibi", "window"],
                        "erf": [4, 30]})
-    view = results.readable(df)
+    view = columns.readable(df)
     assert list(view.index) == ["Δ=-8", "w=8"] and view.index.name == "model"
     assert list(view["family"]) == [FAMILIES["slope_shift"].title, FAMILIES["window"].title]
     assert list(view["scheme"]) == ["ALiBi", "Windowed"]
     _no_code_names(view)
     # a table whose rows are already named keeps its index; one with no model column keeps its numbers
-    assert list(results.readable(df.set_index("family")).index) == ["slope_shift", "window"]
-    assert isinstance(results.readable(df[["erf"]]).index, pd.RangeIndex)
+    assert list(columns.readable(df.set_index("family")).index) == ["slope_shift", "window"]
+    assert isinstance(columns.readable(df[["erf"]]).index, pd.RangeIndex)
 
 
 def test_the_pilot_tables_name_each_model_by_its_scheme_and_setting():
-    from rflens import pilot, results
+    from rflens.measure import columns
+    from rflens.readings import pilot
 
     sweep = pilot.pilot_table()
     if sweep.empty:
         pytest.skip("no pilot measurements in this checkout")
-    view = results.readable(pilot.view(sweep), digits=3)
+    view = columns.readable(pilot.view(sweep), digits=3)
     _no_code_names(view)
     assert list(view.index.names) == ["R", "d", "L_tr", "training tokens", "model"]
     labels = set(view.index.get_level_values("model"))
     assert "ALiBi Δ=4 (paper's 8)" in labels and "NoPE with a fixed first token" in labels
-    summary = results.readable(pilot.pilot_summary(sweep), digits=3)
+    summary = columns.readable(pilot.pilot_summary(sweep), digits=3)
     _no_code_names(summary)
     assert any("R·w/L_tr=4.5" in m for m in summary["missing"])
     seeds = pilot.seed_spread()
     for key, digits in (("table1", 3), ("table3", 1)):
         if not seeds[key].empty:
-            _no_code_names(results.readable(seeds[key], digits=digits))
+            _no_code_names(columns.readable(seeds[key], digits=digits))
 
 
 def test_a_wide_table_scrolls_in_its_own_box_with_a_scrollbar_in_view_and_wrapped_headers():
@@ -177,7 +182,7 @@ def test_a_wide_table_scrolls_in_its_own_box_with_a_scrollbar_in_view_and_wrappe
     import re
     from importlib.resources import files
 
-    css = re.sub(r"/\*.*?\*/", "", files("rflens").joinpath("book.css").read_text(), flags=re.S)
+    css = re.sub(r"/\*.*?\*/", "", files("rflens").joinpath("publish", "book.css").read_text(), flags=re.S)
     rules = {sel.strip(): body for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", css) for sel in sels.split(",")}
     assert "overflow-x: auto" in rules["div.cell_output div.output"]
     assert "height" in rules["div.cell_output div.output::-webkit-scrollbar"]

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rflens import runs, scales, settings
-from rflens.config import TrainConfig
 from rflens.errors import UserError
-from rflens.train import Batches, lr_at, read_checkpoint_pointer, train, warmup_steps
+from rflens.setup import scales, settings
+from rflens.setup.config import TrainConfig
+from rflens.store import runs
+from rflens.training.trainer import Batches, lr_at, read_checkpoint_pointer, train, warmup_steps
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,16 +114,17 @@ def test_two_runs_of_one_config_give_identical_weights(tmp_path):
 
 CHILD = SYNTHETIC + '''
 import sys, time
-from rflens import scales, train
-from rflens.model import TransformerLM
+from rflens.model.transformer import TransformerLM
+from rflens.setup import scales
+from rflens.training import trainer
 
 out_dir, delay = sys.argv[1], float(sys.argv[2])
 if delay:  # slow each step down so the parent can kill the process mid-run
     loss = TransformerLM.loss
     TransformerLM.loss = lambda self, *a, **k: (time.sleep(delay), loss(self, *a, **k))[1]
 s = scales.get("smoke")
-train.train(s.model, s.data, s.train.replace(steps=40, ckpt_interval=5, eval_interval=10), out_dir=out_dir,
-            progress=False, corpus=SyntheticCorpus())
+trainer.train(s.model, s.data, s.train.replace(steps=40, ckpt_interval=5, eval_interval=10), out_dir=out_dir,
+              progress=False, corpus=SyntheticCorpus())
 '''
 
 

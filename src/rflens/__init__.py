@@ -1,20 +1,29 @@
 """rflens: an executable companion to Chi, Fan, Rudnicky and Ramadge (ACL 2023),
 *Dissecting Transformer Length Extrapolation via the Lens of Receptive Field Analysis*.
 
-Modules, one concern each: ``schemes`` (the table of positional schemes), ``config``
-(settings), ``positional`` (every scheme's implementation), ``attention`` (the attention
-kernels), ``model`` (the transformer LM), ``storage`` (folders, atomic writes, checksums,
-locks), ``distributed`` (ranks and the process group), ``data`` (corpora, tokenizer, token
-streams), ``scales`` (presets and their sweeps), ``train`` (the training loop), ``runs``
-(the run store), ``evaluate`` (perplexity protocols), ``receptive`` (receptive-field
-analysis), ``results`` (the result tables and the criterion "extrapolates"), ``speed``
-(training speed side by side), ``experiments`` (the paper's sweeps), ``analysis`` (closed
-forms of the biases), ``claims`` (the scoreboard), ``figures``, ``widgets``, ``notebook``
-(what every chapter does first), ``reproduce`` (papermill + Jupyter Book) and ``cli`` (the
-commands), ``hf`` (the same lens on Hugging Face models).
+The package in folders by concern, each folder importing only the ones listed before it
+(its ``__init__`` says what it owns and what it may import):
+
+- the root: ``errors`` (one-line errors for users), ``paper`` (the paper's constants),
+  ``storage`` (folders, atomic writes, checksums, locks, caches), ``progress`` (what long
+  work says while it runs);
+- ``setup``: the schemes' table, the settings, the presets, a run's resolved settings;
+- ``data``: corpora, tokenizer and token streams;
+- ``model``: the positional schemes, attention and the transformer LM;
+- ``measure``: perplexity protocols, receptive fields, intervals and "extrapolates";
+- ``training``: the one training loop, its processes, the machine;
+- ``store``: the run store, the shipped bundles, costs;
+- ``longrun``: the long runs' plan, training, recheck, comparison and forecast;
+- ``experiments``: the paper's experiments as functions of a scale;
+- ``claims``: the paper's claims, checked, and their scoreboard;
+- ``readings``, ``figures``, ``hf``: the book's sentences, its plotly figures, and the same
+  lens on Hugging Face models;
+- ``widgets``: ipywidgets explorers for a live kernel;
+- ``publish``: chapters executed, the book built, its files;
+- ``cli``: the commands (``python -m rflens --help``).
 
 A positional scheme of one's own: ``rflens.register_scheme`` (a decorator) in a file of
-one's own, loaded with ``rflens.load_schemes(path)``; see :mod:`rflens.positional`.
+one's own, loaded with ``rflens.load_schemes(path)``; see :mod:`rflens.model.positional`.
 """
 
 __version__ = "0.1.0"
@@ -22,11 +31,11 @@ __version__ = "0.1.0"
 
 def __getattr__(name):  # the extension point, without importing torch with the package
     if name in ("register_scheme", "RelativeScheme"):
-        from . import positional
+        from rflens.model import positional
 
         return getattr(positional, name)
     if name == "load_schemes":
-        from .schemes import load_files
+        from rflens.setup.schemes import load_files
 
         return load_files
     raise AttributeError(f"module 'rflens' has no attribute {name!r}")

@@ -12,7 +12,7 @@ Folders are read from the environment at call time, never frozen at import:
 * ``$RFLENS_DATA``, else ``<project>/data`` (:func:`data_dir`);
 * ``$RFLENS_RUNS``, else ``<project>/runs`` (:func:`runs_dir`);
 * ``$RFLENS_REFERENCE``, else ``<project>/reference`` (:func:`reference_dir`): the shipped
-  results of long runs (rflens.emergence), part of the repository.
+  results of long runs (rflens.longrun.plan), part of the repository.
 
 This module imports neither torch nor anything else of rflens.
 """

@@ -3,7 +3,10 @@
 This module parses the arguments; each command is carried out by ``run(args)`` of its own
 module in this package (``rflens.cli.train``, ``rflens.cli.evaluate``, ...), which calls the
 library and prints. A :class:`rflens.errors.UserError` becomes one line on stderr and exit
-code 2.
+code 2. The commands' modules: ``bias``, ``data``, ``train``, ``runs``, ``evaluate``, ``erf``,
+``reproduce``, ``explore``, ``emergence``, ``claims``, and ``common`` (what they share).
+
+May import: everything.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ import argparse
 import importlib
 import sys
 
-from ..config import CORPORA, WIDE_CORPORA
-from ..errors import UserError
-from ..paper import ERF_THRESHOLD
-from ..parallel import EXECUTORS
-from ..scales import DEFAULT_SCALE, SCALES
+from rflens.errors import UserError
+from rflens.paper import ERF_THRESHOLD
+from rflens.publish.parallel import EXECUTORS
+from rflens.setup.config import CORPORA, WIDE_CORPORA
+from rflens.setup.scales import DEFAULT_SCALE, SCALES
 
 # command (and its module in this package) -> one-line help
 COMMANDS = {
@@ -184,7 +187,7 @@ def os_error_line(err: OSError) -> str:
     if err.filename:
         path = err.filename
     else:
-        from ..storage import data_dir, runs_dir
+        from rflens.storage import data_dir, runs_dir
 
         path = f"in {runs_dir()} or {data_dir()}"
     what = err.strerror or type(err).__name__
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         if args.schemes:
-            from ..schemes import load_files
+            from rflens.setup.schemes import load_files
 
             load_files(args.schemes)
         module = importlib.import_module(f"rflens.cli.{args.command}")

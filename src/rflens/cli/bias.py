@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import math
 
-from .. import resources
-from ..config import ModelConfig, parse_overrides
-from ..errors import UserError
-from ..positional import last_query_bias
-from .common import emit
+from rflens.cli.common import emit
+from rflens.errors import UserError
+from rflens.measure import resources
+from rflens.model.positional import last_query_bias
+from rflens.setup.config import ModelConfig, parse_overrides
 
 
 def _fmt(x: float) -> str:

@@ -4,32 +4,32 @@ from __future__ import annotations
 
 import json
 
-from .. import scoreboard
-from .common import emit
+from rflens.claims import scoreboard
+from rflens.cli.common import emit
 
 
 def run(args) -> int:
-    from .. import scales
-    from ..config import CORPORA
-    from ..errors import UserError
+    from rflens.errors import UserError
+    from rflens.setup import scales
+    from rflens.setup.config import CORPORA
 
     scales.get(args.scale)  # one line for an unknown scale, before anything is computed or written
     if args.corpus not in CORPORA:
         raise UserError(f"unknown corpus {args.corpus!r}: choose one of {', '.join(CORPORA)}")
     if scales.get(args.scale).shipped:  # a damaged bundle stops the board: one line naming the file
-        from .. import bundle
+        from rflens.store import bundle
 
         bundle.check(args.scale)
     else:  # what the board trains first, said before it starts when it takes minutes or more
         import sys
 
-        from ..parallel import missing_cost
+        from rflens.publish.parallel import missing_cost
 
         cost = missing_cost(args.scale, ["09"])
         if cost:
             print(cost, file=sys.stderr, flush=True)
     if getattr(args, "record_speed", False):
-        from ..speed import record_speed, speed_record_path
+        from rflens.experiments.speed import record_speed, speed_record_path
 
         rec = record_speed(args.scale, progress=not getattr(args, "quiet", False))
         emit(f"training speed recorded on {rec['machine']}: {speed_record_path(args.scale)}")

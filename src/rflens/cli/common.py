@@ -7,10 +7,11 @@ import json
 import os
 import sys
 
-from .. import runs, scales
-from ..config import EvalConfig, parse_overrides
-from ..errors import UserError
-from ..settings import resolve
+from rflens.errors import UserError
+from rflens.setup import scales
+from rflens.setup.config import EvalConfig, parse_overrides
+from rflens.setup.settings import resolve
+from rflens.store import runs
 
 
 def emit(text: str) -> None:
@@ -24,7 +25,7 @@ def emit(text: str) -> None:
 def select_run(args):
     """The stored model that ``--scale/--pos/--corpus/--set`` select (trained if needed),
     and the evaluation settings: the preset's, with the ``--set eval...`` overrides."""
-    from ..evaluate import eval_config  # torch: only for the commands that measure
+    from rflens.measure.perplexity import eval_config  # torch: only for the commands that measure
 
     sections = parse_overrides(args.overrides)
     ev_overrides = sections.pop("eval")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import time
 
-from .. import scales
-from ..config import CORPORA, WIDE_CORPORA, DataConfig
-from ..data import prepare
-from ..errors import UserError
-from .common import emit
+from rflens.cli.common import emit
+from rflens.data import prepare
+from rflens.errors import UserError
+from rflens.setup import scales
+from rflens.setup.config import CORPORA, DataConfig, WIDE_CORPORA
 
 
 def _configs_for(args) -> list[DataConfig]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import time
 
-from .. import bundle, emergence, reproduction, scales
-from ..train import OutOfTime
-from ..errors import UserError
-from ..core_cost import one_core_cost, one_core_minutes, one_core_speed
-from ..reproduce import restore_fix
+from rflens.errors import UserError
+from rflens.longrun import emergence, plan, recheck
+from rflens.setup import scales
+from rflens.store import bundle
+from rflens.store.core_cost import one_core_cost, one_core_minutes, one_core_speed
+from rflens.training.trainer import OutOfTime
 
 
 def _deadline(minutes: float | None) -> float | None:
@@ -46,7 +47,7 @@ def _adopt(args) -> int:
             continue
         if result.get("name") != folder.name:
             raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
-        emergence.check_planned(result, args.scale, folder)
+        plan.check_planned(result, args.scale, folder)
         print(f"{folder.name}: joined the bundle in {bundle.adopt(args.scale, folder)}")
         joined += 1
     print(f"{joined} model(s) joined the {args.scale} bundle")
@@ -54,11 +55,11 @@ def _adopt(args) -> int:
 
 
 def run(args) -> int:
-    plan = emergence.models(args.scale)
+    specs = plan.models(args.scale)
     if args.only:
-        plan = [emergence.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once
+        specs = [plan.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once
     have = bundle.complete(args.scale)
-    todo = [spec for spec in plan if spec.name not in have]
+    todo = [spec for spec in specs if spec.name not in have]
     if getattr(args, "adopt", None) is not None:
         return _adopt(args)
     if args.list:
@@ -68,23 +69,23 @@ def run(args) -> int:
         at = one_core_speed(args.scale)
         need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at) or []))
         if todo and scales.get(args.scale).read_only:  # nothing trains into a control: its models are missing
-            for spec in plan:
+            for spec in specs:
                 print(f"{'shipped' if spec.name in have else 'missing':9s} {spec.name}")
-            print(f"{len(todo)} missing: {restore_fix(args.scale)}")
+            print(f"{len(todo)} missing: {bundle.restore_fix(args.scale)}")
             return 0
-        for spec in plan:
+        for spec in specs:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
             print(f"{state:9s} {spec.name}{when}")
         print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at)}" if todo
-              else f"nothing to train: the bundle holds every model of the plan ({len(plan)})")
+              else f"nothing to train: the bundle holds every model of the plan ({len(specs)})")
         return 0
     deadline = _deadline(args.minutes)
     keep = getattr(args, "keep", None)
     if keep is not None and args.check is None:
         raise UserError("--keep keeps the models a check retrains: give --check K as well")
     if args.check is not None:
-        shipped = [spec for spec in plan if spec.name in have]
+        shipped = [spec for spec in specs if spec.name in have]
         if not shipped:
             raise UserError(f"no complete model is shipped in {bundle.bundle_dir(args.scale)} to check")
         if args.check <= 0 or args.check > len(shipped):
@@ -92,25 +93,25 @@ def run(args) -> int:
                             f"selection; --only chooses them, --list shows them), not {args.check}")
         chosen = shipped[:args.check]
         if keep is not None:
-            keep = reproduction.keep_folder(keep)  # a folder inside reference/ is refused before any training
+            keep = recheck.keep_folder(keep)  # a folder inside reference/ is refused before any training
         print(f"retraining {len(chosen)} shipped model(s) to check them: {one_core_cost(chosen, args.scale)}"
               + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes")
               + ("" if keep is None else f"; kept in {keep}"), flush=True)
         try:
-            rows = reproduction.check([spec.name for spec in chosen], args.scale, progress=not args.quiet,
+            rows = recheck.check([spec.name for spec in chosen], args.scale, progress=not args.quiet,
                                       deadline=deadline, keep=keep)
         except OutOfTime as stop:
             print(f"out of time at step {stop.args[0]} of a check; its state is kept, run the same command to resume")
             return 0
         for r in rows:
-            print(reproduction.render(r))
+            print(recheck.render(r))
         return 0 if all(r["reproduced"] for r in rows) else 1
     if not todo:
         print(f"every model asked for is shipped in {bundle.bundle_dir(args.scale)}")
         return 0
     if scales.get(args.scale).read_only:
         raise UserError(f"{len(todo)} model(s) asked for are not shipped ({todo[0].name}"
-                        f"{', ...' if len(todo) > 1 else ''}): {restore_fix(args.scale)}")
+                        f"{', ...' if len(todo) > 1 else ''}): {bundle.restore_fix(args.scale)}")
     print(f"training {len(todo)} model(s): {one_core_cost(todo, args.scale)}"
           + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
     for spec in todo:

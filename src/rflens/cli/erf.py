@@ -3,9 +3,9 @@ of a Hugging Face causal LM), Section 4."""
 
 from __future__ import annotations
 
-from ..evaluate import segment_notes
-from ..receptive import receptive_field
-from .common import check_hf_flags, hf_settings, print_hf_result, print_result, select_run
+from rflens.cli.common import check_hf_flags, hf_settings, print_hf_result, print_result, select_run
+from rflens.measure.perplexity import segment_notes
+from rflens.measure.receptive import receptive_field
 
 
 def run(args) -> int:
@@ -21,7 +21,7 @@ def run(args) -> int:
 
 
 def run_hf(args) -> int:
-    from ..hf import hf_receptive_field
+    from rflens.hf import hf_receptive_field
 
     ev, data_cfg = hf_settings(args)
     result = hf_receptive_field(args.hf, text=args.text, corpus=args.corpus, length=args.length, n=args.n,

@@ -3,9 +3,9 @@ Hugging Face causal LM) at several lengths."""
 
 from __future__ import annotations
 
-from ..errors import UserError
-from ..evaluate import perplexity, segment_notes, unit_notes
-from .common import check_hf_flags, hf_settings, parse_lengths, print_hf_result, print_result, select_run
+from rflens.cli.common import check_hf_flags, hf_settings, parse_lengths, print_hf_result, print_result, select_run
+from rflens.errors import UserError
+from rflens.measure.perplexity import perplexity, segment_notes, unit_notes
 
 
 def run(args) -> int:
@@ -22,7 +22,7 @@ def run(args) -> int:
 
 
 def run_hf(args) -> int:
-    from ..hf import hf_perplexity
+    from rflens.hf import hf_perplexity
 
     ev, data_cfg = hf_settings(args)
     protocol = args.protocol or ev.protocol

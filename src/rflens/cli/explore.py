@@ -6,12 +6,12 @@ import os
 import subprocess
 import sys
 
-from ..errors import UserError
-from ..scales import SCALES
+from rflens.errors import UserError
+from rflens.setup.scales import SCALES
 
 
 def run(args) -> int:
-    from ..widgets.explore import NOTEBOOK
+    from rflens.widgets.explore import NOTEBOOK
 
     if args.scale not in SCALES:
         raise UserError(f"unknown scale {args.scale!r}: choose one of {', '.join(SCALES)}")

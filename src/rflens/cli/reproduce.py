@@ -6,9 +6,10 @@ import os
 import time
 from pathlib import Path
 
-from .. import parallel, reproduce, scales
-from ..errors import UserError
-from ..progress import Log
+from rflens.errors import UserError
+from rflens.progress import Log
+from rflens.publish import parallel, reproduce
+from rflens.setup import scales
 
 
 def cluster_of(args, scale: str) -> parallel.Cluster | None:
@@ -67,7 +68,7 @@ def _run(args) -> int:
         workers = 0
     if getattr(args, "plan", False):
         workers = workers or parallel.default_workers()
-        print(parallel.format_plan(scale, parallel.book_plan(scale, chosen, workers=workers), workers))
+        print(parallel.format_plan(scale, parallel.training_estimate(scale, chosen, workers=workers), workers))
         return 0
     if workers is None:  # the whole book (or any book on a cluster): train its models first, in parallel
         workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0

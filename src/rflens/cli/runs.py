@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import UserError
-from ..runs import check_store_path, clean, list_runs
-from ..storage import runs_dir
-from .common import emit
+from rflens.cli.common import emit
+from rflens.errors import UserError
+from rflens.storage import runs_dir
+from rflens.store.runs import check_store_path, clean, list_runs
 
 
 def _size(n: float) -> str:
@@ -41,7 +41,7 @@ def run(args) -> int:
         for r in clean():
             emit(f"removed {r['key']} ({r['status']})")
     if export is not None:
-        from ..tables import export_store
+        from rflens.publish.csv_files import export_store
 
         for path in export_store(export):
             emit(f"wrote {path}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import time
 
-from .. import distributed, runs, settings
-from ..config import parse_overrides
-from .common import emit
+from rflens.cli.common import emit
+from rflens.setup import settings
+from rflens.setup.config import parse_overrides
+from rflens.store import runs
+from rflens.training import distributed
 
 
 def run(args) -> int:

@@ -30,15 +30,16 @@ is interrupted at any point leaves the previous manifest and the files it names 
 
 The package has these parts: :mod:`.sources` and :mod:`.wide` (where documents come from),
 :mod:`.archives` (registry archives, fetched and cached),
-:mod:`.build` (split, tokenize, encode, check; :func:`prepare`) and :mod:`.corpus` (what
-a model reads). It imports nothing of rflens but ``config``, ``errors`` and ``storage``.
+:mod:`.build` (split, tokenize, encode, check; :func:`prepare`), :mod:`.corpus` (what
+a model reads) and :mod:`.summary` (what a preset's corpora hold, one row a corpus). It
+imports nothing of rflens but ``setup``, ``errors`` and ``storage``.
 """
 
-from .build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, MAX_EPOCHS, MIN_SPLIT_DOCS,
-                    SPLIT_FRACTIONS, built, capped_budget, prepare, rebuild_command, split_documents, train_tokenizer,
-                    train_tokens)
-from .corpus import EOT, SPLITS, Corpus
-from .sources import ABOUT, STANDS_IN_FOR, HUB_DEFAULT_BYTES, HUB_FIX, MATH_PATTERN, PILE_SUBSETS, PINS, SOURCE_PACKAGES, check_hub
+from rflens.data.build import (DEFAULT_FRACTIONS, FORMAT, FULL_VERIFY_BYTES, GPT2_VOCAB, MAX_EPOCHS, MIN_SPLIT_DOCS,
+    SPLIT_FRACTIONS, built, capped_budget, prepare, rebuild_command, split_documents, train_tokenizer, train_tokens)
+from rflens.data.corpus import Corpus, EOT, SPLITS
+from rflens.data.sources import (ABOUT, STANDS_IN_FOR, HUB_DEFAULT_BYTES, HUB_FIX, MATH_PATTERN, PILE_SUBSETS, PINS,
+    SOURCE_PACKAGES, check_hub)
 
 __all__ = [
     "prepare", "built", "Corpus", "SPLITS", "EOT", "PINS", "SOURCE_PACKAGES", "split_documents", "train_tokenizer",

@@ -31,8 +31,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import storage
-from ..errors import UserError
+from rflens import storage
+from rflens.errors import UserError
 
 REGISTRIES = ("pypi", "npm", "apt")
 # pip downloads the wheel of this platform on every machine, so that the archive (and its

@@ -27,13 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import storage
-from ..config import WIDE_CORPORA, DataConfig
-from ..errors import UserError
-from . import wide
-from .corpus import EOT, SPLITS, Corpus
-from .sources import (PINS, SOURCE_PACKAGES, _embedded_documents, _files_documents, _files_key, _hub_documents,
-                      _hub_name, _installed, _progress, check_hub)
+from rflens import storage
+from rflens.data import wide
+from rflens.data.corpus import Corpus, EOT, SPLITS
+from rflens.errors import UserError
+from rflens.setup.config import DataConfig, WIDE_CORPORA
+from rflens.data.sources import (PINS, SOURCE_PACKAGES, _embedded_documents, _files_documents, _files_key,
+    _hub_documents, _hub_name, _installed, _progress, check_hub)
 
 FORMAT = 1  # bump when the layout or the extraction changes: old builds are then rebuilt
 # Share of the bytes in (train, validation, test). The math corpus is small (~1.3 MB), so
@@ -461,7 +461,7 @@ def built(cfg: DataConfig, *, root=None) -> Corpus | None:
     """The data of ``cfg`` if it is built and current, else None; builds nothing (a plan
     asks this). A damaged build raises UserError naming the command that rebuilds it."""
     if not isinstance(cfg, DataConfig):
-        raise TypeError("built() takes a rflens.config.DataConfig")
+        raise TypeError("built() takes a rflens.setup.config.DataConfig")
     root = Path(root).resolve() if root is not None else storage.data_dir()
     path = built_path(cfg, root)
     return _load(cfg, path, f"rebuild it with `{rebuild_command(cfg)}`")[0]
@@ -478,7 +478,7 @@ def prepare(cfg: DataConfig, *, root=None, progress: bool = True, repair: bool =
     instead; ``force`` rebuilds. ``root``: the data folder, else ``storage.data_dir()``.
     """
     if not isinstance(cfg, DataConfig):
-        raise TypeError("prepare() takes a rflens.config.DataConfig")
+        raise TypeError("prepare() takes a rflens.setup.config.DataConfig")
     root = Path(root).resolve() if root is not None else storage.data_dir()
     path = built_path(cfg, root)
     fix = f"rebuild it with `{rebuild_hint or rebuild_command(cfg)}`"

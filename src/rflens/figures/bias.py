@@ -8,7 +8,7 @@ static HTML book with no kernel. Two views:
   logit of a key k positions back; -inf outside a window is drawn as a gap);
 * the (m, n) heat map of one head, with the causal and window masks left blank.
 
-The numbers come from :mod:`rflens.positional` (the same code the models train with).
+The numbers come from :mod:`rflens.model.positional` (the same code the models train with).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative, sample_colorscale
 
-from .. import analysis, paper
-from ..config import ModelConfig
-from ..positional import bias_matrix, last_query_bias, sandwich_compression, t5_bucket
-from ..schemes import title as scheme_title
+from rflens import paper
+from rflens.model import analysis
+from rflens.model.positional import bias_matrix, last_query_bias, sandwich_compression, t5_bucket
+from rflens.setup.config import ModelConfig
+from rflens.setup.schemes import title as scheme_title
 
 TEMPLATE = "plotly_white"
 HEAD_SCALE = "Viridis"  # heads in order of their slopes: a sequential scale (its pale end left out)
@@ -245,7 +246,7 @@ def heatmap_figure(configs: dict[str, ModelConfig], *, length: int = 32, head: i
     """Heat map of the bias query m gives key n for one head, slider over ``configs``
     ({label: ModelConfig}); masked cells (causal n > m, outside a window) are blank.
 
-    Titles name the scheme in words (:func:`rflens.schemes.title`), then the slider's setting
+    Titles name the scheme in words (:func:`rflens.setup.schemes.title`), then the slider's setting
     (``prefix`` and the label) where a prefix is given, else the scheme's window if any. A bias
     that is one value wherever a key is attended (a window: 0) is drawn in one colour
     without a colour bar, and the title says its value."""

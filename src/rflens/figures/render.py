@@ -6,7 +6,7 @@ mime type, which the book builder (myst-nb) cannot draw: the page would show no 
 
 * ``text/html``: the figure's ``<div>`` and a short script that draws it with
   ``window.Plotly``. The built book loads plotly.js once per page from its own
-  ``_static/plotly.min.js`` (see :mod:`rflens.offline`), so figures render offline and pages
+  ``_static/plotly.min.js`` (see :mod:`rflens.publish.offline`), so figures render offline and pages
   stay small (no 4.6 MB library inlined in every output). Where no plotly.js is on the page
   (Colab, a bare HTML viewer) the script loads the matching version from plotly's CDN first.
 * ``application/vnd.plotly.v1+json``: the figure itself, which JupyterLab, Notebook 7 and

@@ -1,6 +1,6 @@
 """Figures of the experiments' results (Chi et al., ACL 2023, Tables 1-3, Figures 5, 7, 11).
 
-Each builder takes the tables of :mod:`rflens.experiments` (or its receptive-field curves)
+Each builder takes the tables of :mod:`rflens.experiments.tables` (or its receptive-field curves)
 and returns a plotly figure whose interaction lives in the figure itself: dropdown menus
 (``layout.updatemenus``) or sliders switch between precomputed traces, so the static HTML
 book needs no kernel. Menu arguments set ``title.text``, never ``title`` (plotly.js >= 3
@@ -28,8 +28,9 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from .. import experiments as ex
-from ..results import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, erf_text, flag, lengths_of
+from rflens.experiments import tables as ex
+from rflens.measure.columns import lengths_of
+from rflens.measure.criterion import BREAKS, erf_text, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, flag
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
@@ -363,7 +364,7 @@ def _wrap(text: str, width: int) -> str:
 
 def _family_title(family: str) -> str:
     """A family as the book names it: a Table 1 sweep's title, a scheme's printed name, else the name in words."""
-    from ..schemes import TABLE, title
+    from rflens.setup.schemes import TABLE, title
 
     if family in ex.FAMILY_TITLES:
         return ex.FAMILY_TITLES[family]
@@ -385,7 +386,7 @@ def erf_threshold_figure(curves: dict[str, dict], *, thresholds=THRESHOLDS, titl
     (``≥`` where the segment caps it). Models of one family (``rf["family"]``) share a hue and
     a legend of their own, titled with the family; the figure is tall enough for every legend
     entry to show without scrolling. Click a legend entry to hide a model."""
-    from ..receptive import erf_capped, erf_from_normalized
+    from rflens.measure.receptive import erf_capped, erf_from_normalized
 
     labels = list(curves)
     thresholds = [float(t) for t in thresholds]
@@ -538,9 +539,9 @@ def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
 def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") -> go.Figure:
     """One model at a time (dropdown): perplexity against L_ex under the last-token,
     non-overlapping and sliding-window protocols, and under it each protocol's
-    r(L) = ppl(L) / ppl(L_tr) (:func:`rflens.results.ratio`; no interval: the table carries
+    r(L) = ppl(L) / ppl(L_tr) (:func:`rflens.measure.criterion.ratio`; no interval: the table carries
     no per-segment losses, which a paired interval needs)."""
-    from ..results import ratio
+    from rflens.measure.criterion import ratio
 
     labels = list(dict.fromkeys(df["label"]))
     protos = list(dict.fromkeys(df["protocol"]))
@@ -592,7 +593,7 @@ RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not decided": "#fdf1c9",
 
 def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:
     """Chapter 11: stacked bars of the estimated GPU-hours of each model
-    (rows of :func:`rflens.plan.training_cost`), one bar per experiment."""
+    (rows of :func:`rflens.experiments.book_models.training_cost`), one bar per experiment."""
     import plotly.express as px
 
     cost = cost.copy()
@@ -610,7 +611,7 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
     training tokens, each at its own L_tr (``r_horizon``), on logarithmic axes; a model that
     breaks (the lower end reaches 2) is drawn solid with a star at the first size it does,
     one that never breaks dotted. A menu switches to the ERF in units of L_tr (the segment is
-    16 L_tr for every model). ``em``: rows of :func:`rflens.bundle.table`; ``names``: the
+    16 L_tr for every model). ``em``: rows of :func:`rflens.store.bundle.table`; ``names``: the
     models to draw, in this order (default: all of them)."""
     fig = go.Figure()
     names = list(dict.fromkeys(em["name"])) if names is None else [n for n in names if n in set(em["name"])]
@@ -676,7 +677,7 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
                    title: str = "Two long runs") -> go.Figure:
     """Chapter 10: each model's r(16 L_tr) with its paired 95% interval against its training
     tokens in two long runs, one colour a model: solid lines for ``new`` (rows of
-    :func:`rflens.bundle.table`), dashed for ``old``. Both axes are logarithmic, with the
+    :func:`rflens.store.bundle.table`), dashed for ``old``. Both axes are logarithmic, with the
     lines at which a model extrapolates (1.10) and breaks (2)."""
     fig = go.Figure()
     highs = []
@@ -714,7 +715,7 @@ def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
     """Chapter 10: every finished long-run model's ERF at its first measured size (in units
     of its L_tr; a capped one is a lower bound) against its r(16 L_tr) at its last size, both
     logarithmic; a cross marks a model that broke at some size. ``ew``: rows of
-    :func:`rflens.long_runs.early_warning`."""
+    :func:`rflens.longrun.compare.early_warning`."""
     fig = go.Figure()
     symbols = {False: "circle", True: "x"}
     for j, (run, d) in enumerate(ew.groupby("run", sort=False)):

@@ -10,17 +10,19 @@ and caches the two measurements, ``tiny`` builds three tiny random models (learn
 rotary, ALiBi) for tests and demos, and ``book`` holds what Chapter 12 measures. Every public
 name is importable from ``rflens.hf``; ``transformers`` is imported only when a model is loaded
 or built.
+
+May import: ``measure``, ``data``, ``setup`` and the package root.
 """
 
-from ..data.corpus import EOT
-from .adapter import CausalLMLens, device_and_dtype, learned_positions, load
-from .book import FAMILY_TITLES, MODELS_ENV, book_models, book_settings, lens_table
-from .hub import (HUB_ID, LARGE_FILE, LEARNED_ABSOLUTE, LOAD_FIX, POSITION_FIELDS, ModelRef, check_positions,
-                  resolve)
-from .measure import (ERF_LENGTH_MULT, ERF_MAX_TOKENS, HF_VERSION, LENGTH_MULTS, UNKNOWN_L_TR_ERF_LENGTH,
-                      UNKNOWN_L_TR_LENGTHS, default_lengths, hf_perplexity, hf_receptive_field)
-from .text import corpus_documents, encode, read_text, text_segments
-from .tiny import ARCHITECTURES, TINY_FORMAT, TINY_TEXT, TINY_VOCAB, tiny_random_models
+from rflens.data.corpus import EOT
+from rflens.hf.adapter import CausalLMLens, device_and_dtype, learned_positions, load
+from rflens.hf.book import book_models, book_settings, FAMILY_TITLES, lens_table, MODELS_ENV
+from rflens.hf.hub import (HUB_ID, LARGE_FILE, LEARNED_ABSOLUTE, LOAD_FIX, POSITION_FIELDS, ModelRef, check_positions,
+    resolve)
+from rflens.hf.measure import (ERF_LENGTH_MULT, ERF_MAX_TOKENS, HF_VERSION, LENGTH_MULTS, UNKNOWN_L_TR_ERF_LENGTH,
+    UNKNOWN_L_TR_LENGTHS, default_lengths, hf_perplexity, hf_receptive_field)
+from rflens.hf.text import corpus_documents, encode, read_text, text_segments
+from rflens.hf.tiny import ARCHITECTURES, TINY_FORMAT, tiny_random_models, TINY_TEXT, TINY_VOCAB
 
 __all__ = [
     "EOT",

@@ -13,9 +13,9 @@ import inspect
 import torch
 import torch.nn as nn
 
-from .. import resources
-from ..errors import UserError
-from .hub import LOAD_FIX, POSITION_FIELDS, ModelRef, _first_line, check_positions, resolve
+from rflens.errors import UserError
+from rflens.hf.hub import _first_line, check_positions, LOAD_FIX, ModelRef, POSITION_FIELDS, resolve
+from rflens.measure import resources
 
 
 @contextlib.contextmanager

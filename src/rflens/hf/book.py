@@ -9,8 +9,8 @@ import os
 
 import numpy as np
 
-from .measure import hf_perplexity, hf_receptive_field
-from .tiny import tiny_random_models
+from rflens.hf.measure import hf_perplexity, hf_receptive_field
+from rflens.hf.tiny import tiny_random_models
 
 MODELS_ENV = "RFLENS_HF_MODELS"  # comma-separated folders or hub names the book measures too
 FAMILY_TITLES = {"gpt2": "GPT-2, learned absolute", "gpt_neox": "GPT-NeoX, rotary", "bloom": "BLOOM, ALiBi"}

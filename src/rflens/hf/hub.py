@@ -17,8 +17,8 @@ import os
 import re
 from pathlib import Path
 
-from .. import storage
-from ..errors import UserError
+from rflens import storage
+from rflens.errors import UserError
 
 POSITION_FIELDS = ("n_positions", "max_position_embeddings")  # the config fields taken as L_tr
 # model types whose positions are a learned table: nothing exists beyond it
@@ -134,7 +134,7 @@ def _hub_snapshot(name: str, revision: str | None) -> Path:
     if offline:
         raise UserError(f"no model folder {name}, and {where} is not in the local Hugging Face cache "
                         f"({offline} is set): {LOAD_FIX}")
-    from ..data.sources import check_hub
+    from rflens.data.sources import check_hub
 
     try:
         check_hub()

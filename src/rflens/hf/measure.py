@@ -1,6 +1,6 @@
 """The two measurements of a Hugging Face causal LM, last-token perplexity
 (:func:`hf_perplexity`) and the receptive-field analysis (:func:`hf_receptive_field`), run by
-:mod:`rflens.evaluate` and :mod:`rflens.receptive` through the adapter, with their default
+:mod:`rflens.measure.perplexity` and :mod:`rflens.measure.receptive` through the adapter, with their default
 lengths and sample counts. Results are JSON files under ``runs_dir()/hf/``, keyed by the model's
 identity, the text's fingerprint and the settings; a repeated call reads them without loading
 the model.
@@ -15,17 +15,18 @@ import time
 import numpy as np
 import torch
 
-from .. import resources, storage
-from ..config import DataConfig, EvalConfig
-from ..errors import UserError
-from ..evaluate import (EVAL_VERSION, check_finite, check_lengths, check_n, check_stored, last_token_nll,
-                        last_token_result, rows_per_pass)
-from ..paper import ERF_THRESHOLD
-from ..receptive import ERF_VERSION, SEGMENT_KEYS, check_gradients, input_gradients, normalize, summarize
-from ..results import N_BOOTSTRAP
-from .adapter import device_and_dtype, load
-from .hub import ModelRef, resolve
-from .text import _Text, text_draw
+from rflens import storage
+from rflens.errors import UserError
+from rflens.measure import resources
+from rflens.setup.config import DataConfig, EvalConfig
+from rflens.measure.perplexity import (EVAL_VERSION, check_finite, check_lengths, check_n, check_stored,
+    last_token_nll, last_token_result, rows_per_pass)
+from rflens.hf.adapter import device_and_dtype, load
+from rflens.hf.hub import ModelRef, resolve
+from rflens.hf.text import _Text, text_draw
+from rflens.measure.intervals import N_BOOTSTRAP
+from rflens.measure.receptive import check_gradients, ERF_VERSION, input_gradients, normalize, SEGMENT_KEYS, summarize
+from rflens.paper import ERF_THRESHOLD
 
 # Bump when a change in rflens.hf changes the numbers, so cached results are recomputed.
 HF_VERSION = 2  # 2: segments drawn twice resampled together, what the segments rest on recorded
@@ -52,7 +53,7 @@ def check_vocabulary(lens, tokens: np.ndarray, name: str) -> np.ndarray:
 
 
 def _defaults(scale: str | None, eval_cfg: EvalConfig | None, data_cfg: DataConfig | None):
-    from .. import scales
+    from rflens.setup import scales
 
     preset = scales.get(scale or scales.DEFAULT_SCALE)
     ev = eval_cfg or preset.eval
@@ -105,7 +106,7 @@ def hf_perplexity(model, *, text=None, corpus: str = "prose", lengths=None, n: i
     embedded ``corpus`` (built with ``data_cfg``, default the preset's). ``lengths`` default
     to :func:`default_lengths`; ``n``, the seed and the batch size to the preset's
     evaluation settings (``scale``, default tiny; ``eval_cfg`` overrides). The result has the
-    keys of :func:`rflens.evaluate.perplexity`'s, and ``model``, ``text``, ``l_tr_source``,
+    keys of :func:`rflens.measure.perplexity.perplexity`'s, and ``model``, ``text``, ``l_tr_source``,
     ``cached``.
     """
     ev, data_cfg = _defaults(scale, eval_cfg, data_cfg)
@@ -146,7 +147,7 @@ def hf_receptive_field(model, *, text=None, corpus: str = "prose", length: int |
 
     ``length`` defaults to 2 x L_tr (L_tr for a learned-absolute model, 1024 without an
     L_tr), ``n`` and ``threshold`` to the preset's ``erf_samples`` and ``erf_threshold``.
-    The result has the keys of :func:`rflens.receptive.receptive_field`'s (``l_tr`` and
+    The result has the keys of :func:`rflens.measure.receptive.receptive_field`'s (``l_tr`` and
     ``share_in_ltr`` None when L_tr is unknown), and ``model``, ``text``, ``cached``.
     """
     ev, data_cfg = _defaults(scale, eval_cfg, data_cfg)

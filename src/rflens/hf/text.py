@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import DataConfig
-from ..data.corpus import EOT
-from ..errors import UserError
+from rflens.data.corpus import EOT
+from rflens.errors import UserError
+from rflens.setup.config import DataConfig
 
 
 def read_text(path) -> str:
@@ -58,9 +58,9 @@ def text_segments(tokens: np.ndarray, n: int, length: int, seed: int = 0, what: 
 
 
 def text_draw(tokens: np.ndarray, n: int, length: int, seed: int = 0, what: str = "the text") -> tuple[np.ndarray, dict]:
-    """:func:`text_segments`, and what they rest on (:func:`rflens.evaluate.draw`): where
+    """:func:`text_segments`, and what they rest on (:func:`rflens.measure.perplexity.draw`): where
     each ends, how many are distinct, how much they overlap."""
-    from ..evaluate import draw
+    from rflens.measure.perplexity import draw
 
     if len(tokens) < length:
         raise UserError(f"{what} has {len(tokens)} tokens with this model's tokenizer, fewer than the {length} "
@@ -80,7 +80,7 @@ class _Text:
             self._documents = [body]
             self.fingerprint = {"file_sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
         else:
-            from .. import data
+            from rflens import data
 
             cfg = data_cfg or DataConfig()
             cfg = cfg.replace(corpus=corpus) if corpus else cfg

@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .. import storage
-from ..data.corpus import EOT
-from .adapter import _quiet_transformers
+from rflens import storage
+from rflens.data.corpus import EOT
+from rflens.hf.adapter import _quiet_transformers
 
 ARCHITECTURES = ("gpt2", "gpt_neox", "bloom")  # learned absolute, rotary, ALiBi
 TINY_FORMAT = 1  # bump when the tiny models change: old folders are rebuilt
@@ -97,7 +97,7 @@ def _randomize(model, seed: int) -> None:
 
 
 def _build_tiny(family: str, dest: Path, seed: int) -> None:
-    from ..data.build import train_tokenizer
+    from rflens.data.build import train_tokenizer
 
     with _quiet_transformers(False):
         from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast

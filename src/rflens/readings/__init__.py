@@ -13,21 +13,24 @@ Readings by chapter: :func:`verdicts` and :func:`held` (every chapter with claim
 :func:`board` (9). By module: ``notation`` (:class:`Prose`, :func:`tex` and the shared
 number formats), ``claim_verdicts`` (the claims' verdicts), ``paper_results`` (chapters 3
 to 7), ``checking`` (chapters 8, 10 and 12), ``full_size`` (chapter 11's pilot and
-presets) and ``index_box`` (the index page's first
-screen, its key figure's reading, and its "this build" box).
+presets) ``index_box`` (the index page's first
+screen, its key figure's reading, and its "this build" box), and ``pilot`` (the bench's
+measured pilots as tables, for chapter 11).
+
+May import: ``claims`` and everything below it.
 """
 
 from __future__ import annotations
 
-from ..results import EXTRAPOLATION_HORIZON as HORIZON
-from ..results import EXTRAPOLATION_TOLERANCE as TOL
-from .checking import (early_warning, emergence, protocols, schedule_check, table2_designed, thesis_verdict,
-                       two_runs)
-from .claim_verdicts import at_each_scale, board, by_scale, held, long_failures, long_run, verdicts
-from .full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
-from .index_box import first_screen, sweep_states, this_build
-from .notation import Prose, tex
-from .paper_results import erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1, table2, table3
+from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL
+from rflens.readings.checking import (early_warning, emergence, protocols, schedule_check, table2_designed,
+    thesis_verdict, two_runs)
+from rflens.readings.claim_verdicts import at_each_scale, board, by_scale, held, long_failures, long_run, verdicts
+from rflens.readings.full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
+from rflens.readings.index_box import first_screen, sweep_states, this_build
+from rflens.readings.notation import Prose, tex
+from rflens.readings.paper_results import (erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1,
+    table2, table3)
 
 __all__ = [
     "TOL", "HORIZON", "Prose", "tex",

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..results import BREAKS, lengths_of
-from ..results import EXTRAPOLATION_HORIZON as HORIZON
-from ..results import EXTRAPOLATION_TOLERANCE as TOL
-from .notation import Prose, _erf, _join, _label, _mult, _num, _tokens, _top, tex
+from rflens.measure.columns import lengths_of
+from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL
+from rflens.readings.notation import _erf, _join, _label, _mult, _num, _tokens, _top, Prose, tex
 
 
 # --------------------------------------------------------------------------------------
@@ -65,7 +64,7 @@ def emergence(em: pd.DataFrame) -> Prose:
     rises without breaking, or stays within 1.10 (at every size, or from a size on); then
     whether the ERF sides with that state as the paper reads it (beyond L_tr for a model that
     does not stay flat, inside for one that does), naming the models where it does not, and
-    the runs that stopped part-way. ``em``: rows of :func:`rflens.bundle.table`."""
+    the runs that stopped part-way. ``em``: rows of :func:`rflens.store.bundle.table`."""
     if em.empty:
         return Prose("No long-run model is shipped yet (`python -m rflens emergence --list`).")
     models = [_grown(em, em[em["name"] == name].sort_values("tokens")) for name in dict.fromkeys(em["name"])]
@@ -148,7 +147,7 @@ def _grown(em: pd.DataFrame, d: pd.DataFrame) -> dict:
 
 def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str = "long",
              old: str = "long-repeated") -> Prose:
-    """The second long run against the first (rows of :func:`rflens.long_runs.side_by_side`):
+    """The second long run against the first (rows of :func:`rflens.longrun.compare.side_by_side`):
     how many of its models are shipped; of the models shipped in both, how many end in the
     same state, which end in another, and how many of those that rise somewhere rise less on
     new text (and for how many the two intervals do not overlap), and from which size those
@@ -195,13 +194,13 @@ _STATES = {"breaks": "breaks", "rises": "rises without breaking", "extrapolates"
 
 def table2_designed(pairs: pd.DataFrame, em: pd.DataFrame) -> Prose:
     """Chapter 10: Table 2 as the paper designed it. For each retrained model (rows of
-    :func:`rflens.long_runs.table2_pairs`, its curve in ``em``, rows of
-    :func:`rflens.bundle.table`): what it does beyond its own L_tr at its last size, its ERF
+    :func:`rflens.longrun.compare.table2_pairs`, its curve in ``em``, rows of
+    :func:`rflens.store.bundle.table`): what it does beyond its own L_tr at its last size, its ERF
     against that L_tr, and its perplexity against its Table 1 model's at the longest length
     both measured (the paired ratio). Then whether each outcome is what the paper expects
     (claim 7: a retrained model stays flat) and what the receptive field predicts (flat when
     the ERF is within the new L_tr)."""
-    from ..long_runs import state
+    from rflens.longrun.compare import state
 
     if pairs is None or pairs.empty:
         return Prose("No retrained model is in this run with its Table 1 model yet.")
@@ -234,7 +233,7 @@ def table2_designed(pairs: pd.DataFrame, em: pd.DataFrame) -> Prose:
 
 def early_warning(counts: pd.DataFrame) -> Prose:
     """How well an ERF beyond L_tr at the first measured size foretold a break by the last
-    (rows of :func:`rflens.long_runs.warning_counts`), per run."""
+    (rows of :func:`rflens.longrun.compare.warning_counts`), per run."""
     if counts is None or counts.empty:
         return Prose("No finished long-run model to test the early warning on.")
     out, missed, false = [], 0, 0
@@ -259,8 +258,8 @@ def schedule_check(sc: pd.DataFrame | None) -> Prose:
     """Whether a cooled-down point of the long run agrees with a cosine run of its size, at
     the longest length: the paired interval of the ratio of their r(L)."""
     if sc is None or sc.empty:
-        return Prose("The schedule check has not been run (`rflens.emergence.schedule_check`).")
-    row = sc.reset_index().iloc[-1]  # rows of rflens.long_runs.schedule, indexed by (model, L)
+        return Prose("The schedule check has not been run (`rflens.longrun.emergence.schedule_check`).")
+    row = sc.reset_index().iloc[-1]  # rows of rflens.longrun.compare.schedule, indexed by (model, L)
     low, high = row["wsd / cosine low"], row["wsd / cosine high"]
     agree = low <= 1 <= high
     return Prose(

@@ -4,14 +4,14 @@ Every chapter with claims shows their computed verdicts (:func:`verdicts`) and l
 its summary those that held or did not (:func:`held`); chapter 9 counts the board at one
 scale (:func:`board`) and across scales (:func:`by_scale`); chapter 10 reads the long
 run's verdicts from its bundle (:func:`long_run`). The rows come from
-:func:`rflens.claims.check`.
+:func:`rflens.claims.checks.check`.
 """
 
 from __future__ import annotations
 
-from ..claims import BY_ID, CONSTRUCTION, RESULTS, TRAINED
-from ..scales import BOOK_LONG
-from .notation import Prose, _join, _tokens, tex
+from rflens.claims.checks import BY_ID, CONSTRUCTION, RESULTS, TRAINED
+from rflens.readings.notation import _join, _tokens, Prose, tex
+from rflens.setup.scales import BOOK_LONG
 
 
 _WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided at this scale",
@@ -19,7 +19,7 @@ _WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decide
 
 
 def verdicts(rows: list[dict], scale: str) -> Prose:
-    """The computed verdict of each claim in ``rows`` (from :func:`rflens.claims.check`):
+    """The computed verdict of each claim in ``rows`` (from :func:`rflens.claims.checks.check`):
     what the paper says, the fixed criterion, and what this build measured."""
     out = [f"Computed at the `{scale}` scale:", ""]
     for c in rows:
@@ -36,7 +36,7 @@ def at_each_scale(rows: list[dict], scale: str, long_rows: list[dict], run: str 
     ``scale`` and in the long run ``run`` (``long_rows``, the same claims read from its
     bundle) beside what the paper reports, then the claims whose verdict training longer
     changes and those that still fail after it, with where the book reads why."""
-    from .index_box import _tokens_a_model
+    from rflens.readings.index_box import _tokens_a_model
 
     if scale == run:
         long_rows = []  # the chapter is the long run's: one column
@@ -78,10 +78,10 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
     """Chapter 9: the claims resting on trained models that the long run ``run`` still fails or
     leaves undecided, each with its measurement; what sets the run apart from the paper's
     models (its size and tokens, from the presets); and, from ``overfit``
-    (:func:`rflens.long_runs.overfitting`), every corpus on which all its models' validation
+    (:func:`rflens.longrun.compare.overfitting`), every corpus on which all its models' validation
     loss rose by more than ``rise`` nats from its lowest, with the claims that read that corpus."""
-    from ..scales import get
-    from .index_box import PAPER, _tokens_a_model
+    from rflens.readings.index_box import _tokens_a_model, PAPER
+    from rflens.setup.scales import get
 
     open_ = [c for c in board if c["result"] in ("fail", "not decided") and BY_ID[int(c["id"])].evidence == TRAINED]
     if not open_:
@@ -109,11 +109,11 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
 
 
 def to_decide(row: dict) -> str:
-    """What would decide a claim that is not decided (a row of :func:`rflens.claims.check`):
+    """What would decide a claim that is not decided (a row of :func:`rflens.claims.checks.check`):
     for seeds that disagree, that its verdict depends on the seed; for intervals that
     straddle their thresholds, how many times the independent units they resample
-    (:func:`rflens.claims.cost_to_decide`) would settle the widest, if its estimate held."""
-    from ..claims import cost_to_decide
+    (:func:`rflens.claims.checks.cost_to_decide`) would settle the widest, if its estimate held."""
+    from rflens.claims.checks import cost_to_decide
 
     if str(row.get("measured", "")).startswith("the seeds disagree"):
         said = ", ".join(f"seed {s} {r}" for s, r in row["seeds"].items())
@@ -184,7 +184,7 @@ def by_scale(boards: dict[str, list[dict]]) -> Prose:
 def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str | None = None,
              run: str = BOOK_LONG) -> Prose:
     """The verdicts of the long run ``run`` on an experiment read from its bundle, or what
-    the bundle still lacks for it (:func:`rflens.shipped.experiment`); in a chapter built at
+    the bundle still lacks for it (:func:`rflens.experiments.from_bundle.experiment`); in a chapter built at
     that scale itself (``scale``), a pointer to its verdicts above instead of a second copy."""
     if scale == run:
         return Prose(f"This chapter is built at the `{run}` scale: its {experiment} and verdicts above are the long "

@@ -1,6 +1,6 @@
 """Chapter 11's sentences: the phenomena pilot's rule and findings, and the design of the
 CPU presets it led to (tiny, in chapter 11, and the long run, in chapter 10), each computed from the pilot's shipped
-measurements (:mod:`rflens.pilot`) and the presets (:mod:`rflens.scales`)."""
+measurements (:mod:`rflens.readings.pilot`) and the presets (:mod:`rflens.setup.scales`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..pilot import PILOT_FAILING, PILOT_STABLE, PILOT_WINDOW_RATIO, pilot_summary
-from ..results import BREAKS, EXTRAPOLATION_TOLERANCE
-from ..scales import get
-from ..train import point_steps
-from .notation import Prose, _join, _tokens
+from rflens.measure.criterion import BREAKS, EXTRAPOLATION_TOLERANCE
+from rflens.readings.notation import _join, _tokens, Prose
+from rflens.readings.pilot import PILOT_FAILING, PILOT_STABLE, pilot_summary, PILOT_WINDOW_RATIO
+from rflens.setup.scales import get
+from rflens.training.trainer import point_steps
 
 TOL = EXTRAPOLATION_TOLERANCE
 _R16 = "r(16 L_tr)"
@@ -116,7 +116,7 @@ def pilot_findings(sweep: pd.DataFrame) -> Prose:
 
 def tiny_design(scale: str = "tiny") -> Prose:
     """The CPU preset's model and budget, from the preset itself."""
-    from ..plan import model_plan  # the book's experiments: torch
+    from rflens.experiments.book_models import model_plan  # the book's experiments: torch
 
     sc = get(scale)
     m, t = sc.model, sc.train
@@ -152,8 +152,8 @@ def long_design(scale: str = "long", book: str = "tiny") -> Prose:
 def board_by_size(grown: pd.DataFrame) -> Prose:
     """When each claim of the long run is decided as its models train: for every claim
     checked at some size, its result over the runs of sizes that share it
-    (:func:`rflens.scoreboard.by_size`)."""
-    from ..claims import BY_ID, CONSTRUCTION
+    (:func:`rflens.claims.scoreboard.by_size`)."""
+    from rflens.claims.checks import BY_ID, CONSTRUCTION
 
     if grown is None or grown.empty:
         return Prose("The long run's bundle holds no model yet.")

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..claims import RESULTS
-from ..data import ABOUT
-from ..results import BREAKS
-from ..results import EXTRAPOLATION_HORIZON as HORIZON
-from ..scales import get
-from .notation import Prose, _join, _tokens, tex
+from rflens.claims.checks import RESULTS
+from rflens.data import ABOUT
+from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON as HORIZON
+from rflens.readings.notation import _join, _tokens, Prose, tex
+from rflens.setup.scales import get
 
 PAPER = "full"  # the preset of the paper's own setting
 
@@ -47,7 +46,7 @@ def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: 
     (``params``: {preset: (all its parameters, those outside the token embedding)} for
     ``scale`` and, where its model differs, ``long_scale``) with its corpora and tokens; and
     what the key figure shows, read from ``sweep``: the rows of
-    :func:`rflens.bundle.table` of the long run's Δ sweep (each model's state at its last
+    :func:`rflens.store.bundle.table` of the long run's Δ sweep (each model's state at its last
     size, and the size it first breaks at)."""
     n = sum((counts or {}).values()) or 16
     paper = get(PAPER)
@@ -70,10 +69,10 @@ def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: 
 
 
 def sweep_states(sweep: pd.DataFrame) -> Prose:
-    """Which models of ``sweep`` (rows of :func:`rflens.bundle.table`) break, and from how many
+    """Which models of ``sweep`` (rows of :func:`rflens.store.bundle.table`) break, and from how many
     training tokens, which rise without breaking and which extrapolate, each read at its last
-    size by :func:`rflens.long_runs.state`: one clause, breaking first."""
-    from ..long_runs import state
+    size by :func:`rflens.longrun.compare.state`: one clause, breaking first."""
+    from rflens.longrun.compare import state
 
     last = sweep.sort_values("tokens").groupby("name", sort=False).tail(1)
     groups: dict[str, list] = {}
@@ -99,7 +98,7 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
     """The "this build" box of the index page (MyST): the scale's model and tokens a model,
     the scoreboard's counts (``counts``, None when the board was not computed; ``trained``,
     the counts of the claims that rest on trained models), and from the
-    long run's table (:func:`rflens.bundle.table`) how many of its ``planned`` models are
+    long run's table (:func:`rflens.store.bundle.table`) how many of its ``planned`` models are
     shipped, on how many tokens, and from how many tokens its first model breaks; ``second``:
     (shipped, planned) models of the second long run while the book reads the first; ``downloads``:
     {preset: (path from the index, bytes)} of the zipped bundles it links to."""

@@ -14,8 +14,8 @@ import re
 
 import pandas as pd
 
-from ..results import EXTRAPOLATION_HORIZON as HORIZON
-from ..results import erf_text, lengths_of
+from rflens.measure.columns import lengths_of
+from rflens.measure.criterion import erf_text, EXTRAPOLATION_HORIZON as HORIZON
 
 
 class Prose(str):

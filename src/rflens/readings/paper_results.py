@@ -12,12 +12,12 @@ import math
 
 import pandas as pd
 
-from ..pilot import pilot_table
-from ..results import BREAKS, erf_within_l_tr, lengths_of, row_ppl
-from ..scales import get
-from ..results import EXTRAPOLATION_HORIZON as HORIZON
-from ..results import EXTRAPOLATION_TOLERANCE as TOL
-from .notation import Prose, _bullets, _erf, _join, _label, _mult, _num, _r, _top, tex
+from rflens.measure.columns import lengths_of, row_ppl
+from rflens.measure.criterion import (BREAKS, erf_within_l_tr, EXTRAPOLATION_HORIZON as HORIZON,
+    EXTRAPOLATION_TOLERANCE as TOL)
+from rflens.readings.notation import _bullets, _erf, _join, _label, _mult, _num, _r, _top, Prose, tex
+from rflens.readings.pilot import pilot_table
+from rflens.setup.scales import get
 
 
 def _breaks(row, L: int) -> bool:

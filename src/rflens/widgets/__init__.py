@@ -2,5 +2,8 @@
 
 :mod:`rflens.widgets.bias` explores the positional biases; :mod:`rflens.widgets.results`
 the experiments' results. Explorers use core ipywidgets only (no FigureWidget, whose
-front end the static book cannot load offline) and draw plotly figures into an Output.
+front end the static book cannot load offline) and draw plotly figures into an Output;
+``explore`` puts them on one page for ``python -m rflens explore``.
+
+May import: ``figures``, ``experiments`` and everything below them.
 """

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..config import ModelConfig
-from ..figures.bias import HEAD_COLORS
-from ..schemes import RELATIVE
-from ..positional import last_query_bias, sandwich_bias, sandwich_compression
+from rflens.figures.bias import HEAD_COLORS
+from rflens.model.positional import last_query_bias, sandwich_bias, sandwich_compression
+from rflens.setup.config import ModelConfig
+from rflens.setup.schemes import RELATIVE
 
 # every relative bias; Sandwich with learnable ratios starts as Sandwich, so it is shown once
 SCHEMES = tuple(name for name in RELATIVE if name != "sandwich_learned")
@@ -60,7 +60,7 @@ def bias_explorer(n_head: int = 12, length: int = 256):
     import ipywidgets as W
     import plotly.graph_objects as go
 
-    from ..figures.render import setup_plotly
+    from rflens.figures.render import setup_plotly
 
     setup_plotly()
     style = {"description_width": "120px"}

@@ -18,8 +18,8 @@ NOTEBOOK = Path(__file__).with_name("explore.ipynb")
 def stored_curves(scale: str) -> dict[str, dict]:
     """Receptive-field curves of the stored Figure 11 and Table 1 models at ``scale``
     (measured now if a stored model lacks them); {} when none is stored."""
-    from .. import experiments as ex
-    from ..errors import UserError
+    from rflens.errors import UserError
+    from rflens.experiments import tables as ex
 
     curves = {}
     for experiment in ("figure11", "table1"):
@@ -35,11 +35,11 @@ def app(scale: str):
     """The page: a title, then the bias explorer and the receptive-field explorer in tabs."""
     import ipywidgets as W
 
-    from .bias import bias_explorer
-    from .results import erf_explorer
+    from rflens.widgets.bias import bias_explorer
+    from rflens.widgets.results import erf_explorer
 
     curves = stored_curves(scale)
-    from ..scales import get
+    from rflens.setup.scales import get
 
     fix = (f"its bundle in <code>reference/{scale}</code> holds none of them yet (<code>python -m rflens emergence "
            f"--scale {scale} --list</code> shows what it lacks)" if get(scale).shipped else

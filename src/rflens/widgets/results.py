@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from plotly.subplots import make_subplots
 
-from ..figures.results import _color
-from ..paper import ERF_THRESHOLD
-from ..receptive import erf_from_normalized
+from rflens.figures.results import _color
+from rflens.measure.receptive import erf_from_normalized
+from rflens.paper import ERF_THRESHOLD
 
 
 def erf_table(curves: dict[str, dict], labels, threshold: float) -> list[dict]:
@@ -43,10 +43,10 @@ def _box_class():
 def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = ERF_THRESHOLD):
     """An ipywidgets box: model chooser, threshold slider, log-axis switch, the figure and a
     table of ERF vs L_tr. ``curves``: {label: receptive-field result} as from
-    :func:`rflens.experiments.erf_curves`."""
+    :func:`rflens.experiments.tables.erf_curves`."""
     import ipywidgets as w
 
-    from ..figures.render import setup_plotly
+    from rflens.figures.render import setup_plotly
 
     setup_plotly()  # the figure as HTML (static book) and as plotly JSON (live Jupyter)
     labels = list(curves)

@@ -1,0 +1,262 @@
+"""The two long runs read side by side: what each model does as it trains on text that is
+repeated (the control, ``long-repeated``) and on text that is not (``long``), how far the
+seeds of one model agree, and whether a model's receptive field early in training already
+says that it will break later.
+
+Everything here is computed from the shipped bundles (:func:`rflens.store.bundle.table`) and the
+corpora record the second run ships beside its models (:func:`record_corpora`); nothing is
+trained. A model's state at a size is read as chapter 10 reads it: it *breaks* when the
+lower end of the paired interval of r(16 L_tr) reaches :data:`rflens.measure.criterion.BREAKS`, it
+*extrapolates* when the upper end stays within :data:`rflens.measure.criterion.EXTRAPOLATION_TOLERANCE`,
+and otherwise it *rises* without breaking.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rflens.longrun.plan import by_experiment, further_seeds, LongModel, named as emergence_named, seeded
+from rflens.measure.criterion import BREAKS, EXTRAPOLATION_TOLERANCE
+from rflens.setup import scales
+from rflens.setup.config import DataConfig
+from rflens.store import bundle
+
+CONTROL = "long-repeated"
+SECOND = "long"
+
+# ----------------------------------------------------------------------------- the corpora
+
+
+def record_corpora(scale: str = SECOND) -> dict:
+    """Write, beside the bundle's models, what the preset's corpora hold: for each of the
+    book's corpora the data it trains on, its documents and tokens per split, how often the
+    budget repeats its training text, and how many test documents the scored segments fall
+    in. Needs the corpora built (``python -m rflens data --corpus wide --scale long``)."""
+    from rflens import data
+
+    sc = scales.get(scale)
+    tokens = sc.train.steps * sc.train.batch_size * sc.train.l_tr
+    out = {}
+    for role in sc.sweeps.corpora:
+        cfg = DataConfig(corpus=sc.text(role), vocab_size=sc.data.vocab_size)
+        corpus = data.prepare(cfg, progress=False)
+        m = corpus.manifest
+        length = sc.train.l_tr * max(sc.eval.length_mults) + 1
+        docs = corpus.segment_docs(sc.eval.n_segments, length, sc.eval.seed)
+        out[role] = {"corpus": cfg.corpus, "fingerprint": corpus.fingerprint, "documents": m["documents"],
+                     "tokens": m["tokens"], "bytes": m["bytes"], "epochs": round(tokens / m["tokens"]["train"], 2),
+                     "segments": sc.eval.n_segments, "test_documents_scored": int(np.unique(docs).size)}
+    record = {"scale": scale, "budget_tokens": tokens, "corpora": out}
+    bundle.write_file(scale, bundle.CORPORA, record)
+    return record
+
+
+def corpora_table(scale: str = SECOND) -> pd.DataFrame | None:
+    """The shipped corpora record as a table (one row a corpus), or None without one."""
+    record = bundle.read_file(scale, bundle.CORPORA)
+    if record is None:
+        return None
+    rows = [{"the paper's": {"prose": "OpenWebText2", "code": "GitHub", "math": "ArXiv"}.get(role, role),
+             "corpus": c["corpus"], "train documents": c["documents"]["train"],
+             "train tokens": c["tokens"]["train"], "epochs at the budget": c["epochs"],
+             "test documents": c["documents"]["test"], "test documents scored": c["test_documents_scored"]}
+            for role, c in sorted(record["corpora"].items(), key=lambda kv: scales.get(scale).sweeps.corpora.index(kv[0]))]
+    return pd.DataFrame(rows).set_index("the paper's")
+
+
+def overfitting(scale: str = CONTROL) -> pd.DataFrame:
+    """Each model's validation loss at its lowest and at its last measured size, one row a
+    model (index: its label), with the rise between them: a rise says the model was
+    memorising its repeated training text by the end."""
+    t = bundle.table(scale)
+    if t.empty:
+        return pd.DataFrame(columns=["corpus", "lowest", "at tokens", "last", "rise"])
+    rows = []
+    for name, d in t.sort_values("tokens").groupby("name", sort=False):
+        low = d.loc[d["val_loss"].idxmin()]
+        result = bundle.load(name, scale)
+        rows.append({"model": d["label"].iloc[0], "corpus": result.get("corpus", "prose"),
+                     "lowest": float(low["val_loss"]), "at tokens": int(low["tokens"]),
+                     "last": float(d["val_loss"].iloc[-1]), "rise": float(d["val_loss"].iloc[-1] - low["val_loss"])})
+    return pd.DataFrame(rows).set_index("model")
+
+
+# ----------------------------------------------------------------------------- states
+
+
+def state(row) -> str:
+    """"breaks", "extrapolates" or "rises" for one row of :func:`rflens.store.bundle.table`."""
+    if row["r_horizon_lo"] >= BREAKS:
+        return "breaks"
+    if row["r_horizon_hi"] <= EXTRAPOLATION_TOLERANCE:
+        return "extrapolates"
+    return "rises"
+
+
+def _summary(d: pd.DataFrame) -> dict:
+    """One model's curve (rows of one name) in a few numbers."""
+    d = d.sort_values("tokens")
+    last = d.iloc[-1]
+    broke = d[d["r_horizon_lo"] >= BREAKS]
+    return {"tokens": int(last["tokens"]), "state": state(last), "r(16 L_tr)": float(last["r_horizon"]),
+            "low": float(last["r_horizon_lo"]), "high": float(last["r_horizon_hi"]),
+            "breaks from": int(broke["tokens"].min()) if not broke.empty else None,
+            "ERF / L_tr": float(last["erf"] / last["l_tr"]), "ppl(L_tr)": float(last["ppl_l_tr"])}
+
+
+THESIS = ("Table 1", "Table 2", "NoPE")  # the experiments whose models show the failing side
+
+
+def thesis_names(scale: str = SECOND) -> list[str]:
+    """The models of Table 1, Table 2 and NoPE with Figure 7, in the plan's order (seeds apart)."""
+    return [spec.name for family, specs in by_experiment(scale).items() if family.startswith(THESIS)
+            for spec in specs]
+
+
+def side_by_side(names: list[str] | None = None, new: str = SECOND, old: str = CONTROL) -> pd.DataFrame:
+    """One row per model shipped in either run, by name: its last measured size, state,
+    r(16 L_tr) with its interval, the size from which it breaks and its ERF, in each run
+    (columns under ``new`` and ``old``). ``names``: the models (default: the thesis models
+    of both runs, :func:`thesis_names`; Table 2's and Figure 7's second L_tr differ by name
+    between the runs, as they differ by design)."""
+    names = list(dict.fromkeys(thesis_names(new) + thesis_names(old))) if names is None else names
+    runs = {run: bundle.table(run, names=[n for n in names if n in bundle.complete(run)]) for run in (new, old)}
+    rows = {}
+    for run, em in runs.items():
+        if em.empty:
+            continue
+        for name, d in em.groupby("name", sort=False):
+            rows.setdefault(name, {("", "model"): d["label"].iloc[0]})
+            rows[name].update({(run, k): v for k, v in _summary(d).items()})
+    if not rows:
+        return pd.DataFrame()
+    order = [n for n in names if n in rows]
+    df = pd.DataFrame([rows[n] for n in order], index=pd.Index(order, name="name"))
+    df.columns = pd.MultiIndex.from_tuples(df.columns)
+    return df
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+def seed_spread(scale: str = SECOND) -> pd.DataFrame:
+    """For every model the preset trains from several seeds: each shipped seed's state,
+    r(16 L_tr) with its interval and ERF at its last size, and whether the shipped seeds
+    agree on the state (None while fewer than two are shipped). One row a model."""
+    sw = scales.get(scale).sweeps
+    if not sw.seeds:
+        return pd.DataFrame()
+    done = bundle.complete(scale)
+    rows = []
+    for name in _seeded_models(scale):
+        names = [n for n in seeded(name, scale) if n in done]
+        spec = emergence_named(name, scale)
+        row = {"name": name, "model": bundle.label({"pos": spec.pos, "settings": spec.settings(), "corpus": spec.corpus}),
+               "seeds shipped": len(names), "of": 1 + len(sw.seeds)}
+        states = []
+        if names:
+            em = bundle.table(scale, names=names)
+            for seed, n in zip((0, *sw.seeds), seeded(name, scale)):
+                if n not in names:
+                    continue
+                s = _summary(em[em["name"] == n])
+                states.append(s["state"])
+                row[f"seed {seed}"] = f"{s['r(16 L_tr)']:.2f} [{s['low']:.2f}, {s['high']:.2f}] {s['state']}"
+        row["seeds agree"] = None if len(states) < 2 else len(set(states)) == 1
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("name")
+
+
+def _seeded_models(scale: str) -> list[str]:
+    """The names of the models trained from several seeds (their seed-0 names)."""
+    out = [LongModel(s.pos, tuple(kv for kv in s.overrides if kv[0] != "seed"), s.corpus).name
+           for s in further_seeds(scale)]
+    return list(dict.fromkeys(out))
+
+
+# ----------------------------------------------------------------------------- the schedule check
+
+
+def schedule(scale: str = CONTROL) -> pd.DataFrame | None:
+    """The shipped schedule check (:func:`rflens.store.bundle.schedule_table`) as chapter 10 shows
+    it: one row a length, named by the model's label and L; the ratio's bounds named as the
+    ratio's. None when the bundle holds no check."""
+    sc = bundle.schedule_table(scale)
+    if sc is None:
+        return None
+    names = {name: bundle.label(bundle.load(name, scale)) for name in dict.fromkeys(sc["name"])}
+    sc = sc.rename(columns={"low": "wsd / cosine low", "high": "wsd / cosine high"})
+    return sc.assign(model=sc["name"].map(names)).drop(columns="name").set_index(["model", "L"])
+
+
+# ----------------------------------------------------------------------------- early warning
+
+
+def early_warning(runs: tuple[str, ...] = (SECOND, CONTROL)) -> pd.DataFrame:
+    """Every finished model of ``runs``: its ERF (in units of its L_tr) at its first
+    measured size (budget / 64: 0.5M tokens) and at the next, whether the segment capped
+    it, and what the model does at its last size (state, r(16 L_tr)). The rule it tests:
+    an ERF at the first size beyond L_tr warns that the model may break later (``flagged``)."""
+    rows = []
+    for run in runs:
+        em = bundle.table(run, names=sorted(bundle.complete(run)))
+        if em.empty:
+            continue
+        for name, d in em.groupby("name"):
+            d = d.sort_values("tokens")
+            first, last = d.iloc[0], d.iloc[-1]
+            rows.append({"run": run, "name": name, "model": first["label"], "first tokens": int(first["tokens"]),
+                         "ERF / L_tr first": float(first["erf"] / first["l_tr"]),
+                         "capped first": bool(first["erf_capped"]),
+                         "ERF / L_tr second": float(d.iloc[1]["erf"] / d.iloc[1]["l_tr"]) if len(d) > 1 else np.nan,
+                         "last tokens": int(last["tokens"]), "r(16 L_tr) last": float(last["r_horizon"]),
+                         "state last": state(last), "breaks": bool((d["r_horizon_lo"] >= BREAKS).any())})
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df["flagged"] = df["ERF / L_tr first"] > 1.0
+    return df
+
+
+def warning_counts(ew: pd.DataFrame) -> pd.DataFrame:
+    """The early-warning rule against what happened, per run: models flagged or not by
+    whether they broke by their last size."""
+    if ew.empty:
+        return pd.DataFrame()
+    return (ew.groupby(["run", "flagged", "breaks"]).size().unstack("breaks", fill_value=0)
+            .rename(columns={True: "broke", False: "did not break"}))
+
+
+# ----------------------------------------------------------------------------- Table 2, as designed
+
+
+def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
+    """Table 2 as the paper designed it: each retrained model against its Table 1 model at
+    the same absolute lengths, both at their last shipped size. At every length both
+    measured (the retrained model's L_tr up to Table 1's horizon) they scored the same
+    tokens, so the ratio of their perplexities has a paired interval (over documents where
+    the bundle records them); beyond Table 1's horizon only the retrained model is measured,
+    with its own r(L) against its own L_tr. One row a (retrained model, length)."""
+    from rflens.measure.intervals import paired_interval
+
+    done = bundle.complete(scale)
+    rows = []
+    for spec in next((specs for family, specs in by_experiment(scale).items() if family.startswith("Table 2")), []):
+        partner = LongModel(spec.pos, spec.overrides[:1], spec.corpus)
+        if spec.name not in done or partner.name not in done:
+            continue
+        new, old = bundle.load(spec.name, scale), bundle.load(partner.name, scale)
+        p, q = new["points"][-1], old["points"][-1]
+        docs = new.get("segment_docs") if new.get("segment_docs") == old.get("segment_docs") else None
+        for i, L in enumerate(p["lengths"]):
+            row = {"retrained": bundle.label(new), "Table 1 model": bundle.label(old), "L": L,
+                   "L / retrained L_tr": L // new["train"]["l_tr"], "ppl retrained": p["ppl"][i],
+                   "r retrained": p["r"][i], "r low": p["r_low"][i], "r high": p["r_high"][i]}
+            if L in q["lengths"]:
+                j = q["lengths"].index(L)
+                both = np.stack([q["nll"][j], p["nll"][i]])  # r of the pair = ppl retrained / ppl Table 1
+                ratio, lo, hi = paired_interval(both, docs=docs)
+                row.update({"ppl Table 1": q["ppl"][j], "r Table 1": q["r"][j], "retrained / Table 1": ratio[1],
+                            "low": lo[1], "high": hi[1]})
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,267 @@
+"""The long run's plan: which models it trains, in which order, at which sizes they are
+measured, and the names they are shipped under.
+
+Each model of a long-run preset (:func:`models`) is trained once to its full budget by
+:mod:`rflens.longrun.emergence` and measured at the sizes of :func:`measured_steps`; the
+plan is read from the preset's sweeps (:mod:`rflens.setup.scales`), and a run that extends
+another (``long-extended``) trains the named models of that run further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rflens.errors import UserError
+from rflens.setup import scales
+from rflens.setup.config import DataConfig, ModelConfig, TrainConfig
+from rflens.setup.settings import resolve
+from rflens.store import bundle
+from rflens.store.shipped import at_seed, served_seed
+from rflens.training.trainer import point_steps
+
+
+# ----------------------------------------------------------------------------- what is trained
+
+@dataclass(frozen=True)
+class LongModel:
+    """One model of the long run: a scheme, its settings beside the preset's, a corpus
+    (the book's experiments name theirs :class:`rflens.experiments.tables.Spec`)."""
+
+    pos: str
+    overrides: tuple = ()  # ((setting, value), ...)
+    corpus: str = "prose"
+
+    @property
+    def name(self) -> str:
+        parts = [self.pos] + [f"{k}={v}" for k, v in self.overrides]
+        if self.corpus != "prose":
+            parts.append(self.corpus)
+        return "_".join(parts)
+
+    def settings(self) -> dict:
+        return dict(self.overrides)
+
+
+def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
+    """The long run's models by the experiment they answer, failing and stable sides
+    together: Table 1's three sweeps (of :data:`rflens.setup.scales.FAMILIES`), Table 2's
+    retrainings, NoPE with Figure 7's absolute positions, Table 3 on each corpus, and the
+    further seeds of the models that decide claims (:func:`seeded`). A model may answer
+    two (Figure 7's Sinusoidal is also Table 3's on prose).
+
+    A Table 2 entry with its training length fixed (``l_tr`` or ``l_tr_mult``) is trained
+    whatever its Table 1 model does, as the paper designed Table 2; one whose length covers
+    the Table 1 model's ERF waits for that model to be shipped and to fail."""
+    sc = scales.get(scale)
+    sw, l_tr = sc.sweeps, sc.train.l_tr
+    out = {f"Table 1: {f.title}": specs for f, specs in _table1(scale).items()}
+    table2 = []
+    for entry in sw.table2:
+        setting = ((scales.FAMILIES[entry.family].setting, entry.value),)
+        if entry.l_tr is not None or entry.l_tr_mult is not None:
+            table2.append(LongModel(entry.pos, (*setting, *sorted(entry.training(l_tr).items()))))
+            continue
+        failing = _failing(LongModel(entry.pos, setting), scale)
+        if failing is not None:
+            over = entry.training(l_tr, sc.train.batch_size, failing)
+            table2.append(LongModel(entry.pos, (*setting, *sorted(over.items()))))
+    if table2:
+        out["Table 2: the failures retrained on a longer L_tr"] = table2
+    out["NoPE and Figure 7: no bias, absolute positions"] = (
+        [LongModel("nope")] + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in sc.sinusoidal_runs()]
+        + [LongModel("rotary")])
+    for c in sw.corpora:
+        out[f"Table 3 on {c}"] = [LongModel(p, (), c) for p in sw.table3_pos]
+    if sw.seeds:
+        out[f"Seeds {', '.join(map(str, sw.seeds))}: the models that decide claims 2, 4, 5, 7, 8 and 9"] = [
+            seeds for spec in _deciding(out) for seeds in with_seeds(spec, sw.seeds)]
+    return out
+
+
+def _deciding(groups: dict[str, list[LongModel]]) -> list[LongModel]:
+    """The models whose verdicts decide claims 2, 4, 5, 7, 8 and 9: the two ends of each
+    Table 1 sweep, Table 2's retrained models, Sinusoidal at both L_tr and Rotary."""
+    out = []
+    for family, specs in groups.items():
+        if family.startswith("Table 1"):
+            out += [specs[0], specs[-1]]
+        elif family.startswith("Table 2"):
+            out += specs
+        elif family.startswith("NoPE"):
+            out += [s for s in specs if s.pos in ("sinusoidal", "rotary")]
+    return list(dict.fromkeys(out))
+
+
+def with_seeds(spec: LongModel, seeds) -> list[LongModel]:
+    """``spec`` trained from each of ``seeds`` (the training seed: initialisation and the
+    order of the batches)."""
+    return [LongModel(spec.pos, (*spec.overrides, ("seed", int(s))), spec.corpus) for s in seeds]
+
+
+def seeded(name: str, scale: str = "long") -> list[str]:
+    """The names of ``name``'s model trained from every seed the preset has (its own first)."""
+    spec = named(name, scale)
+    return [name] + [s.name for s in with_seeds(spec, scales.get(scale).sweeps.seeds)]
+
+
+def further_seeds(scale: str = "long") -> list[LongModel]:
+    """The plan's models trained from a further seed (the group of :func:`by_experiment`
+    that holds them; empty for a preset without further seeds)."""
+    if not scales.get(scale).sweeps.seeds:
+        return []
+    return next((specs for group, specs in by_experiment(scale).items() if group.startswith("Seeds")), [])
+
+
+_SEEDED: dict[str, tuple] = {}
+
+
+def _seeded(scale: str) -> frozenset:
+    """The (model, data, train) settings of every model the preset's plan trains from a
+    further seed (:func:`by_experiment`)."""
+    stamp = bundle.stamp(scale)  # a plan's Table 2 may follow from the shipped Table 1
+    if _SEEDED.get(scale, (None,))[0] != stamp:
+        out = set()
+        with at_seed(0):  # the plan itself is read at the first seed
+            for spec in further_seeds(scale):
+                r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+                out.add((r.model, r.data, r.train))
+        _SEEDED[scale] = (stamp, frozenset(out))
+    return _SEEDED[scale][1]
+
+
+def served_settings(scale: str, pos: str, corpus: str, settings: dict) -> dict:
+    """``settings`` with the seed of :func:`rflens.store.shipped.at_seed` when the preset
+    trains this model from that seed too, else as they are."""
+    seed = served_seed()
+    if not seed or settings.get("seed", 0):
+        return settings
+    seeded = {**settings, "seed": seed}
+    r = resolve(scale, pos, corpus, seeded)
+    return seeded if (r.model, r.data, r.train) in _seeded(scale) else settings
+
+
+def _table1(scale: str) -> dict:
+    """{family: its sweep's models}, Table 1's three sweeps in their order."""
+    sw = scales.get(scale).sweeps
+    return {f: [LongModel(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in scales.FAMILIES.values()}
+
+
+def models(scale: str = "long") -> list[LongModel]:
+    """The models of the long run, in the order they are trained: the failing side of
+    Table 1 and NoPE first (the thesis), then Table 2's retrainings and the Table 1 models
+    they are compared with, the rest of Table 1, Figure 7's Sinusoidal and Rotary, Table 3
+    on every corpus, and the further seeds (:func:`by_experiment`)."""
+    preset = scales.get(scale)
+    if preset.extends:  # models of another run trained further
+        return [named(name, preset.extends) for name in preset.models]
+    sw = preset.sweeps
+    first = [LongModel("alibi", (("slope_shift", max(sw.slope_shift)),)), LongModel("window", (("window", max(sw.window)),)),
+             LongModel("alibi", (("same_slope", max(sw.same_slope)),)), LongModel("nope")]
+    groups = by_experiment(scale)
+    table2 = [spec for family, specs in groups.items() if family.startswith("Table 2") for spec in specs]
+    partners = [LongModel(spec.pos, spec.overrides[:1]) for spec in table2]
+    rest = [spec for specs in groups.values() for spec in specs]
+    return list(dict.fromkeys(first + [s for pair in zip(table2, partners) for s in pair] + rest))
+
+
+def measured_steps(scale: str, train_cfg: TrainConfig) -> list[int]:
+    """The steps at which a model of the ``scale`` run is branched and measured: the preset's
+    ``points`` where it names them (a run extending another), else
+    :func:`rflens.training.trainer.point_steps`."""
+    points = scales.get(scale).points
+    return [p for p in points if p <= train_cfg.steps] if points else point_steps(train_cfg)
+
+
+def sizes(scale: str = "long") -> list[int]:
+    """The training tokens of the measured sizes of the preset's models (:func:`measured_steps`)."""
+    t = scales.get(scale).train
+    return [steps * t.batch_size * t.l_tr for steps in measured_steps(scale, t)]
+
+
+LAST_SIZE_COLUMNS = ["l_tr", "tokens", "ppl_l_tr", "r_horizon", "r_horizon_lo", "r_horizon_hi", "erf", "erf_capped",
+                     "erf_length", "val_loss"]
+
+
+def last_sizes(em, scale: str = "long"):
+    """One row per shipped model at its largest measured size, indexed by (family, label) in
+    the order of :func:`by_experiment`. ``em``: rows of :func:`rflens.store.bundle.table`."""
+    import pandas as pd
+
+    rows = [em[em["name"] == spec.name].sort_values("tokens").iloc[-1].to_dict() | {"family": family}
+            for family, specs in by_experiment(scale).items() for spec in specs if (em["name"] == spec.name).any()]
+    if not rows:
+        return pd.DataFrame(columns=["family", "label", *LAST_SIZE_COLUMNS]).set_index(["family", "label"])
+    return pd.DataFrame(rows).set_index(["family", "label"])[LAST_SIZE_COLUMNS]
+
+
+def _failing(spec: LongModel, scale: str) -> int | None:
+    """The ERF of a shipped, complete model that does not extrapolate at its last point;
+    None otherwise (not shipped, unfinished, or it extrapolates)."""
+    from rflens.measure.criterion import extrapolates  # pandas: not on the command line's startup path
+
+    if spec.name not in bundle.complete(scale):
+        return None
+    result = bundle.load(spec.name, scale)
+    last, l_tr = result["points"][-1], result["train"]["l_tr"]
+    lengths = last["lengths"]
+    ok = extrapolates(dict(zip(lengths, last["ppl"])), l_tr, upper=dict(zip(lengths, last["r_high"])))
+    return None if ok else int(last["erf"])
+
+
+def named(name: str, scale: str = "long") -> LongModel:
+    """The model of the long run called ``name``; UserError listing the names otherwise."""
+    for spec in models(scale):
+        if spec.name == name:
+            return spec
+    raise UserError(f"no model named {name!r} in the {scale} run: choose from {', '.join(s.name for s in models(scale))}")
+
+
+def check_planned(result: dict, scale: str, where: Path) -> None:
+    """UserError unless ``result`` (a model's result.json, read from ``where``) is the model
+    its name stands for in the ``scale`` run's plan: the same scheme, corpus, model, data and
+    training settings, and, if it says it is finished, every size of the plan measured. A
+    worker's folder joins the bundle only as what it is."""
+    spec = named(str(result.get("name")), scale)  # a name outside the plan: the names to choose from
+    _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
+    try:
+        same = (result.get("model") == model_cfg.to_dict() and result.get("train") == train_cfg.to_dict()
+                and DataConfig.from_dict(result.get("data") or {}) == data_cfg)
+    except (TypeError, ValueError, KeyError):
+        same = False
+    if not same:
+        raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {scale} plan "
+                        f"({spec.pos} on {spec.corpus}{''.join(f', {k}={v}' for k, v in spec.settings().items())}): "
+                        "retrain it with emergence --only " + spec.name)
+    steps = measured_steps(scale, train_cfg)
+    if result.get("complete") and [p.get("steps") for p in result.get("points") or []] != steps:
+        raise UserError(f"{where} says it is finished, but its measured sizes are not the plan's "
+                        f"({', '.join(map(str, steps))} steps): retrain it with emergence --only {spec.name}")
+
+
+def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
+    """The command that trains the model of these settings: for a model of the run's plan,
+    the long run's, with its emergence points; otherwise (or at a read-only control, whose
+    bundle nothing trains into) ``train``, into the run store, where it is read first."""
+    from rflens.setup.settings import describe, train_command
+
+    if not scales.get(scale).read_only:
+        for spec in models(scale):
+            r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+            if (r.model, r.data, r.train) == (model_cfg, data_cfg, train_cfg):
+                return f"python -m rflens emergence --scale {scale} --only {spec.name}"
+    return train_command(scale, model_cfg.pos, data_cfg.corpus, describe(model_cfg, data_cfg, train_cfg, scale))
+
+
+def sweep(scale: str = "long", family: str = "slope_shift") -> tuple[str, list[str]]:
+    """One of Table 1's sweeps in the long run ``scale``: the experiment's title and its
+    models' names (ALiBi's Δ sweep, the book's key figure, by default)."""
+    title = f"Table 1: {scales.FAMILIES[family].title}"
+    return title, [spec.name for spec in by_experiment(scale)[title]]
+
+
+def table1_names(scale: str = "long") -> list[str]:
+    """The shipped models that belong to Table 1's three sweeps, in the sweeps' order."""
+    names = [spec.name for specs in _table1(scale).values() for spec in specs]
+    have = bundle.entries(scale)
+    return [n for n in names if n in have]

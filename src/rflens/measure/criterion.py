@@ -1,0 +1,69 @@
+"""The criterion "extrapolates", and the levels the book reads r(L) = ppl(L) / ppl(L_tr) at.
+
+Chi et al. (ACL 2023) call a model extrapolating when its perplexity stays flat beyond
+L_tr. The book fixes that reading once (:func:`extrapolates`): r(L) <= 1.10 for every
+measured L_tr < L <= 16 L_tr, for the upper confidence bound of r wherever the per-segment
+losses are known; the claims (:mod:`rflens.claims.checks`) and the figures use it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+# "extrapolates": r(L) = ppl(L) / ppl(L_tr) <= 1.10 for every L up to 16 L_tr.
+EXTRAPOLATION_TOLERANCE = 1.10
+EXTRAPOLATION_HORIZON = 16  # in units of L_tr
+# "breaks" (does not extrapolate): r(L) >= 2 at the stated length
+BREAKS = 2.0
+
+
+def ratio(ppl: dict, l_tr: int) -> dict[int, float]:
+    """r(L) = ppl(L) / ppl(L_tr) for every measured L; empty when ppl(L_tr) was not measured."""
+    base = ppl.get(l_tr)
+    if base is None or not np.isfinite(base) or base <= 0:
+        return {}
+    return {L: (p / base if np.isfinite(p) else math.inf) for L, p in ppl.items()}
+
+
+def is_missing(value) -> bool:
+    return value is None or value != value  # NaN != NaN
+
+
+def flag(value) -> bool:
+    """A yes/no cell of a table as a bool: missing (None, or NaN where a row lacks the
+    column) reads as no."""
+    return not is_missing(value) and bool(value)
+
+
+def erf_text(erf: int, capped) -> str:
+    """An ERF as the book prints it: ``"≥ 508"`` for a lower bound
+    (:func:`rflens.measure.receptive.erf_capped`); ``capped`` missing reads as not capped."""
+    return f"≥ {int(erf)}" if flag(capped) else f"{int(erf)}"
+
+
+def erf_within_l_tr(df: pd.DataFrame) -> pd.Series:
+    """The prediction of Section 4 for each row of a table: its ERF fits inside its L_tr."""
+    return df["erf"].astype(int) <= df["l_tr"].astype(int)
+
+
+def extrapolates(ppl: dict, l_tr: int, *, tol: float = EXTRAPOLATION_TOLERANCE,
+                 horizon: int = EXTRAPOLATION_HORIZON, upper: dict | None = None) -> bool | None:
+    """The criterion: r(L) <= tol for every measured L_tr < L <= horizon * L_tr.
+
+    ``ppl`` maps L_ex -> perplexity. With ``upper`` (L_ex -> upper confidence bound of r(L),
+    from :func:`paired_ratio`) the bound must stay within ``tol``, not only the
+    point value: "stays flat" is then a statement the evaluation sample supports. None when
+    ppl(L_tr) or every longer length is missing. A non-finite perplexity (a diverged model)
+    counts as a failure.
+    """
+    r = ratio(ppl, l_tr)
+    beyond = {L: v for L, v in r.items() if l_tr < L <= horizon * l_tr}
+    if not beyond:
+        return None
+    if upper is not None:
+        beyond = {L: max(v, upper.get(L, math.inf)) for L, v in beyond.items()}
+    return bool(all(np.isfinite(v) and v <= tol + 1e-12 for v in beyond.values()))  # 1e-12: binary rounding

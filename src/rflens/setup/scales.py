@@ -1,0 +1,463 @@
+"""Scale presets: the same experiments at four sizes.
+
+Chi et al. (ACL 2023) train R = 12 layers, H = 12 heads, d = 768 at L_tr = 512 for 50k steps
+(Section 2, with the recipe of the KERPLE code base they build on). That is the ``full``
+preset. The
+smaller presets shrink the model and the training length but keep what the paper's
+arguments depend on:
+
+* evaluation lengths are multiples of L_tr (L_ex = L_tr x 1, 2, 4, 8, 16);
+* the receptive-field analysis looks at segments of 4 x L_tr;
+* every sweep puts points on both sides of the phenomenon it shows: a window w whose
+  theoretical receptive field R * w fits inside L_tr and one that does not (Section 3 and
+  4), ALiBi slopes steep enough to act as a window and ones so flat that they do not,
+  a Sandwich d_bar below and above the paper's 128 (Figure 10);
+* ALiBi's exponents are the paper's, mapped to the preset's L_tr (:func:`mapped_exponents`):
+  what a slope does is set by slope x distance, so an exponent keeps its meaning only with
+  the training window it was chosen for.
+
+``get(name)`` returns a :class:`Scale`; ``rflens.store.runs.get_run`` starts from it and applies
+the overrides of one experiment (``window=16``, ``slope_shift=-3``, ...). The sweeps are
+the only place the experiments read their grids from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from rflens import paper
+from rflens.errors import UserError
+from rflens.setup.config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
+from rflens.setup.schemes import TABLE3
+
+SCALES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "small", "full")
+DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
+# The long run the chapters read beside their own scale: the second run, on text it repeats at
+# most 4 times; chapter 10 sets the first (``long-repeated``, on text it repeats) beside it.
+BOOK_LONG = "long"
+
+
+def mapped_exponents(values, l_tr: int) -> tuple[float, ...]:
+    """The paper's ALiBi exponents (a Delta or a shared h) at a shorter L_tr.
+
+    What a slope 1/2^h does to a model is set by slope x distance: over L_tr tokens the
+    penalty is L_tr / 2^h. The exponent h at L_tr = 512 therefore acts as h - log2(512 / L_tr)
+    at L_tr: the same penalty across the training window, the same implicit window as a
+    share of L_tr. (Over 64 tokens the paper's Delta = 9 is no bias at all, as is its h = 11.)
+    """
+    shift = math.log2(paper.L_TR / l_tr)
+    return tuple(_int_if_whole(v - shift) for v in values)
+
+
+def mapped_windows(values, n_layer: int, l_tr: int) -> tuple[int, ...]:
+    """The paper's window sizes w for a model of ``n_layer`` layers trained at ``l_tr``.
+
+    What decides whether a windowed model can fail is how far its theoretical receptive
+    field R * w reaches beyond the training window: the ratio R * w / L_tr (Section 4; the
+    paper's sweep runs from 0.94 at w = 40 to 7.5 at w = 320, with the boundary between 2.34
+    and 2.81). The mapped w keeps that ratio (rounded to a whole token). A window wider than
+    L_tr does not constrain training at all, so the points whose ratio exceeds R are left out.
+    """
+    out = []
+    for w in values:
+        mapped = max(1, round(w * paper.N_LAYER * l_tr / (n_layer * paper.L_TR)))
+        if mapped <= l_tr and mapped not in out:
+            out.append(mapped)
+    return tuple(out)
+
+
+def _int_if_whole(v: float):
+    return int(v) if float(v).is_integer() else float(v)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One sweep of Table 1 (Section 3): a positional scheme and the setting it varies."""
+
+    pos: str
+    setting: str
+    symbol: str  # the paper's symbol for the setting, in labels such as "w=32"
+    title: str
+
+
+FAMILIES = {
+    "slope_shift": Family("alibi", "slope_shift", "Δ", "ALiBi, slope exponents shifted by Δ"),
+    "same_slope": Family("alibi", "same_slope", "h", "ALiBi, one slope 1/2^h for every head"),
+    "window": Family("window", "window", "w", "windowed attention of size w"),
+}
+
+
+@dataclass(frozen=True)
+class Retrain:
+    """A Table 2 model (Section 4): the Table 1 model ``family = value`` trained again with
+    a longer training length: ``l_tr``, or ``l_tr_mult`` x the scale's, or (neither given)
+    the shortest power-of-two multiple of the scale's L_tr that covers the model's measured
+    ERF, as the paper chooses L_tr = 1024 for w = 160 and 2048 for Delta = 6. ``batch_size``
+    (default: the scale's batch x old L_tr / new L_tr) keeps the tokens of a step."""
+
+    family: str  # a key of FAMILIES
+    value: int | float  # the swept setting's value (an int for windows)
+    l_tr: int | None = None
+    l_tr_mult: int | None = None
+    batch_size: int | None = None
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise UserError(f"a Table 2 model names a Table 1 family ({', '.join(FAMILIES)}), not {self.family!r}")
+        if self.l_tr is not None and self.l_tr_mult is not None:
+            raise UserError(f"a Table 2 model gives at most one of l_tr and l_tr_mult: {self}")
+
+    @property
+    def pos(self) -> str:
+        return FAMILIES[self.family].pos
+
+    def training(self, l_tr: int, batch_size: int | None = None, erf: int | None = None) -> dict:
+        """The training settings of the retrained model, for a Table 1 trained at ``l_tr``
+        with ``batch_size``; ``erf``: the Table 1 model's ERF (needed when neither l_tr nor
+        l_tr_mult is given)."""
+        if self.l_tr is not None:
+            new = self.l_tr
+        elif self.l_tr_mult is not None:
+            new = l_tr * self.l_tr_mult
+        else:
+            if erf is None:
+                raise UserError(f"the Table 2 model {self.family}={self.value} covers the ERF: it needs one")
+            new = l_tr * 2 ** max(1, math.ceil(math.log2(max(erf, 1) / l_tr)))
+        out = {"l_tr": int(new)}
+        if self.batch_size is not None:
+            out["batch_size"] = self.batch_size
+        elif batch_size is not None and self.l_tr is None and self.l_tr_mult is None:
+            out["batch_size"] = max(1, batch_size * l_tr // new)
+        return out
+
+
+@dataclass(frozen=True)
+class Sweeps:
+    """The grids the book sweeps at one scale; every experiment reads them from here."""
+
+    slope_shift: tuple[float, ...]  # Table 1(a): h -> h + Delta
+    same_slope: tuple[float, ...]  # Table 1(b): one h for every head
+    window: tuple[int, ...]  # Table 1(c), Eq. (3)
+    d_bar: tuple[int, ...]  # Figure 10
+    sinusoidal_l_tr: tuple[int, ...]  # Figure 7: Sinusoidal at these training lengths
+    table2: tuple[Retrain, ...]  # Table 2: the failures retrained with a longer L_tr
+    table3_pos: tuple[str, ...] = TABLE3  # Table 3 (Section 6)
+    corpora: tuple[str, ...] = CORPORA  # OpenWebText2, GitHub and ArXiv in the paper
+    # further training seeds of the models whose verdicts decide claims (the long run's
+    # rflens.longrun.plan.seeded): a verdict holds when every seed agrees
+    seeds: tuple[int, ...] = ()
+    # Figure 7's Sinusoidal at another L_tr keeps the tokens of a step (so both L_tr see the
+    # same training tokens); False: the batch is kept instead (the first long run's choice)
+    same_tokens: bool = True
+
+    def __post_init__(self):
+        for name in ("slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2",
+                     "table3_pos", "corpora", "seeds"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class Scale:
+    """One preset: the four settings and the sweeps the book runs at this size."""
+
+    name: str
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    eval: EvalConfig
+    sweeps: Sweeps
+    about: str = ""
+    shipped: bool = False  # its models are read from the shipped bundle (rflens.experiments.from_bundle): the book never trains them
+    # the corpus each of the book's corpora (prose, code, math: the paper's OpenWebText2,
+    # GitHub and ArXiv) is at this preset; a corpus not named is itself
+    texts: tuple[tuple[str, str], ...] = ()
+    read_only: bool = False  # a shipped control: its bundle is read, never trained into
+    # a long run measured at these steps (empty: the budget / 2^k, rflens.training.trainer.point_steps)
+    points: tuple[int, ...] = ()
+    # a run that trains models of another run further (its name), and which of them, in order
+    extends: str = ""
+    models: tuple[str, ...] = ()
+
+    def text(self, corpus: str) -> str:
+        """The data corpus that stands for the book's ``corpus`` at this preset."""
+        return dict(self.texts).get(corpus, corpus)
+
+    def sinusoidal_runs(self) -> list[tuple[int, dict]]:
+        """Figure 7's Sinusoidal models: (L_tr, settings beside the preset's) for each L_tr of
+        the sweep. The preset's own L_tr gets none (it is Table 3's model); another keeps the
+        tokens of a step when ``sweeps.same_tokens`` (both see the same training tokens)."""
+        base = self.train.l_tr
+        out = []
+        for l_tr in self.sweeps.sinusoidal_l_tr:
+            over = {} if int(l_tr) == base else {"l_tr": int(l_tr)}
+            if over and self.sweeps.same_tokens:
+                over["batch_size"] = max(1, self.train.batch_size * base // int(l_tr))
+            out.append((int(l_tr), over))
+        return out
+
+    @property
+    def lengths(self) -> list[int]:
+        """The evaluation lengths L_ex = L_tr x length_mults."""
+        return [self.train.l_tr * m for m in self.eval.length_mults]
+
+
+def _smoke() -> Scale:
+    vocab = 512  # smallest BPE vocabulary that still merges common words on 1.5 MB of text
+    return Scale(
+        name="smoke",
+        about="for tests: every model trains in about a second",
+        model=ModelConfig(n_layer=2, n_head=2, d_model=32, vocab_size=vocab),
+        # 1.5 MB prefix: enough text for 30 steps of 8 x 16 tokens (and its own tokenizer) in < 1 s
+        data=DataConfig(vocab_size=vocab, max_bytes=1_500_000),
+        train=TrainConfig(
+            l_tr=16,  # L_tr: short, so the evaluation lengths stay <= 256 tokens
+            batch_size=8,
+            steps=30,  # a few dozen steps: the tests check plumbing, not language modelling
+            lr=2e-3,  # small models and short runs take a larger learning rate than 6e-4
+            warmup_frac=0.1,  # 3 steps of warm-up
+            eval_interval=10,
+            eval_batches=2,
+            ckpt_interval=10,
+        ),
+        eval=EvalConfig(n_segments=16, erf_samples=4, batch_size=8),
+        # one point on each side of every phenomenon, so the book's code paths all run
+        sweeps=Sweeps(
+            # the ends of the paper's grids, mapped to L_tr = 16 (mapped_exponents)
+            slope_shift=mapped_exponents((-3, 8), 16),
+            same_slope=mapped_exponents((0, 8), 16),
+            window=[4, 16],  # R * w = 8 < L_tr = 16 and R * w = 32 > L_tr
+            d_bar=[32, 128],
+            sinusoidal_l_tr=[8, 16],
+            table2=[Retrain("window", 16, l_tr=64, batch_size=2)],
+            table3_pos=("alibi", "sandwich", "t5"),
+            corpora=("prose",),
+        ),
+    )
+
+
+def _tiny() -> Scale:
+    vocab = 2048  # the embedding (2048 x d) stays smaller than the layers
+    n_layer, l_tr = 4, 32
+    return Scale(
+        name="tiny",
+        about="CPU default: the whole book trains, evaluates and builds on 2 cores (reproduce --plan counts its models)",
+        # R = 4: the window sweep needs R * w / L_tr well above 2 (the paper's boundary lies
+        # between 2.34 and 2.81) with w <= L_tr, which two layers cannot reach. d = 64 trains
+        # twice the tokens a second of d = 128 at this depth (bench/README.md, the pilot).
+        model=ModelConfig(n_layer=n_layer, n_head=4, d_model=64, vocab_size=vocab),
+        data=DataConfig(vocab_size=vocab),  # the full embedded corpora
+        train=TrainConfig(
+            l_tr=l_tr,  # L_tr = 32: 16 x L_tr = 512 is the longest evaluation
+            batch_size=32,  # 32 x 32 = 1024 tokens a step
+            # 0.6M tokens a model: what the book's budget on 2 cores allows (`reproduce --plan`
+            # times it); the long preset and the pilot (bench/README.md) measure what more
+            # tokens show
+            steps=600,
+            lr=2e-3,
+            warmup_frac=0.05,  # 30 steps
+            # one precision on every machine; at d = 64 bf16 autocast halves a CPU's speed even
+            # where the CPU computes bf16 natively (bench/README.md, bf16_cpu.py)
+            dtype="fp32",
+            eval_interval=200,
+            eval_batches=4,
+            ckpt_interval=200,
+        ),
+        # N = 512 segments: r(L) is a mean of per-segment differences, and 512 of them resolve a
+        # rise of a few percent (its paired interval); evaluation is cheap next to training
+        eval=EvalConfig(n_segments=512, erf_samples=32, length_mults=(1, 2, 4, 8, 16)),
+        sweeps=Sweeps(
+            # Table 1(a) and (b): the paper's exponents mapped to L_tr = 32 (h -> h - 4, so that
+            # slope x L_tr is the paper's): Delta = -7 .. 4 is the paper's -3 .. 8, and one h for
+            # every head from -4 (slope 16: a window of a token) to 4 (the paper's h = 8)
+            slope_shift=mapped_exponents(paper.SLOPE_SHIFT, l_tr),
+            same_slope=mapped_exponents(paper.SAME_SLOPE, l_tr),
+            # Table 1(c): the paper's w = 40 .. 160 at R * w / L_tr = 0.94 .. 3.75 -> w = 8, 15, 19,
+            # 22, 30 (ratios 1.0 .. 3.75); its w = 320 (7.5) would need w > L_tr
+            window=mapped_windows(paper.WINDOW, n_layer, l_tr),
+            # Figure 10: a larger d_bar windows more strongly; 128 is the paper's value.
+            d_bar=list(paper.D_BAR),
+            # Figure 7: Sinusoidal's gradient spikes at absolute position L_tr, for two L_tr.
+            sinusoidal_l_tr=[32, 64],
+            # Table 2: the widest window and the flattest slopes, if they fail in Table 1, are
+            # retrained with an L_tr that covers their measured ERF (and the same tokens a step)
+            table2=[Retrain("window", mapped_windows(paper.WINDOW, n_layer, l_tr)[-1]),
+                    Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
+        ),
+    )
+
+
+# The long reference runs (rflens.longrun.plan): the tiny model at 2^15 steps of 1024 tokens,
+# 2^25 = 33.6M tokens, past the size at which the flattest ALiBi slopes (the paper's Delta = 8)
+# reach r(16 L_tr) = 2 on the lower end of their interval (Chapter 10 reads it from the
+# shipped curves). A power of two, so that each measured size, budget / 2^k, is whole steps.
+LONG_STEPS = 2**15
+
+
+def _long_train(tiny: Scale) -> TrainConfig:
+    return tiny.train.replace(
+        steps=LONG_STEPS,
+        # warmup-stable-decay with a fixed warm-up: a snapshot cooled down over its last 20%
+        # is a finished shorter run, so one run gives every point of the emergence curves
+        schedule="wsd", warmup=30, cooldown_frac=0.2,
+        dtype="fp32",  # one precision on every machine: the shipped numbers are fp32
+        eval_interval=4096, ckpt_interval=1024)
+
+
+def _long() -> Scale:
+    tiny = _tiny()
+    l_tr, batch = tiny.train.l_tr, tiny.train.batch_size
+    return Scale(
+        name="long",
+        about="the tiny model trained on 33.6M tokens (55x the book's) of corpora it repeats at most 4 times, "
+              "measured at 7 points from 0.5M, the models that decide claims from 3 seeds: shipped in "
+              "reference/long (python -m rflens emergence --list: the plan and its cost)",
+        model=tiny.model,
+        data=tiny.data,
+        train=_long_train(tiny),
+        # the receptive field on segments of 16 L_tr (512 tokens), the longest evaluation; 1024
+        # segments, so that the scored tokens fall in more of the test documents the intervals
+        # resample (512 reach 114, 145 and 78 of prose-wide's, code-wide's and math-tex's 308,
+        # 277 and 100; 1024 reach 172, 176 and 87)
+        eval=tiny.eval.replace(erf_length_mult=16, n_segments=1024),
+        sweeps=Sweeps(
+            slope_shift=tiny.sweeps.slope_shift, same_slope=tiny.sweeps.same_slope, window=tiny.sweeps.window,
+            d_bar=tiny.sweeps.d_bar, sinusoidal_l_tr=tiny.sweeps.sinusoidal_l_tr,
+            # Table 2 as the paper designed it, mapped to L_tr = 32: its Delta = 6 retrained at
+            # 4 L_tr and its w = 160 at 2 L_tr, each with the tokens of a step kept, whether or
+            # not the Table 1 model fails (the retrained models are measured to 16 times their
+            # own L_tr, and at Table 1's lengths from theirs up)
+            table2=[Retrain("slope_shift", mapped_exponents((6,), l_tr)[0], l_tr_mult=4, batch_size=batch // 4),
+                    Retrain("window", mapped_windows((160,), n_layer=tiny.model.n_layer, l_tr=l_tr)[0], l_tr_mult=2,
+                            batch_size=batch // 2)],
+            seeds=(1, 2)),
+        shipped=True,
+        # corpora of 9.5M to 28M training tokens (data/README.md): 33.6M tokens repeat each at
+        # most 3.5 times (rflens.data.capped_budget would shorten a run on a smaller one)
+        texts=(("prose", "prose-wide"), ("code", "code-wide"), ("math", "math-tex")),
+    )
+
+
+# The long run's rising models trained further (the test of reference/long/forecast.json,
+# sealed before any of them trained): the most steps that keep prose-wide (12,301,027 training
+# tokens) at <= 4 epochs, 48,000 x 1024 = 49.15M tokens (3.996 epochs). The same batches, rates
+# and warm-up as the long run, so its 33.6M-token point is the long run's last point again.
+EXTENDED_STEPS = 48_000
+EXTENDED = ("alibi_slope_shift=4", "alibi_slope_shift=4_seed=1", "alibi_slope_shift=4_seed=2", "alibi_slope_shift=2",
+            "nope", "window_window=30", "window_window=30_seed=1", "window_window=30_seed=2", "window_window=15",
+            "window_window=22", "window_window=19")
+
+
+def _long_extended() -> Scale:
+    long = _long()
+    return dataclasses.replace(
+        long, name="long-extended",
+        about="the long run's models still rising at 33.6M tokens trained on to 49.15M (prose-wide at 4 epochs), "
+              "measured again at 33.6M and at 49.15M: the test of the forecast sealed in reference/long",
+        train=long.train.replace(steps=EXTENDED_STEPS), points=(LONG_STEPS, EXTENDED_STEPS), extends="long",
+        models=EXTENDED)
+
+
+def _long_repeated() -> Scale:
+    tiny = _tiny()
+    return Scale(
+        name="long-repeated",
+        about="the first long run, kept as a control: the embedded corpora, which 33.6M tokens repeat "
+              "(prose 11 times, math 95, code 3.9); one seed a model; read-only, in reference/long-repeated",
+        model=tiny.model,
+        data=tiny.data,
+        train=_long_train(tiny),
+        eval=tiny.eval.replace(erf_length_mult=16),
+        # its Sinusoidal at L_tr = 64 kept the batch of 32 sequences: twice the tokens of 32's
+        sweeps=dataclasses.replace(tiny.sweeps, same_tokens=False),
+        shipped=True,
+        read_only=True,
+    )
+
+
+def _small() -> Scale:
+    vocab = 8192
+    l_tr = 128
+    return Scale(
+        name="small",
+        about="closer to the paper; days of training on 2 CPU cores (reproduce --scale small --plan estimates "
+              "them): a GPU preset",
+        model=ModelConfig(n_layer=4, n_head=8, d_model=256, vocab_size=vocab),
+        data=DataConfig(vocab_size=vocab),
+        train=TrainConfig(
+            l_tr=l_tr,  # L_tr = 128: the paper's Sinusoidal example of Figure 7 uses 128 too
+            batch_size=32,
+            steps=3000,  # ~12M tokens
+            lr=1e-3,
+            warmup_frac=0.02,
+            eval_interval=500,
+            eval_batches=8,
+            ckpt_interval=500,
+        ),
+        eval=EvalConfig(n_segments=500, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
+        sweeps=Sweeps(
+            # the paper's full grids of Table 1, the exponents mapped to L_tr = 128 (h -> h - 2)
+            slope_shift=mapped_exponents(paper.SLOPE_SHIFT, l_tr),
+            same_slope=mapped_exponents(paper.SAME_SLOPE, l_tr),
+            # the paper's w = 40 .. 160 at its R * w / L_tr (0.94 .. 3.75): w = 30 .. 120
+            window=mapped_windows(paper.WINDOW, 4, l_tr),
+            d_bar=list(paper.D_BAR),
+            sinusoidal_l_tr=[64, 128],
+            table2=[Retrain("window", mapped_windows(paper.WINDOW, 4, l_tr)[-1]),
+                    Retrain("slope_shift", mapped_exponents((8,), l_tr)[0])],
+        ),
+    )
+
+
+def _full() -> Scale:
+    # The paper: GPT-2 BPE on the Pile. The Pile needs the Hugging Face hub; on a machine
+    # without it, `--set source=embedded --set vocab_size=8192` trains on the embedded corpora.
+    vocab = 50257
+    return Scale(
+        name="full",
+        about="the paper: R=12, H=12, d=768, L_tr=512, 50k steps, bf16 on GPUs",
+        model=ModelConfig(n_layer=12, n_head=12, d_model=768, vocab_size=vocab),
+        data=DataConfig(source="hub", vocab_size=vocab),
+        train=TrainConfig(
+            l_tr=512,
+            batch_size=32,  # global batch; the paper's 32 per GPU on N GPUs is batch_size=32*N
+            steps=50_000,
+            lr=6e-4,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            warmup_frac=0.01,  # cosine decay with 1% warm-up (KERPLE / GPT-NeoX)
+            min_lr_frac=0.0,
+            grad_clip=1.0,
+            eval_interval=1000,
+            eval_batches=20,
+            ckpt_interval=1000,
+            dtype="bf16",
+            compile=True,  # used on GPUs only (no speed-up on CPU: bench/README.md)
+        ),
+        eval=EvalConfig(n_segments=1000, erf_samples=64, length_mults=(1, 2, 4, 8, 16)),
+        sweeps=Sweeps(
+            # exactly the paper's grids (Table 1, Table 2, Figure 7, Figure 10, Table 3)
+            slope_shift=paper.SLOPE_SHIFT,
+            same_slope=paper.SAME_SLOPE,
+            window=paper.WINDOW,
+            d_bar=[64, 128, 256, 512],
+            sinusoidal_l_tr=[128, 512],
+            table2=[
+                Retrain("window", 160, l_tr=1024),
+                Retrain("slope_shift", 6, l_tr=2048),
+            ],
+        ),
+    )
+
+
+_BUILDERS = {"smoke": _smoke, "tiny": _tiny, "long": _long, "long-repeated": _long_repeated,
+             "long-extended": _long_extended, "small": _small, "full": _full}
+
+
+def get(name: str) -> Scale:
+    """The preset called ``name`` (one of :data:`SCALES`)."""
+    if name not in _BUILDERS:
+        raise UserError(f"unknown scale {name!r}: choose one of {', '.join(SCALES)}")
+    return _BUILDERS[name]()

@@ -1,0 +1,423 @@
+"""The shipped bundle of a long run: its file format, written, read and checked here only.
+
+A long run (:mod:`rflens.longrun.plan`) ships each model in ``reference/<scale>/<name>/``
+(:func:`rflens.storage.reference_dir`): ``result.json`` (settings, provenance, training
+curve, every measured point), ``nll.npz`` (the per-segment NLLs of every point, float32),
+``model.safetensors`` for the few models kept for the drift test, and ``manifest.json``
+(the sha256 of the others, written last: a model without it is not shipped). Files of the
+whole bundle (the schedule check, ``schedule_check.json``) sit beside the models, and the
+bundle's own ``manifest.json`` gives the sha256 of every file in it, so that a deleted model
+folder, an added one or an edited file is caught before anything is read.
+
+Each result records the test-split document of every scored segment (``segment_docs``), and
+a point's r intervals resample those documents whole (:func:`rflens.measure.intervals.paired_interval`;
+a result measured before keeps its intervals over segments beside them, ``r_low_segments``).
+What a point stores is measured (NLLs, normalised gradients) or computed from them once
+(ppl, r with its interval, the ERF); what a rule decides from them (whether the segment
+capped the ERF, r at the horizon) is derived when read (:func:`table`), never stored.
+
+A shipped model is served whatever the code version is now (its provenance says which code
+trained it): the drift test, which re-measures the models shipped with weights, says when
+the shipped numbers have gone stale, not the code hash. :mod:`rflens.store.shipped` serves
+the models to the run store.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from rflens import storage
+from rflens.errors import UserError
+from rflens.setup.config import ModelConfig
+from rflens.setup.scales import FAMILIES
+from rflens.setup.schemes import model_title, title
+
+RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
+VERSION = 1  # of the bundle's layout
+SCHEDULE_CHECK = "schedule_check.json"  # beside the models: rflens.longrun.emergence.schedule_check
+CORPORA = "corpora.json"  # beside the models: what the run's corpora hold (rflens.longrun.compare.record_corpora)
+RESTORE = "restore it from the repository (git checkout -- reference)"
+
+# what every result.json holds, and every point of it (a result without one is damaged)
+RESULT_KEYS = ("name", "scale", "pos", "corpus", "settings", "complete", "stopped_at_step", "model", "data", "train",
+               "eval", "data_fingerprint", "code_version", "commit", "torch", "threads", "train_seconds", "finished",
+               "train_curve", "points")
+POINT_KEYS = ("steps", "tokens", "val_loss", "lengths", "normalized", "measure_seconds", "ppl", "r", "r_low", "r_high",
+              "erf", "erf_length", "share_in_ltr")
+
+
+def bundle_dir(scale: str = "long", root: Path | None = None) -> Path:
+    return (storage.reference_dir() if root is None else Path(root)) / scale
+
+
+def restore_fix(scale: str) -> str:
+    """What gives back the models a read-only control's bundle lacks: nothing trains into it,
+    and the repository ships it complete."""
+    fix = (f"the {scale} bundle is a read-only control that the repository ships complete, and {bundle_dir(scale)} "
+           f"lacks some of its models: {RESTORE}")
+    return fix + (", or unset RFLENS_REFERENCE" if os.environ.get("RFLENS_REFERENCE") else "")
+
+
+# ----------------------------------------------------------------------------- writing
+
+def new_result(name: str, scale: str, pos: str, corpus: str, settings: dict, model_cfg, data_cfg, train_cfg, ev, *,
+               fingerprint: str, code: str, commit: str | None, where, stopped: int | None, seconds: float,
+               measured_steps: list[int], curve: list, points: list[dict], segment_docs: list) -> dict:
+    """A long-run model's ``result.json``: its settings, its provenance (the code version,
+    commit, torch, machine and device it was trained with), its training curve and every
+    measured point (each of :data:`POINT_KEYS`)."""
+    import platform
+    import time
+
+    import torch
+
+    from rflens.training import machine
+
+    result = {
+        "name": name, "scale": scale, "pos": pos, "corpus": corpus, "settings": settings,
+        "complete": stopped is None, "stopped_at_step": stopped,
+        "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": train_cfg.to_dict(), "eval": ev.to_dict(),
+        "data_fingerprint": fingerprint, "code_version": code, "commit": commit,
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
+        "cpu": machine.cpu_capability(), "cpu_features": machine.cpu_features(), "device": machine.device_name(where),
+        "train_seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "schedule": {"points": measured_steps, "cooldown_frac": train_cfg.cooldown_frac, "warmup": train_cfg.warmup},
+        "train_curve": curve,
+        "points": sorted(points, key=lambda p: p["steps"]),
+        "segment_docs": segment_docs,
+    }
+    assert all(k in result for k in RESULT_KEYS) and all(k in p for p in points for k in POINT_KEYS)
+    return result
+
+
+def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None, root: Path | None = None) -> Path:
+    """A model's result.json, nll.npz (and model.safetensors from the module ``weights``),
+    then its manifest (last: it marks the model shipped), then the bundle's manifest.
+    Returns the model's folder."""
+    path = bundle_dir(scale, root) / name
+    path.mkdir(parents=True, exist_ok=True)
+    storage.write_json(path / RESULT, result, newline=True)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    storage.write_bytes(path / NLL, buf.getvalue())
+    files = [RESULT, NLL]
+    if weights is not None:
+        from safetensors.torch import save_model
+
+        with storage.atomic_path(path / WEIGHTS) as tmp:
+            save_model(weights, str(tmp))
+        files.append(WEIGHTS)
+    else:
+        (path / WEIGHTS).unlink(missing_ok=True)
+    storage.write_json(path / MANIFEST, {"version": VERSION,
+                                         "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
+    seal(scale, root)
+    return path
+
+
+def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
+    """Copy a finished model that another bundle folder holds (a worker trained it with its
+    own ``$RFLENS_REFERENCE``) into this bundle, after checking its files against its
+    manifest (and that it holds no other file and no link) and that it is complete and of
+    this preset; then seal the bundle. Returns the model's folder here."""
+    import shutil
+
+    folder = Path(folder)
+    verify(folder)
+    listed = {MANIFEST, *storage.read_json(folder / MANIFEST)["sha256"]}
+    for entry in [folder, *folder.iterdir()]:  # the model's own files and nothing else: no link, nothing unlisted
+        if entry.is_symlink() or (entry != folder and (entry.name not in listed or not entry.is_file())):
+            what = "a symbolic link" if entry.is_symlink() else "not a file its manifest lists"
+            raise UserError(f"{entry} is {what}: a model joins the bundle with the files it was trained with only")
+    result = read_result(folder)
+    if result["scale"] != scale or not result["complete"]:
+        what = f"a model of the {result['scale']} preset" if result["scale"] != scale else "an unfinished model"
+        raise UserError(f"{folder} holds {what}: only a finished {scale} model joins the {scale} bundle")
+    path = bundle_dir(scale, root) / result["name"]
+    if path.exists():
+        raise UserError(f"the {scale} bundle already holds {result['name']}: {RESTORE} if it is damaged")
+    tmp = path.with_name(f".{path.name}.adopting")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(folder, tmp)
+    tmp.rename(path)
+    seal(scale, root)
+    return path
+
+
+def rewrite_result(scale: str, name: str, result: dict, root: Path | None = None) -> Path:
+    """A shipped model's result.json replaced by ``result`` (its measurements untouched:
+    only what is computed from them may change), then its manifest and the bundle's."""
+    path = bundle_dir(scale, root) / name
+    listed = storage.read_json(path / MANIFEST)["sha256"]
+    storage.write_json(path / RESULT, result, newline=True)
+    listed[RESULT] = storage.sha256_file(path / RESULT)
+    storage.write_json(path / MANIFEST, {"version": VERSION, "sha256": listed}, newline=True)
+    seal(scale, root)
+    return path
+
+
+def write_file(scale: str, filename: str, obj, root: Path | None = None) -> Path:
+    """A JSON file of the whole bundle (beside the models), then the bundle's manifest."""
+    path = bundle_dir(scale, root) / filename
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage.write_json(path, obj, newline=True)
+    seal(scale, root)
+    return path
+
+
+def seal(scale: str = "long", root: Path | None = None) -> None:
+    """Write the bundle's manifest: the sha256 of every file in the bundle (by its path
+    inside it). Only the writers call it: what they did not write is never vouched for."""
+    top = bundle_dir(scale, root)
+    storage.write_json(top / MANIFEST, {"version": VERSION, "sha256": {
+        rel: storage.sha256_file(top / rel) for rel in _files(top)}}, newline=True)
+
+
+def _files(top: Path) -> list[str]:
+    """Every file of the bundle but its own manifest, by its path inside it (temporary files
+    a killed writer left are not the bundle's)."""
+    found = []
+    for here, dirs, files in os.walk(top):  # links are listed, never followed
+        rel = os.path.relpath(here, top)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+            if path != MANIFEST and not name.startswith("."):
+                found.append(path)
+    return sorted(found)
+
+
+# ----------------------------------------------------------------------------- checking
+
+_CHECKED: dict = {}
+
+
+def check(scale: str = "long", root: Path | None = None) -> None:
+    """UserError naming the file unless the bundle holds exactly the files its manifest
+    lists, each with its sha256 (re-hashed only after a file changed). A folder without
+    any file is an empty bundle."""
+    top = bundle_dir(scale, root)
+    found = _files(top) if top.is_dir() else []
+    if not found:
+        return
+    stamp = tuple((rel, *_stat(top / rel)) for rel in [*found, MANIFEST])
+    if _CHECKED.get(str(top)) == stamp:
+        return
+    try:
+        doc = storage.read_json(top / MANIFEST)
+        listed = doc["sha256"]
+        # nothing vouches for the manifest itself: it must be exactly what seal wrote
+        if (not isinstance(listed, dict) or doc.get("version") != VERSION or (top / MANIFEST).is_symlink()
+                or (top / MANIFEST).read_text() != json.dumps(doc, indent=1, sort_keys=True) + "\n"):
+            raise TypeError
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"the shipped bundle {top} is damaged ({MANIFEST} is missing, unreadable or not as its writer "
+                        f"wrote it): {RESTORE}") from None
+    for rel in sorted(set(listed) | set(found)):
+        if rel not in listed:
+            why = "is not in its manifest"
+        elif rel not in found:
+            why = "is missing"
+        elif (top / rel).is_symlink() or storage.sha256_file(top / rel) != listed[rel]:
+            why = f"does not match its sha256 in {MANIFEST}"
+        else:
+            continue
+        raise UserError(f"the shipped bundle {top} is damaged ({rel} {why}): {RESTORE}")
+    _CHECKED[str(top)] = stamp
+
+
+def _stat(path: Path) -> tuple:
+    try:
+        st = path.lstat()
+    except OSError:
+        return (None,)
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def stamp(scale: str = "long") -> tuple:
+    """What changes whenever a writer changes the bundle (its manifest's size, time and inode)."""
+    top = bundle_dir(scale)
+    return (str(top), *_stat(top / MANIFEST))
+
+
+def entries(scale: str = "long") -> dict[str, Path]:
+    """The models of the (checked) bundle whose manifest is written, by name."""
+    root = bundle_dir(scale)
+    if not root.is_dir():
+        return {}
+    check(scale)
+    return {d.name: d for d in sorted(root.iterdir()) if d.is_dir() and (d / MANIFEST).is_file()}
+
+
+def verify(path: Path, weights: bool = True) -> None:
+    """UserError unless every file the model's manifest lists has its sha256 (``weights=False``:
+    all but the weights)."""
+    try:
+        listed = storage.read_json(path / MANIFEST)["sha256"].items()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(f"the shipped result {path} is damaged ({MANIFEST} is unreadable): {RESTORE}") from None
+    for name, digest in listed:
+        if name == WEIGHTS and not weights:
+            continue
+        f = path / name
+        if not f.is_file() or storage.sha256_file(f) != digest:
+            raise UserError(f"the shipped result {path} is damaged ({name} does not match its sha256): {RESTORE}")
+
+
+# ----------------------------------------------------------------------------- reading
+
+def read_result(path: Path) -> dict:
+    """A model's result.json, checked to hold every key of the format; UserError naming the
+    file otherwise."""
+    file = Path(path) / RESULT
+    try:
+        result = storage.read_json_cached(file)
+        missing = [k for k in RESULT_KEYS if k not in result]
+        missing += [f"points[{i}].{k}" for i, p in enumerate(result.get("points") or [{}]) for k in POINT_KEYS
+                    if k not in p]
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        raise UserError(f"the shipped result {file} is damaged (not a result: {type(err).__name__}): {RESTORE}") from None
+    if missing:
+        raise UserError(f"the shipped result {file} is damaged (it lacks {missing[0]}): {RESTORE}")
+    return result
+
+
+_COMPLETE: dict[str, tuple] = {}
+
+
+def complete(scale: str = "long") -> set[str]:
+    """The shipped models trained to their full budget (not stopped part-way), read once
+    while the bundle is unchanged (its files as :func:`check` last found them)."""
+    found = entries(scale)  # checks the bundle first
+    key = (tuple(found), _CHECKED.get(str(bundle_dir(scale))))
+    if _COMPLETE.get(scale, (None,))[0] != key:
+        _COMPLETE[scale] = (key, {name for name, path in found.items() if read_result(path)["complete"]})
+    return set(_COMPLETE[scale][1])
+
+
+def load(name: str, scale: str = "long") -> dict:
+    """A shipped model's result.json with each point's NLLs (as float64 arrays) attached."""
+    path = entries(scale).get(name)
+    if path is None:
+        raise UserError(f"the {scale} bundle holds no model {name!r}: `python -m rflens emergence --scale {scale} "
+                        f"--list` shows what it holds and what it lacks")
+    verify(path)
+    result = read_result(path)
+    nll = point_nlls(path)
+    for point in result["points"]:
+        point["nll"] = nll[point["steps"]]
+    return result
+
+
+def point_nlls(path: Path) -> dict[int, np.ndarray]:
+    """{steps: per-segment NLLs (lengths, N) as float64} of a model's measured points."""
+    try:
+        with np.load(Path(path) / NLL) as arrays:
+            return {int(k.removeprefix("steps_")): arrays[k].astype(np.float64) for k in arrays.files}
+    except (OSError, ValueError, KeyError) as err:
+        raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
+
+
+def read_file(scale: str, filename: str) -> dict | None:
+    """A JSON file of the whole bundle (after checking the bundle), or None when it has none."""
+    path = bundle_dir(scale) / filename
+    if not path.is_file():
+        return None
+    check(scale)
+    try:
+        return storage.read_json(path)
+    except (OSError, ValueError):
+        raise UserError(f"the shipped bundle file {path} is damaged (not JSON): {RESTORE}") from None
+
+
+# ----------------------------------------------------------------------------- as tables
+
+def label(result: dict) -> str:
+    """'ALiBi Δ=4', 'window w=30', 'NoPE', 'window w=30 L_tr=128', 'Rotary (code)': the
+    model's scheme, its swept setting and what else differs from the preset."""
+    names = {"alibi": "ALiBi", "window": "window", "nope": "NoPE"}  # Table 1's words
+    symbols = {"l_tr": "L_tr", "batch_size": "batch"}
+    settings = result["settings"]
+    pos = result["pos"]
+    parts = [(names.get(pos) or title(pos)) if settings else model_title(pos)]
+    for key in sorted(settings, key=lambda k: (k not in FAMILIES, k == "batch_size")):  # the swept one first
+        value = settings[key]
+        symbol = FAMILIES[key].symbol if key in FAMILIES else symbols.get(key, key)
+        parts.append(f"{symbol}={value}")
+    if result.get("corpus", "prose") != "prose":
+        parts.append(f"({result['corpus']})")
+    return " ".join(parts)
+
+
+def table(scale: str = "long", names: list[str] | None = None):
+    """One row per shipped model and measured size: tokens, ppl@L, r@L with its paired
+    interval (r_lo@L, r_hi@L), ERF (and whether the segment capped it, by the rule of
+    :func:`rflens.measure.receptive.erf_capped`), the share of the gradient inside L_tr, the
+    validation loss; in the column names of :mod:`rflens.measure.columns`. ``ppl_l_tr`` and
+    ``r_horizon`` (with ``r_horizon_lo``, ``r_horizon_hi``) are each model's ppl(L_tr) and
+    r(16 L_tr) at its own L_tr."""
+    import pandas as pd
+
+    from rflens.measure.criterion import EXTRAPOLATION_HORIZON
+    from rflens.measure.receptive import erf_capped, theoretical_field
+
+    rows = []
+    for name in list(entries(scale)) if names is None else names:
+        res = load(name, scale)
+        l_tr = res["train"]["l_tr"]
+        field = theoretical_field(ModelConfig.from_dict(res["model"]))
+        for p in res["points"]:
+            row = {"name": name, "label": label(res), "pos": res["pos"], "l_tr": l_tr, "steps": p["steps"],
+                   "tokens": p["tokens"], "complete": res["complete"], "val_loss": p["val_loss"], "erf": p["erf"],
+                   "erf_length": p["erf_length"], "erf_capped": erf_capped(p["erf"], p["erf_length"], field),
+                   "share_in_ltr": p["share_in_ltr"]}
+            lengths = p["lengths"]
+            for i, L in enumerate(lengths):
+                row.update({f"ppl@{L}": p["ppl"][i], f"r@{L}": p["r"][i], f"r_lo@{L}": p["r_low"][i],
+                            f"r_hi@{L}": p["r_high"][i]})
+            top = lengths.index(max(L for L in lengths if L <= EXTRAPOLATION_HORIZON * l_tr))
+            row.update({"ppl_l_tr": row.get(f"ppl@{l_tr}"), "r_horizon": p["r"][top], "r_horizon_lo": p["r_low"][top],
+                        "r_horizon_hi": p["r_high"][top]})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def provenance(scale: str = "long"):
+    """Where each shipped model's numbers come from: one row a model (finished or not, its
+    last measured size, code version, commit, torch, CPU, device, threads, minutes)."""
+    import pandas as pd
+
+    rows = []
+    for name, path in entries(scale).items():
+        res = read_result(path)
+        rows.append({"model": label(res), "finished": res["complete"], "tokens": res["points"][-1]["tokens"],
+                     "points": len(res["points"]), "code version": res["code_version"],
+                     "commit": (res["commit"] or "")[:10], "torch": res["torch"], "cpu": res.get("cpu", "not recorded"),
+                     "device": res.get("device", "cpu"), "threads": res["threads"],
+                     "minutes": round(res["train_seconds"] / 60), "finished at (UTC)": res["finished"]})
+    return pd.DataFrame(rows)
+
+
+def schedule_table(scale: str = "long"):
+    """The shipped schedule check as a table (one row a length), or None if it was not run."""
+    import pandas as pd
+
+    c = read_file(scale, SCHEDULE_CHECK)
+    if c is None:
+        return None
+    try:
+        rows = [{"name": c["name"], "tokens": c["tokens"], "L": L,
+                 "r wsd": c["wsd"]["r"][i], "r wsd low": c["wsd"]["r_low"][i], "r wsd high": c["wsd"]["r_high"][i],
+                 "r cosine": c["cosine"]["r"][i], "r cosine low": c["cosine"]["r_low"][i],
+                 "r cosine high": c["cosine"]["r_high"][i],
+                 "wsd / cosine": c["ratio"][i], "low": c["ratio_low"][i], "high": c["ratio_high"][i]}
+                for i, L in enumerate(c["lengths"])]
+    except (KeyError, IndexError, TypeError) as err:
+        raise UserError(f"the shipped bundle file {bundle_dir(scale) / SCHEDULE_CHECK} is damaged "
+                        f"({type(err).__name__}: {err}): {RESTORE}") from None
+    return pd.DataFrame(rows)
+
