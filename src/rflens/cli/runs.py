@@ -65,7 +65,7 @@ def run(args) -> int:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
     total = sum(r["size_bytes"] for r in rows)
     lines.append(f"{len(rows)} runs, {_size(total)} in {runs_dir()}")
-    lines += [f"{r['key']}: {r['error']}" for r in rows if r["status"] == "unknown scheme"]
+    lines += [f"{r['key']}: {r['error']}" for r in rows if r["status"] in ("unknown scheme", "not a run", "unreadable")]
     if any(r["status"].startswith("interrupted") for r in rows):
         lines.append("interrupted: its training died; the same train command resumes it from its last checkpoint")
     emit("\n".join(lines))
