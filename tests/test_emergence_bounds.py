@@ -170,6 +170,7 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
     @example(argv=["emergence", "--scale", "long-repeated"], empty=True)  # nothing trains into the control
     def property_(argv, empty):
         if empty:  # a reference folder without the bundles
+            (tmp_path / "empty").mkdir(exist_ok=True)
             monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "empty"))
         else:
             monkeypatch.delenv("RFLENS_REFERENCE", raising=False)
