@@ -152,6 +152,11 @@ def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: in
     from . import runs, storage
 
     sc = scales.get(scale) if isinstance(scale, str) else scale
+    if sc.read_only:  # a control is read, never written: its record stays the one it shipped with
+        from .errors import UserError
+
+        raise UserError(f"the {sc.name} bundle is a read-only control: its speed record is the one it shipped "
+                        "with; record a speed at a scale that trains here (--scale long, or a small preset)")
     positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
     seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
                          progress=progress)
