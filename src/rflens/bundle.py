@@ -150,6 +150,7 @@ def _files(top: Path) -> list[str]:
             path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
             if path != MANIFEST and not name.startswith("."):
                 found.append(path)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # a killed writer's folder (.NAME.adopting): not the bundle's
     return sorted(found)
 
 
@@ -188,6 +189,9 @@ def check(scale: str = "long", root: Path | None = None) -> None:
             why = f"does not match its sha256 in {MANIFEST}"
         else:
             continue
+        if rel not in listed:  # a file no writer made: restoring the tracked files leaves it there
+            raise UserError(f"the shipped bundle {top} is damaged ({rel} {why}): remove {top / rel}, which no writer "
+                            f"of the bundle made (git checkout -- reference does not remove it)")
         raise UserError(f"the shipped bundle {top} is damaged ({rel} {why}): {RESTORE}")
     _CHECKED[str(top)] = stamp
 

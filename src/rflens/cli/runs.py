@@ -24,6 +24,13 @@ def _check_export(export: str) -> None:
     if not export.strip():
         raise UserError("--export needs a folder to write the CSV files into, e.g. --export tables")
     target = Path(export).expanduser()
+    from ..storage import project_dir, reference_dir
+
+    where = target.resolve()
+    for ref in dict.fromkeys([reference_dir().resolve(), (project_dir() / "reference").resolve()]):
+        if where == ref or ref in where.parents:  # its manifest would no longer vouch for the bundle
+            raise UserError(f"--export {export} is inside the shipped bundles' folder {ref}: export the tables to a "
+                            "folder outside it")
     for p in (target, *target.absolute().parents):
         if p.exists():
             if not p.is_dir():
