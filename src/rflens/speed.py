@@ -194,6 +194,32 @@ def load_speed_record(scale) -> dict | None:
     if sc.shipped:  # read through the bundle, which checks its manifest first
         from . import bundle
 
-        return bundle.read_file(sc.name, RECORD_FILE)
+        return _checked_record(bundle.read_file(sc.name, RECORD_FILE), speed_record_path(sc), shipped=True)
     path = speed_record_path(sc)
-    return storage.read_json(path) if path.is_file() else None
+    return _checked_record(storage.read_json(path), path, shipped=False) if path.is_file() else None
+
+
+def _checked_record(record, path, *, shipped: bool) -> dict | None:
+    """``record`` (None stays None) when it is what :func:`record_speed` writes: an object
+    whose ``tokens_per_s`` maps each scheme to its rounds, finite positive speeds, as many
+    rounds for every scheme; else UserError naming the file and its fix."""
+    import math
+
+    from .errors import UserError
+
+    if record is None:
+        return None
+    speeds = record.get("tokens_per_s") if isinstance(record, dict) else None
+    ok = isinstance(speeds, dict) and bool(speeds) and all(
+        isinstance(k, str) and isinstance(v, list) and v and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in v)
+        for k, v in speeds.items())
+    if ok and len({len(v) for v in speeds.values()}) != 1:
+        ok = False
+    if not ok:
+        from .bundle import RESTORE
+
+        fix = RESTORE if shipped else "remove it, and record the speed again with `python -m rflens claims --record-speed`"
+        raise UserError(f"the speed record {path} is damaged (its tokens_per_s are not rounds of finite positive "
+                        f"speeds, as many for every scheme): {fix}")
+    return record
