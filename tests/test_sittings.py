@@ -84,3 +84,17 @@ def test_keep_into_an_earlier_checks_kept_bundle_goes_on(tmp_path, monkeypatch, 
     bundle.write_file(CONTROL, "corpora.json", {"scale": CONTROL}, root=kept)  # a whole, sealed kept bundle
     monkeypatch.setattr(reproduction, "check", lambda names, scale, **kw: [])
     assert main(["emergence", "--scale", CONTROL, "--check", "1", "--keep", str(kept), "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("points", ['[{"steps": "x"}]', '[{"steps": null}]', '[{"steps": true}]', '[{}]', '{"steps": 4}'])
+def test_a_kept_state_whose_points_are_not_points_is_one_line(points, store, reference, monkeypatch):
+    from rflens import emergence, storage
+    from rflens.errors import UserError
+
+    spec = emergence.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8)))
+    work = storage.runs_dir() / "emergence" / "smoke" / spec.name
+    work.mkdir(parents=True)
+    (work / "points.json").write_text(points)
+    monkeypatch.setattr(emergence, "train", lambda *a, **k: pytest.fail("trained on a damaged state"))
+    with pytest.raises(UserError, match=f"damaged.*remove {work}"):
+        emergence.run(spec, "smoke", progress=False)
