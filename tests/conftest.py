@@ -25,5 +25,6 @@ def own_data(tmp_path, monkeypatch):
 def reference(tmp_path, monkeypatch):
     """An empty folder of shipped long-run results of this test's own (``$RFLENS_REFERENCE``)."""
     path = tmp_path / "reference"
+    path.mkdir()
     monkeypatch.setenv("RFLENS_REFERENCE", str(path))
     return path

@@ -83,6 +83,7 @@ def test_a_read_only_control_that_lacks_models_is_sent_to_restore_it_not_to_trai
     """The control's bundle is complete in the repository and nothing trains into it: where
     its folder lacks models, every command says to restore it (emergence refuses to train)."""
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    (tmp_path / "reference").mkdir()
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     assert main(["reproduce", "--scale", "long-repeated", "--plan"]) == 0
     [line] = [ln for ln in capsys.readouterr().out.splitlines() if "left unexecuted" in ln]

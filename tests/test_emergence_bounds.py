@@ -82,6 +82,7 @@ def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monk
     spec = plan.LongModel("alibi", WSD)
     checks = iter(range(100))
     monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
+    monkeypatch.setattr(training, "_late", lambda deadline: False)  # the checkpoints alone decide here
     with pytest.raises(OutOfTime):
         emergence.run(spec, "smoke", progress=False, deadline=1.0)
     monkeypatch.setattr(training, "_past", lambda deadline: False)
@@ -171,6 +172,7 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
     @example(argv=["emergence", "--scale", "long-repeated"], empty=True)  # nothing trains into the control
     def property_(argv, empty):
         if empty:  # a reference folder without the bundles
+            (tmp_path / "empty").mkdir(exist_ok=True)
             monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "empty"))
         else:
             monkeypatch.delenv("RFLENS_REFERENCE", raising=False)

@@ -31,6 +31,8 @@ def _reship(result: dict, shift=None, **fields) -> None:
     arrays = {f"steps_{p['steps']}": (p["nll"] if shift is None else shift(p["nll"])).astype(np.float32)
               for p in result["points"]}
     out = {**result, **fields, "points": [{k: v for k, v in p.items() if k != "nll"} for p in result["points"]]}
+    for p in out["points"]:  # the perplexities of the NLLs shipped, as a writer gives them
+        p["ppl"] = np.exp(arrays[f"steps_{p['steps']}"].astype(np.float64).mean(axis=1)).round(4).tolist()
     bundle.write_model("smoke", result["name"], out, arrays)
 
 

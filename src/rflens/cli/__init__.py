@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             from rflens.setup.schemes import load_files
 
             load_files(args.schemes)
+        check_reference_env(args)  # a mistyped RFLENS_REFERENCE: one line, before any work
         module = importlib.import_module(f"rflens.cli.{args.command}")
         return int(module.run(args) or 0)
     except UserError as err:
@@ -224,3 +225,31 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def check_reference_env(args) -> None:
+    """UserError naming the path when ``$RFLENS_REFERENCE`` names a file (or a file stands
+    above it), or a folder that does not exist: every command would read an empty bundle
+    from it, and say that nothing is shipped. Only the commands that write a bundle there
+    (``emergence`` training, as a worker's own folder, and ``emergence --adopt``) make it."""
+    import os
+    from pathlib import Path
+
+    env = os.environ.get("RFLENS_REFERENCE")
+    if not env:
+        return
+    path = Path(env).expanduser().absolute()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UserError(f"RFLENS_REFERENCE={env}: {p} is a file, not a folder: point RFLENS_REFERENCE at "
+                                "the folder that holds the bundles (long/, long-repeated/), or unset it")
+            break
+    if path.is_dir():
+        return
+    writes = args.command == "emergence" and (getattr(args, "adopt", None) is not None or (
+        not getattr(args, "list", False) and getattr(args, "check", None) is None))
+    if not writes:
+        raise UserError(f"RFLENS_REFERENCE={env}: {path} does not exist: point RFLENS_REFERENCE at the folder that "
+                        "holds the bundles (long/, long-repeated/), or unset it to read the repository's reference/ "
+                        "(a worker's own new folder is made by `emergence` when it trains)")

@@ -93,16 +93,17 @@ def run(args) -> int:
                             f"selection; --only chooses them, --list shows them), not {args.check}")
         chosen = shipped[:args.check]
         if keep is not None:
-            keep = recheck.keep_folder(keep)  # a folder inside reference/ is refused before any training
+            keep = recheck.keep_folder(keep, args.scale)  # a folder inside reference/ is refused before any training
         print(f"retraining {len(chosen)} shipped model(s) to check them: {one_core_cost(chosen, args.scale)}"
               + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes")
               + ("" if keep is None else f"; kept in {keep}"), flush=True)
         try:
             rows = recheck.check([spec.name for spec in chosen], args.scale, progress=not args.quiet,
                                       deadline=deadline, keep=keep)
-        except OutOfTime as stop:
-            print(f"out of time at step {stop.args[0]} of a check; its state is kept, run the same command to resume")
-            return 0
+        except OutOfTime as stop:  # not checked: 0 would say every model was reproduced
+            print(f"out of time at step {stop.args[0]} of a check, which is not finished (exit 3); its state is kept, "
+                  "run the same command to resume")
+            return 3
         for r in rows:
             print(recheck.render(r))
         return 0 if all(r["reproduced"] for r in rows) else 1

@@ -24,6 +24,13 @@ def _check_export(export: str) -> None:
     if not export.strip():
         raise UserError("--export needs a folder to write the CSV files into, e.g. --export tables")
     target = Path(export).expanduser()
+    from rflens.storage import project_dir, reference_dir
+
+    where = target.resolve()
+    for ref in dict.fromkeys([reference_dir().resolve(), (project_dir() / "reference").resolve()]):
+        if where == ref or ref in where.parents:  # its manifest would no longer vouch for the bundle
+            raise UserError(f"--export {export} is inside the shipped bundles' folder {ref}: export the tables to a "
+                            "folder outside it")
     for p in (target, *target.absolute().parents):
         if p.exists():
             if not p.is_dir():
@@ -65,7 +72,7 @@ def run(args) -> int:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
     total = sum(r["size_bytes"] for r in rows)
     lines.append(f"{len(rows)} runs, {_size(total)} in {runs_dir()}")
-    lines += [f"{r['key']}: {r['error']}" for r in rows if r["status"] == "unknown scheme"]
+    lines += [f"{r['key']}: {r['error']}" for r in rows if r["status"] in ("unknown scheme", "not a run", "unreadable")]
     if any(r["status"].startswith("interrupted") for r in rows):
         lines.append("interrupted: its training died; the same train command resumes it from its last checkpoint")
     emit("\n".join(lines))

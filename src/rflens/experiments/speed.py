@@ -154,6 +154,11 @@ def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: in
     from rflens.store import runs
 
     sc = scales.get(scale) if isinstance(scale, str) else scale
+    if sc.read_only:  # a control is read, never written: its record stays the one it shipped with
+        from rflens.errors import UserError
+
+        raise UserError(f"the {sc.name} bundle is a read-only control: its speed record is the one it shipped "
+                        "with; record a speed at a scale that trains here (--scale long, or a small preset)")
     positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
     seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
                          progress=progress)
@@ -191,6 +196,32 @@ def load_speed_record(scale) -> dict | None:
     if sc.shipped:  # read through the bundle, which checks its manifest first
         from rflens.store import bundle
 
-        return bundle.read_file(sc.name, RECORD_FILE)
+        return _checked_record(bundle.read_file(sc.name, RECORD_FILE), speed_record_path(sc), shipped=True)
     path = speed_record_path(sc)
-    return storage.read_json(path) if path.is_file() else None
+    return _checked_record(storage.read_json(path), path, shipped=False) if path.is_file() else None
+
+
+def _checked_record(record, path, *, shipped: bool) -> dict | None:
+    """``record`` (None stays None) when it is what :func:`record_speed` writes: an object
+    whose ``tokens_per_s`` maps each scheme to its rounds, finite positive speeds, as many
+    rounds for every scheme; else UserError naming the file and its fix."""
+    import math
+
+    from rflens.errors import UserError
+
+    if record is None:
+        return None
+    speeds = record.get("tokens_per_s") if isinstance(record, dict) else None
+    ok = isinstance(speeds, dict) and bool(speeds) and all(
+        isinstance(k, str) and isinstance(v, list) and v and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in v)
+        for k, v in speeds.items())
+    if ok and len({len(v) for v in speeds.values()}) != 1:
+        ok = False
+    if not ok:
+        from rflens.store.bundle import RESTORE
+
+        fix = RESTORE if shipped else "remove it, and record the speed again with `python -m rflens claims --record-speed`"
+        raise UserError(f"the speed record {path} is damaged (its tokens_per_s are not rounds of finite positive "
+                        f"speeds, as many for every scheme): {fix}")
+    return record

@@ -193,7 +193,8 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
     try:
         if partial.is_file():
             points = storage.read_json(partial)
-            if not isinstance(points, list) or not all(isinstance(p, dict) and "steps" in p for p in points):
+            if not isinstance(points, list) or not all(isinstance(p, dict) and isinstance(p.get("steps"), int)
+                                                       and not isinstance(p["steps"], bool) for p in points):
                 raise ValueError("not a list of points")
         if (work / "points.npz").is_file():
             with np.load(work / "points.npz") as z:

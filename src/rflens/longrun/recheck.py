@@ -247,10 +247,15 @@ def compare(shipped: dict, again: dict, *, like: bool, spread: dict | None = Non
 
 # ----------------------------------------------------------------------------- retraining
 
-def keep_folder(path) -> Path:
+def keep_folder(path, scale: str | None = None) -> Path:
     """The folder ``--keep`` keeps the retrained bundles in, resolved; a one-line error for a
     folder inside the shipped bundles' (``reference/``), whose manifest would then vouch for
-    a model nobody shipped, or for a path that is a file."""
+    a model nobody shipped, or for a path that is a file. With ``scale``, also for a
+    ``DIR/<scale>/`` that holds files no check kept there (they would be overwritten or sealed
+    into its manifest), and for a folder that cannot be written (before any training)."""
+    if not str(path).strip():
+        raise UserError("--keep needs a folder to keep the retrained models in, e.g. --keep checked "
+                        "(an empty name would be the current folder)")
     path = Path(path).expanduser().resolve()
     for ref in dict.fromkeys([storage.reference_dir().resolve(), (storage.project_dir() / "reference").resolve()]):
         if path == ref or ref in path.parents:
@@ -258,6 +263,8 @@ def keep_folder(path) -> Path:
                             f"in a folder outside it")
     if path.exists() and not path.is_dir():
         raise UserError(f"--keep {path} is a file: give a folder (it is created if missing)")
+    if scale is not None:
+        _check_keep_target(path, scale)
     return path
 
 
@@ -279,7 +286,7 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True, deadl
     the run store) when ``deadline`` passes first."""
     from rflens.longrun import emergence, plan
 
-    folder = None if keep is None else keep_folder(keep)
+    folder = None if keep is None else keep_folder(keep, scale)
     spread = seed_spread(scale)
     rows = []
     for name in names:
@@ -329,3 +336,31 @@ def render(row: dict) -> str:
     if row.get("kept"):
         lines.append(f"  kept in {row['kept']}")
     return "\n".join(lines)
+
+
+def _check_keep_target(path: Path, scale: str) -> None:
+    """UserError unless ``path/<scale>/`` is new, empty, or a bundle that earlier checks kept
+    there (whole: its manifest vouches for every file), and unless it can be written."""
+    import os
+
+    top = bundle.bundle_dir(scale, path)
+    for p in (top, *top.parents):  # a file where a folder is needed
+        if p.exists():
+            if not p.is_dir():
+                raise UserError(f"--keep {path}: {p} is a file, where the kept bundle's folder is needed: give "
+                                "another folder")
+            break
+    if top.is_dir() and any(top.iterdir()):
+        try:
+            bundle.check(scale, path)
+            if not (top / bundle.MANIFEST).is_file():
+                raise UserError("no manifest")
+        except UserError:
+            first = next(iter(sorted(p.name for p in top.iterdir())))
+            raise UserError(f"--keep {path}: {top} holds files no check kept there (such as {first}), which the "
+                            "retrained models would overwrite or be sealed with: give a new or empty folder") from None
+    probe = top
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"--keep {path}: {probe} cannot be written: give a folder you can write")

@@ -188,6 +188,7 @@ def _files(top: Path) -> list[str]:
             path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
             if path != MANIFEST and not name.startswith("."):
                 found.append(path)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # a killed writer's folder (.NAME.adopting): not the bundle's
     return sorted(found)
 
 
@@ -226,6 +227,9 @@ def check(scale: str = "long", root: Path | None = None) -> None:
             why = f"does not match its sha256 in {MANIFEST}"
         else:
             continue
+        if rel not in listed:  # a file no writer made: restoring the tracked files leaves it there
+            raise UserError(f"the shipped bundle {top} is damaged ({rel} {why}): remove {top / rel}, which no writer "
+                            f"of the bundle made (git checkout -- reference does not remove it)")
         raise UserError(f"the shipped bundle {top} is damaged ({rel} {why}): {RESTORE}")
     _CHECKED[str(top)] = stamp
 
@@ -317,9 +321,11 @@ def point_nlls(path: Path) -> dict[int, np.ndarray]:
     """{steps: per-segment NLLs (lengths, N) as float64} of a model's measured points."""
     try:
         with np.load(Path(path) / NLL) as arrays:
-            return {int(k.removeprefix("steps_")): arrays[k].astype(np.float64) for k in arrays.files}
+            nll = {int(k.removeprefix("steps_")): arrays[k].astype(np.float64) for k in arrays.files}
     except (OSError, ValueError, KeyError) as err:
         raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
+    _check_nlls(Path(path), nll)  # finite, and the perplexities result.json shows are theirs
+    return nll
 
 
 def read_file(scale: str, filename: str) -> dict | None:
@@ -421,3 +427,30 @@ def schedule_table(scale: str = "long"):
                         f"({type(err).__name__}: {err}): {RESTORE}") from None
     return pd.DataFrame(rows)
 
+
+PPL_RTOL = 1e-3  # result.json rounds each perplexity to 4 decimals, from the NLLs before they were stored as float32
+
+
+def _check_nlls(path: Path, nll: dict[int, np.ndarray]) -> None:
+    """UserError naming the file unless every point of the model's result.json has its NLLs in
+    nll.npz, one finite row a measured length, whose perplexities (exp of each row's mean)
+    are the finite, positive ones result.json shows: the manifest vouches for what was
+    sealed, this for what a reader is shown agreeing between the model's files."""
+    result = read_result(path)
+    for point in result["points"]:
+        steps, ppl = point.get("steps"), point.get("ppl")
+        where = f"the point at {steps} steps"
+        why = None
+        if not isinstance(steps, int) or steps not in nll:
+            why = f"{NLL} lacks {where}"
+        elif not isinstance(ppl, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                   and bool(np.isfinite(v)) and v > 0 for v in ppl):
+            why = f"{RESULT} gives {where} perplexities that are not finite positive numbers"
+        else:
+            a = nll[steps]
+            if a.ndim != 2 or a.shape[0] != len(ppl) or a.shape[1] == 0 or not np.isfinite(a).all():
+                why = f"{NLL} holds for {where} an array of shape {a.shape} or values that are not finite"
+            elif not np.allclose(np.exp(a.mean(axis=1)), ppl, rtol=PPL_RTOL, atol=0):
+                why = f"{NLL} and {RESULT} disagree on the perplexities of {where}"
+        if why is not None:
+            raise UserError(f"the shipped result {path} is damaged ({why}): {RESTORE}")

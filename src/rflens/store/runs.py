@@ -481,13 +481,74 @@ def list_runs(root: Path | None = None) -> list[dict]:
     if not root.is_dir():
         return rows
     for path in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.json").is_file()):
+        foreign = _not_own_run(path)
+        if foreign is not None:  # never judged, so never cleaned: listed with why
+            rows.append(foreign)
+            continue
         try:
             rows.append(_row(Run(path)))
         except UnknownScheme as err:  # healthy as far as we can tell: listed, never cleaned
             rows.append({"key": path.name, "status": "unknown scheme", "error": str(err),
                          "size_bytes": storage.dir_size(path)})
         except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError) as err:
+            unreadable = _unreadable(path, err)
+            if unreadable is not None:  # a permission is not damage: reported, never removed
+                rows.append(unreadable)
+                continue
             # one damaged run is marked, and the others are still listed
             rows.append({"key": path.name, "status": "damaged", "error": str(err) or type(err).__name__,
                          "size_bytes": storage.dir_size(path)})
     return rows
+
+
+NOT_A_RUN = "not a run"  # a folder rflens did not write: listed, never removed
+UNREADABLE = "unreadable"  # a run with a file we may not read: listed, never removed
+
+
+def _safe_size(path: Path) -> int:
+    try:
+        return storage.dir_size(path)
+    except OSError:
+        return 0
+
+
+def _not_own_run(path: Path) -> dict | None:
+    """The row of a folder that is not a run folder rflens wrote (None when it is one): a run
+    folder is named by its run key, and its config.json is an object that carries that key
+    and the settings get_run writes. Whatever else (a model folder of another library, a
+    project of one's own) is left as it is, whatever its state."""
+    import re
+
+    why = None
+    if not re.fullmatch(f"[0-9a-f]{{{KEY_LENGTH}}}", path.name):
+        why = "its name is not a run key"
+    else:
+        try:
+            cfg = read_json(path / "config.json")
+        except PermissionError:
+            return None  # a run whose config we may not read: reported as unreadable
+        except (OSError, ValueError):
+            cfg = None
+        if not isinstance(cfg, dict) or cfg.get("key") != path.name \
+                or not all(k in cfg for k in ("scale", "model", "data", "train", "data_fingerprint")):
+            why = "its config.json does not carry its run key and settings"
+    if why is None:
+        return None
+    return {"key": path.name, "status": NOT_A_RUN, "size_bytes": _safe_size(path),
+            "error": f"{path} is not a run folder rflens wrote ({why}): left as it is (remove it by hand if "
+                     "it is yours to remove, or point RFLENS_RUNS at the run store)"}
+
+
+def _unreadable(path: Path, err: BaseException) -> dict | None:
+    """The row of a run that failed to list because a file of it may not be read (None when
+    that is not why): a permission to fix, not damage to remove."""
+    seen, e = set(), err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, PermissionError):
+            name = Path(e.filename).name if getattr(e, "filename", None) else "a file"
+            return {"key": path.name, "status": UNREADABLE, "size_bytes": _safe_size(path),
+                    "error": f"{path}: {name} cannot be read (permission denied): give read access to the "
+                             f"folder and its files (chmod -R u+rX {path}); nothing was removed"}
+        e = e.__cause__ or e.__context__
+    return None

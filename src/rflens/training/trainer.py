@@ -485,7 +485,10 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
             done = step + 1
             at_checkpoint = cfg.ckpt_interval and done % cfg.ckpt_interval == 0 and done != cfg.steps
             at_eval = cfg.eval_interval and done % cfg.eval_interval == 0
-            if len(pending) >= flush_every or done == cfg.steps or at_checkpoint or at_eval or done in branches:
+            # the sitting's end is met at the step it falls in, not at the next checkpoint (one process: the
+            # ranks of several would have to agree on the time)
+            late = world == 1 and done != cfg.steps and done not in branches and _late(deadline)
+            if len(pending) >= flush_every or done == cfg.steps or at_checkpoint or at_eval or done in branches or late:
                 fetched = distributed.all_mean(pending)
                 _check_finite(fetched, done - len(fetched) + 1)  # before any checkpoint keeps a diverged state
                 state.train_loss.extend(fetched)
@@ -500,8 +503,10 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
             state.step = step = done
             if at_eval and done != cfg.steps:
                 state.val_curve.append([done, validate(model, val, val_batch, autocast, device)])
-            if at_checkpoint:
+            if at_checkpoint or late:
                 checkpoint()
+            if late:  # checkpointed at this step: the run resumes from it
+                raise OutOfTime(state.step, state)
     finally:
         bar.close()
 
@@ -527,3 +532,9 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, 
         _store(out_dir, model, metrics)
     distributed.barrier()
     return metrics
+
+
+def _late(deadline: float | None) -> bool:
+    """Whether the sitting's time ran out, asked after every training step (:func:`_past` is
+    asked at the checkpoints and branches)."""
+    return deadline is not None and time.time() > deadline
