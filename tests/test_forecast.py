@@ -73,3 +73,41 @@ def test_the_extension_trains_the_models_the_forecast_named_in_its_order():
     assert f is not None and tuple(f["tested"]) == scales.get("long-extended").models
     assert [m.name for m in plan.models("long-extended")] == f["tested"]
     assert f["test_tokens"] == plan.sizes("long-extended")[1:]
+
+
+def test_the_outcome_sets_each_tested_model_beside_its_forecast():
+    out = forecast.outcome("long")
+    f = forecast.read("long")
+    assert list(out["model"]) == f["tested"]
+    done = out[out["r"].notna()]
+    for _, row in done.iterrows():  # the retrained 33.6M point is the shipped one measured again
+        again, shipped = row["again at 33.6M"].split(" (shipped ")
+        assert abs(float(again) - float(shipped.rstrip(")"))) < 0.02
+        assert row["r low"] <= row["r"] <= row["r high"]
+    assert (out.loc[out["r"].isna(), "measured"] == "not trained yet").all()
+
+
+def test_the_outcome_reading_counts_what_fell_inside_and_what_broke():
+    import numpy as np
+    import pandas as pd
+
+    from rflens import readings as rd
+
+    out = pd.DataFrame({"model": ["a", "b", "c", "d"], "tokens": "49.2M", "measured": ["2.5 [2.2, 2.8]", "2.1 [1.9, 2.3]",
+                        "1.5 [1.4, 1.6]", "not trained yet"], "r": [2.5, 2.1, 1.5, np.nan], "r low": [2.2, 1.9, 1.4, np.nan],
+                        "r high": [2.8, 2.3, 1.6, np.nan], "inside (power)": [True, False, True, None],
+                        "inside (decelerating)": [True, True, False, None]})
+    text = str(rd.forecast_outcome(out))
+    assert "3 of the 4 models" in text and "power law's range for 2 of 3" in text
+    assert "decelerating model's for 2 of 3" in text and "Broken by 49.2M" in text
+    assert "Still below 2: c" in text
+    assert "trained to 49.2M yet" in str(rd.forecast_outcome(out.assign(r=np.nan)))
+
+
+def test_the_pilot_and_the_runs_are_read_one_knob_at_a_time():
+    from rflens.readings import checking, pilot
+
+    table = checking.pilot_and_runs(pilot.pilot_table())
+    assert {"long-repeated", "long"} <= set(table["source"])
+    text = str(checking.pilot_reconciled(table))
+    assert "`long-repeated` at d = 64" in text and "the text (" in text

@@ -248,3 +248,88 @@ def write(scale: str = "long", test_tokens: list[int] | None = None, names: list
 def read(scale: str = "long") -> dict | None:
     """The sealed forecast of ``scale``, or None when it has none."""
     return bundle.read_file(scale, FORECAST)
+
+
+# ----------------------------------------------------------------------------- forecast and outcome, as tables
+
+def _seed_name(model: str, seed: str) -> str:
+    return model if seed == "0" else f"{model}_seed={seed}"
+
+
+def _fmt_tokens(v) -> str:
+    if v is None:
+        return ""
+    if v == "never":
+        return "never"
+    return f"{v / 1e6:,.0f}M" if v < 1e12 else f"> {1e12 / 1e6:,.0f}M"
+
+
+def _fmt_range(r) -> str:
+    return f"[{_fmt_tokens(r[0])}, {_fmt_tokens(r[1])}]"
+
+
+def table(scale: str = "long") -> "pd.DataFrame":
+    """The sealed forecast of ``scale``, one row a model and seed: r(16 L_tr) at its last
+    size, the tokens at which it reaches r = 2 under each curve model with the range over
+    the bootstrap, when the interval's lower end would reach 2, and the r forecast at each
+    test size. Empty when the bundle has no forecast."""
+    import pandas as pd
+
+    f = read(scale)
+    rows = []
+    for model, m in (f or {}).get("models", {}).items():
+        for seed, s in m["seeds"].items():
+            row = {"model": _seed_name(model, seed), "tested": _seed_name(model, seed) in f.get("tested", []),
+                   "r now": s["last_r"], "r now low": s["last_r_low"]}
+            for cm in MODELS:
+                row[f"r = 2 at ({cm})"] = _fmt_tokens(s[cm]["tokens_to_break"])
+                row[f"range ({cm})"] = _fmt_range(s[cm]["tokens_to_break_range"])
+                row[f"low end = 2 at ({cm})"] = _fmt_tokens(s[cm]["tokens_to_lower_end_break"])
+                for t, at in s[cm]["at"].items():
+                    row[f"r at {int(t) / 1e6:.1f}M ({cm})"] = (f"{at['r']:.2f} [{at['range'][0]:.2f}, "
+                                                               f"{at['range'][1]:.2f}]")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
+    """Each model the forecast named for its test, beside what the test measured: the r
+    forecast at each test size (point and range under each curve model), the r measured
+    there with its paired interval (as text, and as the numbers ``r``, ``r low``, ``r high``),
+    whether it fell inside each range, and the model's 33.6M-token point measured again
+    against the shipped one. A model not trained yet reads so."""
+    import pandas as pd
+
+    f = read(scale)
+    if f is None:
+        return pd.DataFrame()
+    shipped = bundle.complete(test) if bundle.bundle_dir(test).is_dir() else set()
+    rows = []
+    for name in f["tested"]:
+        model, _, seed = name.partition("_seed=")
+        s = f["models"][model]["seeds"][seed or "0"]
+        for t in map(str, f["test_tokens"]):
+            row = {"model": name, "tokens": f"{int(t) / 1e6:.1f}M"}
+            for cm in MODELS:
+                at = s[cm]["at"][t]
+                row[f"forecast ({cm})"] = f"{at['r']:.2f} [{at['range'][0]:.2f}, {at['range'][1]:.2f}]"
+            if name not in shipped:
+                row |= {"measured": "not trained yet", "inside (power)": None, "inside (decelerating)": None,
+                        "again at 33.6M": "", "r": np.nan, "r low": np.nan, "r high": np.nan}
+                rows.append(row)
+                continue
+            res = bundle.load(name, test)
+            tokens, r, lo = curve(res)
+            hi = np.array([p["r_high"][p["lengths"].index(HORIZON_MULT * res["train"]["l_tr"])]
+                           for p in sorted(res["points"], key=lambda p: p["tokens"])])
+            k = int(np.argmin(abs(tokens - int(t))))
+            row["measured"] = f"{r[k]:.2f} [{lo[k]:.2f}, {hi[k]:.2f}]"
+            row |= {"r": float(r[k]), "r low": float(lo[k]), "r high": float(hi[k])}
+            for cm in MODELS:
+                a, b = s[cm]["at"][t]["range"]
+                row[f"inside ({cm})"] = bool(a <= r[k] <= b)
+            old_t, old_r, _ = curve(bundle.load(name, scale))
+            j = int(np.argmin(abs(tokens - old_t[-1])))
+            row["again at 33.6M"] = f"{r[j]:.3f} (shipped {old_r[-1]:.3f})"
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -295,3 +295,111 @@ def thesis_verdict(df: pd.DataFrame) -> str:
                      f"{'inside' if fits else 'beyond'} L<sub>tr</sub> = {l_tr}.")
     return "\n".join(parts) + (f"\n\nThe thesis (flat exactly when the ERF fits in L<sub>tr</sub>) describes "
                                f"{agree} of these {len(df)} models.")
+
+
+def forecast_outcome(out: pd.DataFrame) -> Prose:
+    """The forecast sealed before the long run's rising models were trained further, against
+    what they measured: how many are trained, how many fell inside each curve model's range,
+    which broke (the lower end of the interval at 2 or above) and which did not."""
+    if out is None or out.empty:
+        return Prose("The long run carries no forecast.")
+    done = out[out["r"].notna()]
+    n, tokens = len(out), out["tokens"].iloc[0]
+    if done.empty:
+        return Prose(f"None of the {n} models the forecast named is trained to {tokens} yet: the test is still to come.")
+    k = len(done)
+    power, decel = int(done["inside (power)"].sum()), int(done["inside (decelerating)"].sum())
+    text = [f"{k} of the {n} models the forecast named {'are' if k > 1 else 'is'} trained to {tokens} so far."]
+    text.append(f"Their measured r(16 $L_{{tr}}$) fell inside the power law's range for {power} of {k} and inside the "
+                f"decelerating model's for {decel} of {k}.")
+    outside = [f"{tex(m)} ({v})" for m, v, a, b in done[["model", "measured", "inside (power)",
+                                                          "inside (decelerating)"]].itertuples(index=False)
+               if not (a and b)]
+    if outside:
+        text.append(f"Outside at least one range: {_join(outside)}.")
+    broke = done[done["r low"] >= BREAKS]
+    rising = done[(done["r low"] < BREAKS) & (done["r"] >= BREAKS)]
+    below = done[done["r"] < BREAKS]
+    if len(broke):
+        text.append(f"Broken by {tokens} (the interval's lower end at {BREAKS:g} or above): "
+                    f"{_join([tex(m) for m in broke['model']])}.")
+    if len(rising):
+        text.append(f"At or above {BREAKS:g} but with an interval that still reaches below it (not yet decided): "
+                    f"{_join([f'{tex(m)} ({v})' for m, v in rising[['model', 'measured']].itertuples(index=False)])}.")
+    if len(below):
+        text.append(f"Still below {BREAKS:g}: {_join([f'{tex(m)} ({v})' for m, v in below[['model', 'measured']].itertuples(index=False)])}.")
+    return Prose(" ".join(text))
+
+
+def pilot_and_runs(pilot: pd.DataFrame | None, runs: tuple[str, ...] = ("long-repeated", "long"),
+                   model: str = "alibi_slope_shift=4") -> pd.DataFrame:
+    """The paper's Δ = 8 as the pilot of chapter 11 and each long run measured it, one row a
+    size: where it was trained (width, text, schedule) and r(16 L_tr). The pilot's rows are
+    its flattest ALiBi at L_tr = 32, R = 4; the runs' their ``model``."""
+    from rflens.longrun.forecast import curve
+    from rflens.store import bundle
+
+    rows = []
+    if pilot is not None and not pilot.empty:
+        sub = pilot[(pilot["model"] == "alibi_max") & (pilot["R"] == 4) & (pilot["l_tr"] == 32)]
+        for _, r in sub.iterrows():
+            rows.append({"source": "pilot (chapter 11)", "d": int(r["d"]), "text": "prose (repeated)",
+                         "schedule": "cosine, one run a size", "tokens": float(str(r["tokens"]).rstrip("M")) * 1e6,
+                         "r(16 L_tr)": float(r["r(16 L_tr)"])})
+    for scale in runs:
+        if model not in bundle.complete(scale):
+            continue
+        res = bundle.load(model, scale)
+        text = f"{res['data']['corpus']} ({'repeated' if scale == 'long-repeated' else 'new'})"
+        for t, r, _ in zip(*curve(res)):
+            rows.append({"source": scale, "d": int(res["model"]["d_model"]), "text": text,
+                         "schedule": "warmup-stable-decay", "tokens": float(t), "r(16 L_tr)": float(r)})
+    out = pd.DataFrame(rows)
+    if not out.empty:
+        out["tokens"] = out["tokens"].map(lambda t: f"{t / 1e6:.1f}M")
+    return out
+
+
+def _crossing(sub: pd.DataFrame) -> str:
+    """Between which two sizes r(16 L_tr) first reaches 2, or the last value when it does not."""
+    vals = [(t, r) for t, r in sub[["tokens", "r(16 L_tr)"]].itertuples(index=False)]
+    for (t0, r0), (t1, r1) in zip(vals, vals[1:]):
+        if r0 < BREAKS <= r1:
+            return f"reaches {BREAKS:g} between {t0} ({r0:.2f}) and {t1} ({r1:.2f})"
+    t, r = vals[-1]
+    return f"reads {r:.2f} at {t}, still below {BREAKS:g}" if r < BREAKS else f"reads {r:.2f} at {t}"
+
+
+def pilot_reconciled(table: pd.DataFrame) -> Prose:
+    """Why the pilot's trend crossed 2 near 10M tokens and the long run's Δ = 8 had not at
+    33.6M: the rows of :func:`pilot_and_runs` that differ in one knob at a time."""
+    if table is None or table.empty:
+        return Prose("The pilot's measurements or the long runs are not in this checkout.")
+    by = {s: g for s, g in table.groupby("source", sort=False)}
+    out = []
+    pilot = by.get("pilot (chapter 11)")
+    if pilot is not None:
+        for d, g in pilot.groupby("d"):
+            out.append(f"the pilot at d = {d} (repeated prose, a cosine run a size) {_crossing(g)}")
+    for scale in ("long-repeated", "long"):
+        if scale in by:
+            g = by[scale]
+            out.append(f"`{scale}` at d = {g['d'].iloc[0]} ({g['text'].iloc[0]}, warmup-stable-decay) {_crossing(g)}")
+    text = "Δ = 8 (the book's Δ = 4 at $L_{tr}$ = 32): " + "; ".join(out) + "."
+    same = []  # one knob at a time, at the sizes both measured
+    if pilot is not None and pilot["d"].nunique() > 1:
+        w = pilot.pivot_table(index="tokens", columns="d", values="r(16 L_tr)").dropna()
+        if len(w):
+            t = w.index[-1]
+            same.append(f"width (d = {w.columns[0]} against {w.columns[-1]} at {t}: {w.iloc[-1, 0]:.2f} against "
+                        f"{w.iloc[-1, -1]:.2f})")
+    if pilot is not None and "long-repeated" in by and "long" in by:
+        near = lambda g, t: g.iloc[(g["tokens"].map(lambda v: float(v.rstrip("M"))) - t).abs().argmin()]  # noqa: E731
+        p, c, n = near(pilot[pilot["d"] == pilot["d"].max()], 8.0), near(by["long-repeated"], 8.0), near(by["long"], 8.0)
+        same.append(f"schedule and width together (the pilot's {p['r(16 L_tr)']:.2f} at {p['tokens']} against "
+                    f"`long-repeated`'s {c['r(16 L_tr)']:.2f} at {c['tokens']})")
+        same.append(f"the text (`long-repeated`'s {c['r(16 L_tr)']:.2f} against `long`'s {n['r(16 L_tr)']:.2f} at "
+                    f"{n['tokens']}, same width and schedule)")
+    if same:
+        text += " One knob at a time: " + "; ".join(same) + "."
+    return Prose(text)
