@@ -47,8 +47,9 @@ from rflens.claims.shared import (learned_and_free, STRADDLING, straddles, LEVEL
 from rflens.claims.legacy import LEGACY
 from rflens.errors import UserError
 from rflens.experiments.speed import load_speed_record, speed_ratio
-from rflens.measure.columns import row_ppl
-from rflens.measure.criterion import BREAKS, erf_text, erf_within_l_tr, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE
+from rflens.measure.columns import lengths_of, row_ppl
+from rflens.measure.criterion import (BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, breaks_level, erf_text,
+    erf_within_l_tr, extrapolates, levels, tol_level)
 from rflens.measure.receptive import few_recent
 from rflens.setup.scales import mapped_windows
 from rflens.setup.schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
@@ -197,7 +198,7 @@ def _c2(res):
     """
     row = family_rows(res, "window").iloc[-1]
     r, lo, hi, text = r_at(row, HORIZON)
-    return f"{row['label']}: {text}", at_least(lo, hi, BREAKS, r), 1
+    return f"{row['label']}: {text}", at_least(lo, hi, breaks_level(), r), 1
 
 
 @claim(3, "ALiBi itself is not flat beyond L_tr: its perplexity rises at every L_ex > L_tr.",
@@ -232,7 +233,7 @@ def _stable_and_breaking(res, family: str, names: tuple[str, str]):
     k = len(lengths_beyond(first)) + 1
     ok_first, (r, lo, hi, text) = extrapolates_row(first, k), r_at(last, HORIZON, k)
     return (f"{names[0]}{first['label']}: {_max_r_text(first)}; {names[1]}{last['label']}: {text}",
-            all_of(ok_first, at_least(lo, hi, BREAKS, r)), k)
+            all_of(ok_first, at_least(lo, hi, breaks_level(), r)), k)
 
 
 @claim(4, "Shifting ALiBi's slopes: the steepest extrapolates, the flattest breaks (its perplexity at least doubles).",
@@ -276,7 +277,12 @@ def _c6(res):
     if sub.empty or "erf" not in sub.columns:
         raise Missing("Table 1 has no ERF or extrapolation results")
     predicted = erf_within_l_tr(sub)
-    agree = (predicted == sub["extrapolates"].astype(bool))
+    flat = sub["extrapolates"].astype(bool)
+    if tol_level() != TOL:  # under another level (criterion.levels) each model is read again from its r columns
+        flat = sub.apply(lambda row: bool(extrapolates(row_ppl(row), int(row["l_tr"]), upper={
+            L: float(row[f"r_hi@{L}"]) for L in lengths_of(pd.DataFrame([row]), "r_hi") if not pd.isna(row[f"r_hi@{L}"])}
+            or None)), axis=1)
+    agree = (predicted == flat)
     share = float(agree.mean())
     wrong = ", ".join(sub.loc[~agree, "label"].astype(str))
     return (f"{int(agree.sum())}/{len(sub)} models = {share:.0%}" + (f" (mispredicted: {wrong})" if wrong else ""),
@@ -364,7 +370,7 @@ def _c8(res):
         outcomes.append(s["jump"])
         jumps.append(f"L_tr={int(row['l_tr'])}: step at L_tr {s['step']:.4f} vs largest neighbour "
                      f"{s['neighbour_step']:.4f}")
-    return f"{text}; " + "; ".join(jumps), all_of(at_least(lo, hi, BREAKS, r), *outcomes), 1
+    return f"{text}; " + "; ".join(jumps), all_of(at_least(lo, hi, breaks_level(), r), *outcomes), 1
 
 
 @claim(9, "Rotary breaks beyond L_tr: its perplexity at least doubles by 4 L_tr.", f"r(4 L_tr) >= {BREAKS:g} ({_LB})",
@@ -381,7 +387,7 @@ def _c9(res):
     if row is None:
         row = row_of(table_of(res, "table3"), "Rotary model", pos="rotary", corpus=res.get("corpus", "prose"))
     r, lo, hi, text = r_at(row, 4)
-    return f"Rotary: {text}", at_least(lo, hi, BREAKS, r), 1
+    return f"Rotary: {text}", at_least(lo, hi, breaks_level(), r), 1
 
 
 def _corpora(t3: pd.DataFrame, want=None) -> list[str]:
@@ -672,6 +678,52 @@ def check_shipped(scale: str, corpus: str = "prose") -> list[dict]:
     trained (a claim whose models are not shipped is "not run"), at every seed
     (:func:`check_seeds`)."""
     return check_seeds(scale, lambda: gather(scale, corpus, compute=False, progress=False))
+
+
+# The levels this book chose for the paper's words, the claims that read each, and the range a
+# reader is shown (the stated level inside it): "breaks" (r >= 2) and "stays flat" (r <= 1.10).
+SENSITIVITY = {"breaks": ((1.5, 1.75, 2.0, 2.5, 3.0), (2, 4, 5, 8, 9)),
+               "tol": ((1.05, 1.075, 1.10, 1.15, 1.20), (1, 4, 5, 6, 7))}
+STATED = {"breaks": BREAKS, "tol": TOL}
+
+
+def sensitivity(scale: str, level: str, corpus: str = "prose", values=None) -> pd.DataFrame:
+    """The claims that read ``level`` ("breaks" or "tol", :data:`SENSITIVITY`) checked with it
+    set to each of ``values`` (:func:`rflens.measure.criterion.levels`), on what the run
+    store or the shipped bundle holds (nothing trained), every seed as the board reads them.
+    One row a claim; one column a level, the result in each cell; ``flips at``: the levels
+    nearest the stated one, below and above it, at which the result differs from the stated
+    level's (blank: it holds over the range)."""
+    from rflens.store.shipped import served_seed
+
+    if level not in SENSITIVITY:
+        raise UserError(f"unknown level {level!r}: choose one of {', '.join(SENSITIVITY)}")
+    grid, ids = SENSITIVITY[level]
+    grid = tuple(values or grid)
+    built: dict[int, dict] = {}
+
+    def build() -> dict:  # the tables, at the stated levels, once a seed (claim 6 rereads its column)
+        seed = served_seed()
+        if seed not in built:
+            with levels():
+                built[seed] = gather(scale, corpus, compute=False, progress=False)
+        return built[seed]
+
+    results = {}
+    for v in grid:
+        with levels(**{level: v}):
+            results[v] = {row["id"]: row["result"] for row in check_seeds(scale, build, ids)}
+    stated = STATED[level]
+    rows = []
+    for cid in ids:
+        row = {"claim": cid, "statement": BY_ID[cid].statement}
+        row |= {f"{'r ≥' if level == 'breaks' else 'r ≤'} {v:g}": results[v][cid] for v in grid}
+        base = results[min(grid, key=lambda v: abs(v - stated))][cid]
+        below = [v for v in sorted((v for v in grid if v < stated), reverse=True) if results[v][cid] != base][:1]
+        above = [v for v in sorted(v for v in grid if v > stated) if results[v][cid] != base][:1]
+        row["flips at"] = ", ".join(f"{v:g} ({results[v][cid]})" for v in below + above)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("claim")
 
 
 def agree(rows: dict[int, dict]) -> dict:

@@ -114,7 +114,8 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
     "not run"."""
     from rflens.setup.scales import get, SCALES
 
-    return {name: checks.check_shipped(name, corpus) for name in SCALES if name != exclude and get(name).shipped}
+    return {name: checks.check_shipped(name, corpus) for name in SCALES
+            if name != exclude and get(name).shipped and not get(name).extends}  # an extension is read with its run
 
 
 def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rflens.measure.columns import lengths_of, row_ppl
-from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL
+from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL, tol_level
 from rflens.measure.intervals import paired_interval
 from rflens.setup.scales import mapped_exponents
 from rflens.setup.schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE
@@ -139,13 +139,14 @@ def extrapolates_row(row, k: int | None = None) -> bool | str:
         raise Missing(f"r(L) of {row['label']} beyond L_tr not measured")
     k = len(Ls) if k is None else k
     bounds = [r_at_length(row, L, k=k) for L in Ls]
-    if any(not np.isfinite(r) or lo > TOL + 1e-12 for r, lo, _, _ in bounds):
+    tol = tol_level()  # TOL, or the level a sensitivity reads (rflens.measure.criterion.levels)
+    if any(not np.isfinite(r) or lo > tol + 1e-12 for r, lo, _, _ in bounds):
         return False
-    if all(hi <= TOL + 1e-12 for _, _, hi, _ in bounds):
+    if all(hi <= tol + 1e-12 for _, _, hi, _ in bounds):
         return True
     for r, lo, hi, _ in bounds:
-        if hi > TOL + 1e-12:
-            straddles(lo, hi, TOL, r, above=False)
+        if hi > tol + 1e-12:
+            straddles(lo, hi, tol, r, above=False)
     return UNDECIDED
 
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL
 from rflens.readings.checking import (early_warning, emergence, forecast_outcome, protocols, schedule_check, table2_designed,
     thesis_verdict, two_runs)
-from rflens.readings.claim_verdicts import at_each_scale, board, by_scale, held, long_failures, long_run, verdicts
+from rflens.readings.claim_verdicts import (at_each_scale, board, by_scale, held, long_failures, long_run, sensitivity,
+    verdicts)
 from rflens.readings.full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
 from rflens.readings.index_box import first_screen, sweep_states, this_build
 from rflens.readings.notation import Prose, tex
@@ -34,7 +35,7 @@ from rflens.readings.paper_results import (erf_agreement, figure7, log_fit, log_
 
 __all__ = [
     "TOL", "HORIZON", "Prose", "tex",
-    "verdicts", "at_each_scale", "held", "long_failures", "board", "by_scale", "long_run",
+    "verdicts", "at_each_scale", "held", "long_failures", "board", "by_scale", "long_run", "sensitivity",
     "table1", "pilot_growth", "erf_agreement", "table2", "figure7", "table3", "speed", "log_fit", "log_like",
     "protocols", "emergence", "forecast_outcome", "schedule_check", "thesis_verdict", "two_runs", "table2_designed", "early_warning",
     "pilot_rule", "pilot_findings", "tiny_design", "long_design", "board_by_size",

@@ -10,7 +10,7 @@ run's verdicts from its bundle (:func:`long_run`). The rows come from
 from __future__ import annotations
 
 from rflens.claims.checks import BY_ID, CONSTRUCTION, RESULTS, TRAINED
-from rflens.readings.notation import _join, _tokens, Prose, tex
+from rflens.readings.notation import _bullets, _join, _tokens, Prose, tex
 from rflens.setup.scales import BOOK_LONG
 
 
@@ -201,3 +201,27 @@ def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str |
             if waiting else ""
         return Prose(note + wait + "what it holds already decides the rest.\n\n" + verdicts(ran, run))
     return verdicts(rows, run)
+
+
+def sensitivity(lean: dict) -> Prose:
+    """How the verdicts move with the levels this book chose: ``lean`` is {level: a table of
+    :func:`rflens.claims.checks.sensitivity` per scale, indexed (scale, claim)}. Per scale,
+    the claims whose verdict flips inside the range and where; the others hold over it."""
+    from rflens.claims.checks import SENSITIVITY, STATED
+
+    words = {"breaks": "breaks (r ≥ {:g})", "tol": "stays flat (r ≤ {:g})"}
+    out = []
+    for level, table in lean.items():
+        grid = SENSITIVITY[level][0]
+        what = words[level].format(STATED[level])
+        for scale in dict.fromkeys(table.index.get_level_values("scale")):
+            sub = table.xs(scale, level="scale")
+            flips = sub[sub["flips at"] != ""]
+            steady = [str(c) for c in sub.index if c not in flips.index]
+            parts = [f"claim {c} flips at {f}" for c, f in flips["flips at"].items()]
+            if steady:
+                parts.append(f"claim{'s' * (len(steady) > 1)} {_join(steady)} "
+                             f"hold{'s' * (len(steady) == 1)} {'its' if len(steady) == 1 else 'their'} verdict from "
+                             f"{min(grid):g} to {max(grid):g}")
+            out.append(f"`{scale}`, {what}: {'; '.join(parts)}.")
+    return _bullets(out)
