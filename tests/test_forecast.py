@@ -111,3 +111,11 @@ def test_the_pilot_and_the_runs_are_read_one_knob_at_a_time():
     assert {"long-repeated", "long"} <= set(table["source"])
     text = str(checking.pilot_reconciled(table))
     assert "`long-repeated` at d = 64" in text and "the text (" in text
+
+
+def test_the_extension_has_no_board_of_its_own(capsys):
+    from rflens.cli import main
+
+    assert main(["claims", "--scale", "long-extended"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--scale long" in err[0]
