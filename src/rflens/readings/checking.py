@@ -254,16 +254,18 @@ def early_warning(counts: pd.DataFrame) -> Prose:
                  "will break by its last size:\n\n" + "\n".join(out) + "\n\n" + verdict)
 
 
-def schedule_check(sc: pd.DataFrame | None) -> Prose:
+def schedule_check(sc: pd.DataFrame | None, scale: str | None = None) -> Prose:
     """Whether a cooled-down point of the long run agrees with a cosine run of its size, at
-    the longest length: the paired interval of the ratio of their r(L)."""
+    the longest length: the paired interval of the ratio of their r(L); ``scale``: the run
+    that carries the check, named in the reading."""
     if sc is None or sc.empty:
-        return Prose("The schedule check has not been run (`rflens.longrun.emergence.schedule_check`).")
+        return Prose("No long run carries the schedule check.")
     row = sc.reset_index().iloc[-1]  # rows of rflens.longrun.compare.schedule, indexed by (model, L)
     low, high = row["wsd / cosine low"], row["wsd / cosine high"]
     agree = low <= 1 <= high
+    where = f" (measured on the `{scale}` run, whose model and schedule the other long run shares)" if scale else ""
     return Prose(
-        f"At {_tokens(row['tokens'])} tokens, r({int(row['L'])}) of the cooled-down point is "
+        f"At {_tokens(row['tokens'])} tokens{where}, r({int(row['L'])}) of the cooled-down point is "
         f"{row['r wsd']:.3f} [{row['r wsd low']:.3f}, {row['r wsd high']:.3f}] and that of a cosine run of the same "
         f"size {row['r cosine']:.3f} [{row['r cosine low']:.3f}, {row['r cosine high']:.3f}]; their ratio over the same "
         f"segments is {row['wsd / cosine']:.4f} [{low:.4f}, {high:.4f}], "
