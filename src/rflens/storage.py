@@ -183,6 +183,37 @@ def _sha256(path, sample: bool) -> str:
     return h.hexdigest()
 
 
+SETTLED_NS = 2 * 10**9  # a file changed this recently may change again within its clock tick: not remembered
+
+
+def sha256_kept(path, memo) -> str:
+    """sha256 of the whole of a file, remembered across processes in the folder ``memo``
+    with the file's path, device, inode, size and change times: read back, not hashed
+    again, until any of them changes (any write changes the ctime, which no caller can set
+    back). A file that changed in the last :data:`SETTLED_NS`, or while it was hashed, is
+    not remembered; a memo that cannot be written or read is only a slower call."""
+    path = Path(path).absolute()
+    st = os.stat(path)
+    stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    entry = Path(memo) / f"{hashlib.sha256(os.fsencode(path)).hexdigest()[:32]}.json"
+    try:
+        seen = read_json(entry)
+        if (isinstance(seen, dict) and seen.get("path") == str(path) and seen.get("stat") == stamp
+                and isinstance(seen.get("sha256"), str) and len(seen["sha256"]) == 64):
+            return seen["sha256"]
+    except (OSError, ValueError):
+        pass
+    started = time.time_ns()
+    digest = sha256_file(path)
+    after = os.stat(path)
+    if (stamp == [after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns]
+            and started - max(st.st_mtime_ns, st.st_ctime_ns) >= SETTLED_NS):
+        with contextlib.suppress(OSError):
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            write_json(entry, {"path": str(path), "stat": stamp, "sha256": digest})
+    return digest
+
+
 def dir_size(path) -> int:
     """Bytes of all files under ``path``."""
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
