@@ -20,10 +20,12 @@ This module imports neither torch nor anything else of rflens.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import pickle
+import stat
 import sys
 import time
 from pathlib import Path
@@ -128,8 +130,29 @@ def write_json(path, obj, default: Callable | None = None, newline: bool = False
     write_bytes(path, text.encode())
 
 
+class NotRegularFile(OSError):
+    """A path to read that is not a regular file (a FIFO, a socket, a device): reading it could
+    block for ever or never end, so it is refused before a byte is read."""
+
+
+def open_regular(path):
+    """``path`` opened for reading in binary, if it is a regular file (after links): opened
+    without blocking (a FIFO would wait for a writer) and checked before anything is read;
+    :class:`NotRegularFile` (an OSError) otherwise."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", os.fspath(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_json(path):
-    with open(path) as f:
+    with open_regular(path) as f:
         return json.load(f)
 
 
@@ -171,7 +194,7 @@ def sha256_file(path, sample: bool = False) -> str:
 
 def _sha256(path, sample: bool) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         if sample:
             h.update(f.read(SAMPLE_BYTES))
             size = os.fstat(f.fileno()).st_size
