@@ -6,8 +6,8 @@ numbers of its own (exit 0) or a traceback.
 
 The damages: a bit flip at a drawn offset, a truncation, a deletion, bytes appended, a value
 of a JSON file edited with the model's manifest made to match (the bundle's manifest not),
-the file replaced by a symlink to an identical copy, a folder replaced by a symlink to
-another, and a file added (in the bundle's folder, in a model's, or in a new one).
+the file replaced by a symlink to an identical copy or by a FIFO (which a reader that opened
+it would wait on for ever), a folder replaced by a symlink to another, and a file added (in the bundle's folder, in a model's, or in a new one).
 Hidden files (a dot first) are left out: the bundle's readers skip them, as they skip the
 temporary files a killed writer leaves.
 """
@@ -30,7 +30,7 @@ from rflens.store import bundle
 CONTROL = "long-repeated"
 READERS = (["emergence", "--scale", CONTROL, "--list"], ["reproduce", "--scale", CONTROL, "--plan"],
            ["claims", "--scale", CONTROL])
-DAMAGES = ("flip", "truncate", "delete", "append", "edit json", "symlink", "folder symlink", "add file")
+DAMAGES = ("flip", "truncate", "delete", "append", "edit json", "symlink", "folder symlink", "add file", "fifo")
 EXAMPLES = 12  # each one: a copy of the bundle (hard links) and the three readers on it
 
 pytestmark = pytest.mark.skipif(not bundle.entries(CONTROL), reason="no shipped control bundle in this checkout")
@@ -94,6 +94,10 @@ def _damage(top: Path, rel: str, how: str, data) -> set[str]:
     if how == "delete":
         path.unlink()
         return {rel}
+    if how == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+        return {rel}
     _own(path)
     raw = path.read_bytes()
     if how == "flip":
@@ -120,6 +124,23 @@ def _damage(top: Path, rel: str, how: str, data) -> set[str]:
             manifest.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
             return {rel, (path.parent / bundle.MANIFEST).relative_to(top).as_posix()}
     return {rel}
+
+
+@contextlib.contextmanager
+def _hang_is_a_failure(*what, seconds: int = 60):
+    """A reader that blocks (on a FIFO, say) fails the example instead of hanging the tests."""
+    import signal
+
+    def hung(signum, frame):
+        raise AssertionError(f"no answer in {seconds} s: {what}")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def _names(line: str, top: Path, rel: str) -> bool:
@@ -174,6 +195,9 @@ def test_every_damage_to_the_shipped_bundle_stops_its_readers_in_one_line_naming
     @example(case=("nope/nll.npz", "folder symlink", no_details))
     @example(case=("nope/nll.npz", "add file", {**no_details, "at": 1, "name": "extra.json"}))
     @example(case=("nope/nll.npz", "add file", {**no_details, "at": 2, "name": "manifest.json"}))  # a model of its own
+    @example(case=("manifest.json", "fifo", no_details))
+    @example(case=("nope/result.json", "fifo", no_details))
+    @example(case=("alibi/manifest.json", "fifo", no_details))
     def property_(case):
         rel, how, data = case
         count[0] += 1
@@ -182,7 +206,7 @@ def test_every_damage_to_the_shipped_bundle_stops_its_readers_in_one_line_naming
         monkeypatch.setenv("RFLENS_REFERENCE", str(top.parent))
         for argv in READERS:
             out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _hang_is_a_failure(argv, rel, how):
                 code = main(argv)
             lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
             assert code == 2, (argv, rel, how, code, out.getvalue()[-300:])

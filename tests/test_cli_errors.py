@@ -481,3 +481,18 @@ def test_a_refusal_of_the_argument_parser_is_one_line_too(argv, capsys):
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("error:") and "--help" in err[0], err
+
+
+def test_a_terminal_that_cannot_write_a_character_gets_an_escape_not_a_traceback(store, tmp_path, monkeypatch):
+    """Under LC_ALL=C the streams are ASCII: a path with 雪 in it is printed escaped."""
+    import io
+    import sys
+
+    out, err = io.BytesIO(), io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out, encoding="ascii", errors="strict", write_through=True))
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(err, encoding="ascii", errors="strict", write_through=True))
+    assert main(["runs", "--export", str(tmp_path / "x雪")]) == 0
+    assert b"x\\u96ea" in out.getvalue() and (tmp_path / "x雪" / "runs.csv").is_file()
+    assert main(["evaluate", "--hf", str(tmp_path / "no-model-雪"), "--text", str(tmp_path / "t.txt")]) == 2
+    lines = err.getvalue().decode("ascii").strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "no-model-\\u96ea" in lines[0], lines

@@ -301,3 +301,30 @@ def test_the_command_line_names_the_wide_corpora_apart_from_all():
     assert names(corpus="math-tex", scale="long") == ["math-tex"]
     with pytest.raises(UserError, match="not the hub"):
         names(corpus="code-wide", source="hub")
+
+
+def test_a_damaged_cache_record_of_any_json_shape_is_fetched_again(tmp_path, monkeypatch):
+    from hypothesis import given, HealthCheck, settings, strategies as st
+
+    wheel = make_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/a.py": b"x = 1\n"})
+    fake = FakeRegistry({"pkg==1.0": wheel})
+    monkeypatch.setattr(A, "_download", fake)
+    arch = A.Archive("pypi", "pkg", "1.0", ("*.py",))
+    root = tmp_path / "data"
+    members, info = A.fetch(arch, root, "test")
+    _, info_path = A.cache_paths(arch, root)
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8))
+    shapes = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8),
+                                                                                            inner, max_size=3),
+                          max_leaves=6)
+    edited = st.builds(lambda key, value: {**info, key: value}, st.sampled_from(sorted(info)), shapes)
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(record=st.one_of(st.just([1]), shapes, edited))
+    def property_(record):
+        info_path.write_text(json.dumps(record))
+        again, _ = A.fetch(arch, root, "test")  # read back when still whole, else fetched again
+        assert again == members
+        assert isinstance(A.cached(arch, root), dict)
+
+    property_()

@@ -41,7 +41,14 @@ def test_a_scheme_is_keyed_by_its_file(registry, tmp_path):
     key = runs.run_key(m, d, t, "fp")
     copy = tmp_path / "copy.py"
     copy.write_text(OWN.read_text().replace("-0.25", "-0.3"))
-    rflens.load_schemes(copy)  # the same names from another file: replaces them
+    with pytest.raises(UserError, match=f"'quarter_slope' is registered by two scheme files, {OWN} and {copy}"):
+        rflens.load_schemes(copy)  # the same names from another file: refused, the first kept
+    assert schemes.TABLE["quarter_slope"].source == str(OWN) and runs.run_key(m, d, t, "fp") == key
+    for name in ("quarter_slope", "learned_slope"):  # a process that loads only the copy
+        schemes.TABLE.pop(name), positional.REGISTRY.pop(name)
+    schemes._LOADED.pop(str(OWN))
+    os.environ.pop(schemes.ENV)
+    rflens.load_schemes(copy)
     assert runs.run_key(m, d, t, "fp") != key
     _, ma, da, ta = settings.resolve("smoke", "alibi", "prose")
     assert "scheme_source" not in json.dumps(runs.run_key(ma, da, ta, "fp"))
@@ -58,6 +65,10 @@ def test_mistakes_are_one_line(registry, tmp_path):
     broken.write_text("raise RuntimeError('oops')\n")
     with pytest.raises(UserError, match="failed to import: RuntimeError: oops"):
         rflens.load_schemes(broken)
+    text = tmp_path / "schemes.txt"  # not a .py file
+    text.write_text(OWN.read_text())
+    with pytest.raises(UserError, match=f"scheme file {text} is not a Python file"):
+        rflens.load_schemes(text)
     with pytest.raises(UserError, match="unknown|allowed"):
         ModelConfig(pos="never_registered")
 
@@ -193,3 +204,28 @@ def test_a_run_of_a_scheme_whose_file_is_not_loaded_is_unknown_never_damaged(reg
     assert len(err) == 1 and f"--schemes {OWN}" in err[0] and "remove" not in err[0]
     rflens.load_schemes(OWN)  # given its file again, it is what it was
     assert {r["key"]: r["status"] for r in runs.list_runs()}[own.key] == "complete"
+
+
+def test_scheme_file_mistakes_on_the_command_line_are_one_line(registry, tmp_path, capsys):
+    from rflens.cli import main
+
+    text = tmp_path / "x.txt"
+    text.write_text(OWN.read_text())
+    assert main(["--schemes", str(text), "bias", "--pos", "quarter_slope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a Python file" in err[0] and str(text) in err[0], err
+    twin = tmp_path / "twin.py"
+    twin.write_text(OWN.read_text())
+    assert main(["--schemes", str(OWN), "--schemes", str(twin), "bias", "--pos", "quarter_slope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "registered by two scheme files" in err[0] and str(OWN) in err[0] and str(twin) in err[0]
+
+
+def test_what_a_scheme_file_prints_leaves_the_json_of_bias_clean(registry, tmp_path, capsys):
+    from rflens.cli import main
+
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text("print('loading my schemes')\n" + OWN.read_text())
+    assert main(["--schemes", str(chatty), "bias", "--pos", "quarter_slope", "--length", "4", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) and "loading my schemes" in err

@@ -20,10 +20,12 @@ This module imports neither torch nor anything else of rflens.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import pickle
+import stat
 import sys
 import time
 from pathlib import Path
@@ -128,8 +130,29 @@ def write_json(path, obj, default: Callable | None = None, newline: bool = False
     write_bytes(path, text.encode())
 
 
+class NotRegularFile(OSError):
+    """A path to read that is not a regular file (a FIFO, a socket, a device): reading it could
+    block for ever or never end, so it is refused before a byte is read."""
+
+
+def open_regular(path):
+    """``path`` opened for reading in binary, if it is a regular file (after links): opened
+    without blocking (a FIFO would wait for a writer) and checked before anything is read;
+    :class:`NotRegularFile` (an OSError) otherwise."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", os.fspath(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_json(path):
-    with open(path) as f:
+    with open_regular(path) as f:
         return json.load(f)
 
 
@@ -171,7 +194,7 @@ def sha256_file(path, sample: bool = False) -> str:
 
 def _sha256(path, sample: bool) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         if sample:
             h.update(f.read(SAMPLE_BYTES))
             size = os.fstat(f.fileno()).st_size
@@ -181,6 +204,37 @@ def _sha256(path, sample: bool) -> str:
             for block in iter(lambda: f.read(1 << 22), b""):
                 h.update(block)
     return h.hexdigest()
+
+
+SETTLED_NS = 2 * 10**9  # a file changed this recently may change again within its clock tick: not remembered
+
+
+def sha256_kept(path, memo) -> str:
+    """sha256 of the whole of a file, remembered across processes in the folder ``memo``
+    with the file's path, device, inode, size and change times: read back, not hashed
+    again, until any of them changes (any write changes the ctime, which no caller can set
+    back). A file that changed in the last :data:`SETTLED_NS`, or while it was hashed, is
+    not remembered; a memo that cannot be written or read is only a slower call."""
+    path = Path(path).absolute()
+    st = os.stat(path)
+    stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    entry = Path(memo) / f"{hashlib.sha256(os.fsencode(path)).hexdigest()[:32]}.json"
+    try:
+        seen = read_json(entry)
+        if (isinstance(seen, dict) and seen.get("path") == str(path) and seen.get("stat") == stamp
+                and isinstance(seen.get("sha256"), str) and len(seen["sha256"]) == 64):
+            return seen["sha256"]
+    except (OSError, ValueError):
+        pass
+    started = time.time_ns()
+    digest = sha256_file(path)
+    after = os.stat(path)
+    if (stamp == [after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns]
+            and started - max(st.st_mtime_ns, st.st_ctime_ns) >= SETTLED_NS):
+        with contextlib.suppress(OSError):
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            write_json(entry, {"path": str(path), "stat": stamp, "sha256": digest})
+    return digest
 
 
 def dir_size(path) -> int:

@@ -202,7 +202,19 @@ def os_error_line(err: OSError) -> str:
     return f"{what}: {path}: {fix}"
 
 
+def _robust_output() -> None:
+    """stdout and stderr that write any text: a character the terminal's encoding lacks (a
+    path with 雪 under LC_ALL=C) is written as a backslash escape, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot be reconfigured now: left as it is
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _robust_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -213,9 +212,11 @@ def cached(archive: Archive, root: Path) -> dict | None:
     if not (tar_path.is_file() and info_path.is_file()):
         return None
     try:
-        info = json.loads(info_path.read_text())
-    except ValueError:
+        info = storage.read_json(info_path)
+    except (OSError, ValueError):
         return None
+    if not isinstance(info, dict) or not isinstance(info.get("members_sha256"), str):
+        return None  # a damaged record (any other JSON): the archive is fetched again
     if info.get("format") != CACHE_FORMAT or info.get("pin") != archive.pin or \
             info.get("members_patterns") != list(archive.members) or \
             info.get("tar_sha256") != storage.sha256_file(tar_path) or \

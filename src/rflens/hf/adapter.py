@@ -18,6 +18,9 @@ from rflens.hf.hub import _first_line, check_positions, LOAD_FIX, ModelRef, POSI
 from rflens.measure import resources
 
 
+MISSING_SHOWN = 6  # tensors a refusal of an incomplete checkpoint names
+
+
 @contextlib.contextmanager
 def _quiet_transformers(progress: bool):
     """transformers without its progress bars (unless ``progress``) and its warnings."""
@@ -76,6 +79,18 @@ def learned_positions(model) -> int | None:
     return None
 
 
+def check_complete(name: str, info: dict) -> None:
+    """One line when the checkpoint lacks tensors the model has: transformers would fill them
+    with random numbers, and every measurement of the model would be of a model nobody trained."""
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        shown = ", ".join(missing[:MISSING_SHOWN]) + (f" and {len(missing) - MISSING_SHOWN} more"
+                                                       if len(missing) > MISSING_SHOWN else "")
+        raise UserError(f"the checkpoint of {name} lacks {len(missing)} of the model's tensors ({shown}); they would "
+                        "be random, not trained: save the whole model again with save_pretrained, or download it "
+                        "again")
+
+
 def device_and_dtype(device=None) -> tuple[torch.device, torch.dtype]:
     """CUDA with bf16 weights where there is a GPU, else the CPU with float32."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -97,9 +112,10 @@ def load(model, *, revision: str | None = None, device=None, progress: bool = Fa
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(ref.folder)
-            hf_model = AutoModelForCausalLM.from_pretrained(ref.folder, dtype=dtype)
+            hf_model, info = AutoModelForCausalLM.from_pretrained(ref.folder, dtype=dtype, output_loading_info=True)
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - a folder transformers cannot read: one line
         raise UserError(f"cannot load {ref.name} as a causal language model ({_first_line(err)}): {LOAD_FIX}") from None
+    check_complete(ref.name, info)
     return CausalLMLens(hf_model.to(device), ref.name, ref.max_positions), tokenizer

@@ -23,7 +23,8 @@ from rflens.errors import UserError
 POSITION_FIELDS = ("n_positions", "max_position_embeddings")  # the config fields taken as L_tr
 # model types whose positions are a learned table: nothing exists beyond it
 LEARNED_ABSOLUTE = frozenset({"gpt2", "gpt_neo", "gpt_bigcode", "opt", "biogpt"})
-LARGE_FILE = 256 * 2**20  # files above this are fingerprinted by size and sampled sha256
+LARGE_FILE = 256 * 2**20  # the sha256 of a file above this is kept on disk until the file changes
+DIGESTS = "hf/digests"  # where in the run store (storage.sha256_kept)
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 LOAD_FIX = "give a folder written by save_pretrained (e.g. one of rflens.hf.tiny_random_models), " \
            "or a hub name that is in the local Hugging Face cache"
@@ -101,13 +102,14 @@ def resolve(name_or_path, revision: str | None = None) -> ModelRef:
 
 
 def _file_fingerprints(folder: Path) -> dict[str, str]:
-    """sha256 of every file of a model folder (size and sampled sha256 for large ones)."""
+    """sha256 of the whole of every file of a model folder, so that any changed byte of its
+    weights changes the cache key. The digest of a file above :data:`LARGE_FILE` is kept in
+    the run store (:data:`DIGESTS`) until the file changes, so a second call reads it back."""
     out = {}
     for p in sorted(folder.iterdir()):
         if p.is_file() and not p.name.startswith("."):
-            size = p.stat().st_size
-            out[p.name] = (storage.sha256_file(p) if size <= LARGE_FILE
-                           else f"{size}:{storage.sha256_file(p, sample=True)}")
+            out[p.name] = (storage.sha256_file(p) if p.stat().st_size <= LARGE_FILE
+                           else storage.sha256_kept(p, storage.runs_dir() / DIGESTS))
     return out
 
 

@@ -18,6 +18,7 @@ looks a scheme up, so worker processes, cluster jobs and notebook kernels know t
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -94,13 +95,24 @@ _LOADED: dict = {}  # resolved path -> its module
 
 
 def add(info: SchemeInfo) -> None:
-    """Add (or, from the same file, replace) the row of a scheme of one's own."""
+    """Add (or, from the same file, replace) the row of a scheme of one's own. A name that
+    another loaded scheme file registered already is refused: which of the two a model was
+    trained with would depend on the order the files were named in."""
+    from rflens.errors import UserError
+
     old = TABLE.get(info.name)
     if old is not None and info.name in NAMES:
-        from rflens.errors import UserError
-
         raise UserError(f"{info.name!r} is one of rflens's own schemes: register yours under another name")
+    if (old is not None and old.source and info.source and _from_file(old.source) and _from_file(info.source)
+            and Path(old.source).resolve() != Path(info.source).resolve()):
+        raise UserError(f"the scheme {info.name!r} is registered by two scheme files, {old.source} and {info.source}: "
+                        "rename it in one of them, or load only one")
     TABLE[info.name] = info
+
+
+def _from_file(source: str) -> bool:
+    """Whether ``source`` is a scheme file loaded by :func:`load_files` (not a notebook's cell)."""
+    return str(Path(source).resolve()) in _LOADED
 
 
 def load_files(paths=None) -> list[str]:
@@ -120,11 +132,16 @@ def load_files(paths=None) -> list[str]:
         if not path.is_file():
             raise UserError(f"scheme file {raw} not found (from {ENV} or load_schemes): give the path of a .py file")
         name = f"rflens_schemes_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
-        spec = importlib.util.spec_from_file_location(name, path)
+        spec = importlib.util.spec_from_file_location(name, path) if path.suffix == ".py" else None
+        if spec is None or spec.loader is None:
+            raise UserError(f"scheme file {raw} is not a Python file (a .py file is imported to register schemes): "
+                            "give the path of a .py file")
         module = importlib.util.module_from_spec(spec)
         _LOADED[str(path)] = sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            # what the file prints goes to stderr: the commands' output (bias --json, say) stays theirs
+            with contextlib.redirect_stdout(sys.stderr):
+                spec.loader.exec_module(module)
         except UserError as err:  # rflens's one line, with the file named once
             del _LOADED[str(path)], sys.modules[name]
             if str(path) in str(err) or str(raw) in str(err):

@@ -97,27 +97,38 @@ def new_result(name: str, scale: str, pos: str, corpus: str, settings: dict, mod
 
 def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None, root: Path | None = None) -> Path:
     """A model's result.json, nll.npz (and model.safetensors from the module ``weights``),
-    then its manifest (last: it marks the model shipped), then the bundle's manifest.
-    Returns the model's folder."""
-    path = bundle_dir(scale, root) / name
-    path.mkdir(parents=True, exist_ok=True)
-    storage.write_json(path / RESULT, result, newline=True)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    storage.write_bytes(path / NLL, buf.getvalue())
-    files = [RESULT, NLL]
-    if weights is not None:
-        from safetensors.torch import save_model
+    then its manifest (last: it marks the model shipped), written in a hidden folder beside
+    the models and renamed into place, then the bundle's manifest: a write that fails (a full
+    disk) leaves the bundle as it was. Returns the model's folder."""
+    import shutil
 
-        with storage.atomic_path(path / WEIGHTS) as tmp:
-            save_model(weights, str(tmp))
-        files.append(WEIGHTS)
-    else:
-        (path / WEIGHTS).unlink(missing_ok=True)
-    storage.write_json(path / MANIFEST, {"version": VERSION,
-                                         "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
+    final = bundle_dir(scale, root) / name
+    path, old = final.with_name(f".{name}.writing"), final.with_name(f".{name}.old")
+    shutil.rmtree(path, ignore_errors=True)  # a killed writer's: not the bundle's
+    path.mkdir(parents=True)
+    try:
+        storage.write_json(path / RESULT, result, newline=True)
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        storage.write_bytes(path / NLL, buf.getvalue())
+        files = [RESULT, NLL]
+        if weights is not None:
+            from rflens.training.trainer import save_weights
+
+            save_weights(weights, path / WEIGHTS, "free some space, or point RFLENS_REFERENCE at a larger disk, then "
+                         "run the command again")
+            files.append(WEIGHTS)
+        storage.write_json(path / MANIFEST, {"version": VERSION,
+                                             "sha256": {f: storage.sha256_file(path / f) for f in files}}, newline=True)
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            final.rename(old)
+        path.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
     seal(scale, root)
-    return path
+    return final
 
 
 def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
@@ -223,6 +234,8 @@ def check(scale: str = "long", root: Path | None = None) -> None:
             why = "is not in its manifest"
         elif rel not in found:
             why = "is missing"
+        elif not (top / rel).is_symlink() and not (top / rel).is_file():  # a FIFO would block the hash for ever
+            why = "is not a regular file"
         elif (top / rel).is_symlink() or storage.sha256_file(top / rel) != listed[rel]:
             why = f"does not match its sha256 in {MANIFEST}"
         else:

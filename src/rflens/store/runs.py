@@ -60,6 +60,10 @@ class NotStored(UserError):
     """The store (and the shipped bundle) lacks the model, and training was not asked for."""
 
 
+class OtherData(UserError):
+    """The shipped bundle holds the model, trained and measured on other data than the corpus built here."""
+
+
 class UnknownScheme(UserError):
     """A stored run of a scheme of one's own whose file is not loaded: not damaged, unknown."""
 
@@ -236,6 +240,23 @@ def is_complete(path: Path) -> bool:
     return (path / "manifest.json").is_file()
 
 
+def _check_bundle_data(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
+                       corpus) -> None:
+    """OtherData when the shipped bundle holds the model of these settings, but trained and
+    measured on data of another fingerprint than the corpus built here: the model is not
+    missing, the data is other, and training or the long run would not mend that."""
+    name = shipped.name_of(scale, model_cfg, data_cfg, train_cfg)
+    if name is None:
+        return
+    theirs = shipped.index(scale)[name][3]
+    preset = scales.get(scale).data.replace(corpus=data_cfg.corpus)
+    command = data.rebuild_command(data_cfg, scale if data_cfg == preset else None)
+    raise OtherData(f"the {scale} bundle's {name} was trained and measured on {data_cfg.corpus} data with fingerprint "
+                    f"{str(theirs)[:12]}, but the {data_cfg.corpus} corpus built here ({corpus.path}) has "
+                    f"{corpus.fingerprint[:12]}: rebuild it from the pinned sources with `{command}`, then run "
+                    "this again")
+
+
 def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
             overrides: dict | None = None, *, train: bool = True, progress: bool = True, retrain: bool = False,
             **settings) -> Run:
@@ -292,6 +313,8 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
             hit._corpus = corpus_obj
             return hit
     if not train:
+        if not retrain:
+            _check_bundle_data(scale, model_cfg, data_cfg, train_cfg, corpus_obj)
         raise NotStored(f"no stored model for {scale} {pos} on {corpus}"
                         f"{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: train it with `{command}`")
     restart = f"start over with `{command} --retrain`"  # whichever command met it: train has --retrain

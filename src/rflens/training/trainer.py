@@ -357,14 +357,48 @@ def validate(model, val: np.ndarray, batch_size: int, autocast, device) -> float
     return distributed.all_mean([total / len(val)])[0]
 
 
+def save_weights(model, path: Path, fix: str) -> None:
+    """The module's weights written to ``path`` by safetensors, atomically (nothing half-written
+    is left). A write that fails (a full disk, a folder that cannot be written) is one line
+    naming the folder, why, the space free there and ``fix``: safetensors reports a full disk
+    as a SafetensorError, which nothing above would know to read."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_model
+
+    try:
+        with atomic_path(path) as tmp:
+            save_model(model.cpu() if next(model.parameters()).device.type != "cpu" else model, str(tmp))
+    except (OSError, SafetensorError) as err:
+        raise UserError(f"cannot write {path.name} in {path.parent} ({_write_fault(err)}; {_free_space(path.parent)}): "
+                        f"{fix}") from None
+
+
+def _write_fault(err: BaseException) -> str:
+    """What went wrong with a write, in a few words: the operating system's message where the
+    error carries one (safetensors wraps it: ``IoError(Os { code: 28, ..., message: "..." })``)."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    found = re.search(r'message: "([^"]+)"', str(err))
+    if found:
+        return found.group(1)
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def _free_space(folder: Path) -> str:
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return "its free space unknown"
+    return f"{free / 2**20:,.1f} MiB free there"
+
+
 def _store(out_dir: Path, model, metrics: dict) -> None:
     """Weights, metrics, then the manifest (written last: its presence marks the run as
     complete); the checkpoints go."""
-    from safetensors.torch import save_model
-
     out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_dir / WEIGHTS) as tmp:
-        save_model(model.cpu() if next(model.parameters()).device.type != "cpu" else model, str(tmp))
+    save_weights(model, out_dir / WEIGHTS, "free some space, or point RFLENS_RUNS at a larger disk, then run the "
+                 "command again: it resumes from the last checkpoint")
     write_json(out_dir / "metrics.json", metrics)
     files = [WEIGHTS, "metrics.json"] + (["config.json"] if (out_dir / "config.json").is_file() else [])
     write_json(out_dir / "manifest.json", {"sha256": {f: sha256_file(out_dir / f) for f in files}})
