@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 
@@ -85,11 +86,14 @@ def test_any_missing_tensor_is_refused(tiny, tmp_path, data):
     with pytest.raises(UserError) as caught:
         hf.load(tmp_path / "cut", device="cpu")
     message = str(caught.value)
-    assert f"lacks {len(dropped)} of the model's tensors" in message and "\n" not in message
-    # each missing tensor is named (transformers names some by the model's own keys: GPT-NeoX's
-    # embed_out.weight is its lm_head.weight)
+    # one line that counts and names what is missing; transformers names some tensors by the
+    # model's own keys (GPT-NeoX's embed_out.weight is its lm_head.weight) and reports a tied
+    # one twice (BLOOM's word embeddings are its lm_head too), so it may count more than were cut
+    assert "\n" not in message
+    count = int(re.search(r"lacks (\d+) of the model's tensors", message)[1])
+    assert count >= len(dropped)
     shown = message.split("tensors (", 1)[1].split(");", 1)[0].split(" and ")[0].split(", ")
-    assert len(shown) == min(len(dropped), hf.adapter.MISSING_SHOWN)
+    assert len(shown) == min(count, hf.adapter.MISSING_SHOWN)
 
 
 # ----------------------------------------------------------------------------- the cache key of a large folder
