@@ -10,37 +10,14 @@ import re
 import shutil
 import time
 
-import numpy as np
 import pytest
-import torch
 from hypothesis import given, HealthCheck, settings, strategies as st
 from safetensors.torch import load_file, save_file
 
 from rflens import hf
 from rflens.cli import main
 from rflens.errors import UserError
-
-WORDS = "a model reads a window of tokens and predicts the next one while its field grows".split()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory, one_thread):
-    return hf.tiny_random_models(tmp_path_factory.mktemp("hf"))
-
-
-@pytest.fixture()
-def text_file(tmp_path):
-    path = tmp_path / "text.txt"
-    path.write_text(" ".join(np.random.default_rng(0).choice(WORDS, size=600)) + "\n")
-    return path
+from test_hf import one_thread, text_file, tiny  # noqa: F401  (the fixtures tests/test_hf.py makes)
 
 
 def one_line_error(capsys, *argv) -> str:
