@@ -184,7 +184,7 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 
 
 def test_unknown_preset_names_the_choices():
-    with pytest.raises(UserError, match="smoke, tiny, long, long-repeated, long-extended, small, full"):
+    with pytest.raises(UserError, match="smoke, tiny, long, long-repeated, long-extended, deep, small, full"):
         scales.get("huge")
 
 

@@ -32,7 +32,7 @@ from rflens.errors import UserError
 from rflens.setup.config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
 from rflens.setup.schemes import TABLE3
 
-SCALES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "small", "full")
+SCALES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "deep", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 # The long run the chapters read beside their own scale: the second run, on text it repeats at
 # most 4 times; chapter 10 sets the first (``long-repeated``, on text it repeats) beside it.
@@ -359,6 +359,39 @@ def _long_extended() -> Scale:
         models=EXTENDED)
 
 
+# The paper's depth (R = 12) at the long run's width, tokens and corpora. At 4 layers the
+# windows had to be mapped through depth (R w / L_tr kept), as if the receptive field grew in
+# proportion to R; at 12 layers no depth is mapped: the paper's windows and exponents map by
+# L_tr alone (w x 64 / 512: 5, 10, 12, 15, 20, 40; h - 3).
+DEEP_LAYERS, DEEP_L_TR = paper.N_LAYER, 64
+
+
+def _deep() -> Scale:
+    long = _long()
+    l_tr = DEEP_L_TR
+    batch = long.train.batch_size * long.train.l_tr // l_tr  # 1024 tokens a step, as the long run
+    return dataclasses.replace(
+        long, name="deep",
+        about="the paper's depth: 12 layers at the long run's width, tokens and corpora, L_tr = 64, so that the "
+              "paper's windows and slopes map by L_tr alone; shipped in reference/deep (python -m rflens "
+              "emergence --scale deep --list: the plan, why each model is there, and its cost)",
+        model=long.model.replace(n_layer=DEEP_LAYERS),
+        train=long.train.replace(l_tr=l_tr, batch_size=batch),
+        sweeps=Sweeps(
+            slope_shift=mapped_exponents(paper.SLOPE_SHIFT, l_tr),
+            same_slope=mapped_exponents(paper.SAME_SLOPE, l_tr),
+            window=mapped_windows(paper.WINDOW, DEEP_LAYERS, l_tr),
+            d_bar=long.sweeps.d_bar,
+            sinusoidal_l_tr=[l_tr, 2 * l_tr],
+            table2=[Retrain("slope_shift", mapped_exponents((6,), l_tr)[0], l_tr_mult=4, batch_size=batch // 4),
+                    Retrain("window", mapped_windows((160,), DEEP_LAYERS, l_tr)[0], l_tr_mult=2, batch_size=batch // 2),
+                    Retrain("slope_shift", mapped_exponents((6,), l_tr)[0]),
+                    Retrain("window", mapped_windows((160,), DEEP_LAYERS, l_tr)[0])],
+            corpora=(),
+            seeds=(1, 2)),
+    )
+
+
 def _long_repeated() -> Scale:
     tiny = _tiny()
     return Scale(
@@ -453,7 +486,7 @@ def _full() -> Scale:
 
 
 _BUILDERS = {"smoke": _smoke, "tiny": _tiny, "long": _long, "long-repeated": _long_repeated,
-             "long-extended": _long_extended, "small": _small, "full": _full}
+             "long-extended": _long_extended, "deep": _deep, "small": _small, "full": _full}
 
 
 def get(name: str) -> Scale:
