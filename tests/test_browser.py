@@ -136,9 +136,16 @@ RAW_NOTATION_JS = """async () => {
 ARTICLES: dict[str, str] = {}
 
 
+TABLES: dict[str, list] = {}  # each page's tables as rows of cell texts, header row first
+
+TABLES_JS = """() => [...document.querySelectorAll('article table')].map(t => [...t.querySelectorAll('tr')].map(
+    tr => [...tr.querySelectorAll('th, td')].map(c => c.textContent.replace(/\\s+/g, ' ').trim())))"""
+
+
 def article_text(visit, page: str) -> str:
     text = " ".join(visit.page.locator("article").first.inner_text().split()).replace("’", "'")
     ARTICLES[page] = text
+    TABLES[page] = visit.page.evaluate(TABLES_JS)
     return text
 
 
@@ -332,9 +339,109 @@ def test_the_fact_reader_finds_a_contradiction_between_two_pages():
     assert facts_of("The long run (chapter 10): 40 of its 40 models shipped")[("planned", "first")] == {"40"}
 
 
+# A claim's verdict at a scale, as the pages state it: the tables with a column per scale and a
+# row per claim (the chapters' opening tables, chapter 9's board), the summaries' "At the `tiny`
+# scale, held: claims 1 and 7; ...", the first screen's "... at this build's scale (smoke, ...):
+# hold 1, 7; fail 2", the chapters' "Claim 1: held at `tiny`, not held in `long`", and any
+# "Claim 12 holds by construction" (a pass at every scale).
+RESULT_WORDS = {"pass": "pass", "fail": "fail", "not decided": "not decided", "not run": "not run",
+                "held": "pass", "hold": "pass", "did not hold": "fail", "not checked": "not run"}
+SCALE_NAMES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "deep", "small", "full")
+
+
+def _ids(text: str) -> list[int]:
+    """The claim numbers of "claims 1, 2 and 5" or "1 (a few words), 7 (...)"."""
+    return [int(n) for n in re.findall(r"(?<![\w.])(\d{1,2})(?![\w.])", re.sub(r"\([^)]*\)", "", text))]
+
+
+def verdicts_of(text: str, tables: list) -> set[tuple]:
+    """{(scale, claim, result)} of one page (its text and its tables)."""
+    found = set()
+    for rows in tables:
+        if len(rows) < 2:
+            continue
+        scales_at = {i: h.split()[0] for i, h in enumerate(rows[0]) if h and h.split()[0] in SCALE_NAMES}
+        for row in rows[1:]:
+            m = re.match(r"^(\d{1,2})\b", row[0] if row else "")
+            if not m or not scales_at:
+                continue
+            cells = row if len(row) == len(rows[0]) else row  # an index column is a th like the others
+            for i, scale in scales_at.items():
+                if i < len(cells) and cells[i] in RESULT_WORDS:
+                    found.add((scale, int(m[1]), RESULT_WORDS[cells[i]]))
+    for m in re.finditer(r"At the ([\w-]+) scale, ([^.]*)\.", text):
+        for part in m[2].split("; "):
+            word, _, ids = part.partition(": ")
+            if word in RESULT_WORDS:
+                found |= {(m[1], i, RESULT_WORDS[word]) for i in _ids(ids)}
+    for m in re.finditer(r"(?:at this build's scale|in the long run) \(([\w-]+), [^)]*\): ([^.]*?)(?:;(?= \d+ pass)|\.\s|$)",
+                         text):
+        for part in m[2].split("; "):
+            word, _, ids = part.partition(" ")
+            word = "not decided" if part.startswith("not decided") else "not run" if part.startswith("not run") else word
+            ids = part[len(word):]
+            if word in RESULT_WORDS:
+                found |= {(m[1], i, RESULT_WORDS[word]) for i in _ids(ids)}
+    for m in re.finditer(r"Claims? ([\d, and]+): (held|not held) at ([\w-]+)(?:,| and still) (held|not held) in ([\w-]+)",
+                         text):
+        for i in _ids(m[1]):
+            found |= {(m[3], i, "pass" if m[2] == "held" else "fail"), (m[5], i, "pass" if m[4] == "held" else "fail")}
+    for m in re.finditer(r"Claims? ([\d, and]+) (?:holds?|held) by construction", text):
+        found |= {("*", i, "pass") for i in _ids(m[1])}
+    return found
+
+
+def verdict_contradictions(pages: dict[str, set]) -> dict:
+    """{(scale, claim): {result: [pages]}} for every verdict two pages state differently (a
+    construction claim's "*" scale stands for every scale)."""
+    by: dict = {}
+    scales_seen = {s for found in pages.values() for s, _, _ in found if s != "*"}
+    for page, found in pages.items():
+        for scale, claim, result in found:
+            for s in (scales_seen if scale == "*" else (scale,)):
+                by.setdefault((s, claim), {}).setdefault(result, []).append(page)
+    return {key: results for key, results in by.items() if len(results) > 1}
+
+
+# A stated number of shipped models against the rows of the table that lists them (chapter 10's
+# table of every shipped model at its largest size: one row a model).
+def model_count_contradictions(text: str, tables: list) -> list[tuple]:
+    stated = [int(m[1]) for m in re.finditer(r"The long run \(chapter 10\): (\d+) of its \d+ models shipped", text)]
+    stated += [int(m[1]) for m in re.finditer(r"The second long run holds (\d+) of its \d+ models", text)]
+    listed = [len(rows) - 2 for rows in tables if len(rows) > 2 and rows[1][:2] == ["family", "label"]]
+    return [(n, rows) for n in stated for rows in listed if n != rows]
+
+
+def test_the_fact_reader_finds_each_kind_of_contradiction_planted_in_a_page():
+    board = [["#", "claim", "tiny", "long", "long-repeated", "the paper"],
+             ["1", "windows up to w = 100 extrapolate", "pass", "fail", "fail", "w <= 100 extrapolate"],
+             ["12", "Sandwich is a log curve", "fail", "fail", "fail", "..."]]
+    clean = {"09": verdicts_of("", [board]),
+             "03": verdicts_of("Claim 1: held at tiny, not held in long. At the tiny scale, held: claim 1.", [])}
+    assert verdict_contradictions(clean) == {}
+    # "still fail" for a claim that held at the build's scale
+    still = {**clean, "03": verdicts_of("Claims 1 and 3: not held at tiny and still not held in long.", [])}
+    assert ("tiny", 1) in verdict_contradictions(still)
+    # "by construction" for a claim the board fails
+    built = {**clean, "07": verdicts_of("Claim 12 holds by construction, at any scale.", [])}
+    assert {("tiny", 12), ("long", 12)} <= set(verdict_contradictions(built))
+    # a summary or the first screen at odds with the board
+    summary = {**clean, "05": verdicts_of("At the long scale, held: claims 1 and 9; did not hold: claim 2.", [])}
+    assert ("long", 1) in verdict_contradictions(summary)
+    first = {**clean, "index": verdicts_of("1 pass, 1 fail, 0 not decided, 0 not run at this build's scale (tiny, 0.6M "
+                                           "training tokens a model): hold 12; fail 1. Next.", [])}
+    assert {("tiny", 1), ("tiny", 12)} <= set(verdict_contradictions(first))
+    # a count of models against the rows of the table that lists them
+    table = [["", "", "l_tr"], ["family", "label", ""]] + [["Table 1", f"w={w}", "32"] for w in range(3)]
+    assert model_count_contradictions("The long run (chapter 10): 3 of its 3 models shipped.", [table]) == []
+    assert model_count_contradictions("The long run (chapter 10): 3 of its 3 models shipped.",
+                                      [table + [["Figure 7", "Sinusoidal", "32"]]]) == [(3, 4)]
+
+
 def test_no_page_states_a_count_or_scale_another_page_contradicts(browser, server):
     pages = ["index", *CHAPTERS]
     seen: dict = {}
+    verdicts: dict = {}
     for page in pages:
         if page not in ARTICLES:
             with Visit(browser, f"{server}/book/{page}.html") as visit:
@@ -342,6 +449,11 @@ def test_no_page_states_a_count_or_scale_another_page_contradicts(browser, serve
         for key, values in facts_of(ARTICLES[page]).items():
             for value in values:
                 seen.setdefault(key, {}).setdefault(value, []).append(page)
+        verdicts[page] = verdicts_of(ARTICLES[page], TABLES[page])
+        assert model_count_contradictions(ARTICLES[page], TABLES[page]) == [], page
     assert ("counts", "smoke") in seen and ("planned", "first") in seen, sorted(seen)  # the reader still finds them
     contradicted = {key: by_value for key, by_value in seen.items() if len(by_value) > 1}
     assert contradicted == {}, contradicted
+    # the verdicts: read from the board, the chapters' tables and their sentences, never at odds
+    assert {s for found in verdicts.values() for s, _, _ in found} >= {"smoke", BOOK_LONG}, verdicts
+    assert verdict_contradictions(verdicts) == {}

@@ -277,7 +277,9 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
 
     assert main(["emergence", "--list"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "to train  alibi_slope_shift=4" and "no finished model shipped yet" in out
+    # each model with why the plan trains it: the experiments it answers
+    assert out.splitlines()[0] == "to train  alibi_slope_shift=4  (Table 1: ALiBi, slope exponents shifted by Δ)"
+    assert "no finished model shipped yet" in out
     out = emergence.run(plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke",
                         progress=False)
     # a speed needs training time beyond the measuring: an 8-step model's wall times are too short to be sure of it

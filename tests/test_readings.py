@@ -52,9 +52,7 @@ def test_verdicts_and_summary_follow_the_results():
     assert "**Claim 7 was not checked.**" in text and _no_plain_notation(text)
     assert "It holds by construction" not in text.split("**Claim 2")[0] and "The paper reports:* w" in text
     summary = rd.held(rows, "tiny")
-    held, failed, unchecked = (summary.split(head)[1] for head in ("- Held", "- Did not hold", "- Not checked"))
-    assert "claim 1." in held and "claim 2" not in held.split("- Did")[0]
-    assert "claim 2." in failed and "claim 7." in unchecked
+    assert summary == "- At the `tiny` scale, held: claim 1; did not hold: claim 2; not checked: claim 7."
     assert rows[0]["statement"] not in summary  # stated once, with its verdict
 
 
@@ -276,7 +274,7 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
                           "r_horizon_lo": 1.0}])
     box = rd.this_build("tiny", {"pass": 5, "fail": 7, "not decided": 2, "not run": 2}, long, 40,
                         {"pass": 3, "fail": 7, "not decided": 1, "not run": 2})
-    assert "of the 13 that rest on trained models (the others hold by construction): 3 pass, 7 fail" in box
+    assert "of the 13 that rest on trained models (the others on a closed form, the same at every scale): 3 pass, 7 fail" in box
     assert box.startswith(":::{admonition} This build") and box.rstrip().endswith(":::")
     assert "5 pass, 7 fail, 2 not decided, 2 not run" in box and "16 claims" in box
     assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "2 of its 40 models shipped" in box
@@ -300,50 +298,80 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     assert "not computed in this build" in empty and "0 of its 40 models shipped." in empty and "blow-ups" not in empty
 
 
+def _board(results: dict[int, str]) -> list[dict]:
+    return [{"id": i, "result": r, "statement": f"claim {i}", "measured": f"measured {i}"} for i, r in results.items()]
+
+
 def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_sources():
     rows = [("alibi_slope_shift=4", "ALiBi Δ=4", t, lo) for t, lo in [(1_048_576, 1.5), (2_097_152, 2.2), (4_194_304, 2.6)]]
     rows += [("alibi_slope_shift=2", "ALiBi Δ=2", t, lo) for t, lo in [(1_048_576, 1.01), (4_194_304, 1.3)]]
     rows += [("alibi_slope_shift=-4", "ALiBi Δ=-4", 4_194_304, 0.99)]
     sweep = pd.DataFrame([{"name": n, "label": lab, "tokens": t, "r_horizon_lo": lo, "r_horizon_hi": lo + 0.02}
                           for n, lab, t, lo in rows])
-    screen = rd.first_screen("tiny", {"pass": 5, "fail": 7, "not decided": 3, "not run": 1}, "long-repeated",
-                             {"pass": 6, "fail": 6, "not decided": 3, "not run": 1}, {"tiny": (462_208, 200_064)}, sweep)
-    assert screen.startswith(":::{admonition} What this book finds") and screen.count("\n- ") == 3
-    assert "5 pass, 7 fail, 3 not decided, 1 not run at this build's scale (`tiny`, 0.6M" in screen
-    assert "6 pass, 6 fail, 3 not decided, 1 not run in the long run (`long-repeated`, 33.6M" in screen
+    here = _board({1: "pass", 2: "fail", 6: "not decided", 7: "not run"})
+    long = _board({1: "fail", 2: "fail", 6: "fail", 7: "pass"})
+    screen = rd.first_screen("tiny", here, {"long": long, "long-repeated": _board({1: "pass", 2: "pass", 6: "pass",
+                                                                                  7: "pass"})},
+                             {"tiny": (462_208, 200_064)}, sweep)
+    assert screen.startswith(":::{admonition} What this book finds")
+    # the thesis as the long run on new text decides it, with what was measured
+    assert "that an ERF within L_tr predicts extrapolation (claim 6), does not hold in the long run on new text " \
+           "(`long`): measured 6." in screen.replace("$L_{tr}$", "L_tr")
+    # which claims, not only how many: by number here, in a few words in the book's long run
+    assert "1 pass, 1 fail, 1 not decided, 1 not run at this build's scale (`tiny`, 0.6M training tokens a model): " \
+           "hold 1; fail 2; not decided 6; not run 7" in screen
+    assert "1 pass, 3 fail, 0 not decided, 0 not run in the long run (`long`, 33.6M tokens a model): hold 7 (an L_tr " \
+           in screen.replace("$L_{tr}$", "L_tr")
+    assert "fail 1 (windows up to w = 100 extrapolate), 2 (windows from w = 120 break)" in screen
+    assert "in the long run (`long-repeated`, 33.6M tokens a model): hold 1, 2, 6, 7" in screen
     assert "12 layers trained on 819.2M tokens each" in screen  # the full preset's tokens, the paper's setting
     assert "0.46M parameters (0.20M outside the token embedding)" in screen
-    assert "ALiBi Δ=4 breaks (from 2.1M training tokens), ALiBi Δ=2 rises without breaking while ALiBi Δ=-4 " \
-           "extrapolates" in screen
-    assert "**The model.** R = 4 layers" in screen  # the long run trains the tiny model: said once
-    assert "key figure" not in rd.first_screen("tiny", None, "long-repeated", None, {"tiny": (1, 1)}, sweep.iloc[0:0])
-    both = rd.first_screen("smoke", None, "long-repeated", None, {"smoke": (60_000, 30_000), "long-repeated": (462_208, 200_064)},
-                           sweep)
-    assert "**The models.** At this build's scale, R = 2 layers" in both and "0.06M parameters" in both
-    assert "in the long run, R = 4 layers, H = 4 heads, d = 64: 0.46M parameters" in both
-    assert "trained at $L_{tr}$ = 32 on prose (" in both and "code (" in both  # the long run's corpora
+    assert "ALiBi Δ=4 breaks (from 2.1M training tokens), ALiBi Δ=2 rises without breaking (the lower end of its " \
+           "interval below 2, whatever the estimate) while ALiBi Δ=-4 extrapolates" in screen
+    assert "Δ = 8 makes every slope 2^8 times flatter" in screen and "r(16 $L_{tr}$) is the perplexity" in screen
+    assert "key figure" not in rd.first_screen("tiny", None, {}, {"tiny": (1, 1)}, sweep.iloc[0:0])
+    both = rd.first_screen("smoke", None, {}, {"smoke": (60_000, 30_000), "long": (462_208, 200_064)}, sweep)
+    assert "**The models.** at this build (`smoke`): R = 2 layers" in both and "0.06M parameters" in both
+    assert "in the long run (`long`): R = 4 layers, H = 4 heads, d = 64: 0.46M parameters" in both
+    # the long run's corpora, in words
+    assert "trained at $L_{tr}$ = 32 on prose (the State of the Union addresses, non-spam mails" in both
+    assert "not computed in this build at this build's scale" in both and "thesis" not in both
 
 
 def test_a_chapter_opens_with_its_claims_at_each_scale():
     def rows(results):
-        return [{"id": i, "statement": f"claim {i} | said", "result": r} for i, r in results.items()]
+        return [{"id": i, "statement": f"claim {i} | said", "result": r, "measured": f"m{i}"} for i, r in results.items()]
 
-    here, there = rows({3: "fail", 4: "fail", 5: "not decided", 12: "fail"}), rows({3: "fail", 4: "pass", 12: "fail"})
-    text = rd.at_each_scale(here, "tiny", there, "long-repeated")
+    here = rows({1: "pass", 3: "fail", 4: "fail", 5: "not decided", 12: "fail"})
+    there = rows({1: "fail", 3: "fail", 4: "pass", 12: "fail", 13: "pass"})
+    text = rd.at_each_scale(here, "tiny", {"long-repeated": there})
     table = [ln for ln in text.splitlines() if ln.startswith("|")]
-    assert table[0] == "| claim | `tiny` (0.6M tokens a model) | long run `long-repeated` (33.6M) | the paper |"
+    assert table[0] == "| claim | `tiny` (0.6M tokens a model) | `long-repeated` (33.6M) | the paper |"
     assert "| 4: claim 4 / said | fail | pass |" in text  # a "|" inside a cell cannot split the table
     assert "| 5: claim 5 / said | not decided | not run |" in text  # a claim the long run did not read
-    assert "decides claim 4 as the paper does" in text
-    # claim 12 holds by construction: its failure is not one that training longer could change
-    assert "Claim 3 still fails after the long run's training" in text
-    built_here = rd.at_each_scale(here, "long-repeated", there, "long-repeated")
-    assert "long run" not in built_here.splitlines()[0] and "still fail" not in built_here
+    assert len(table) == 2 + len(here)  # only this chapter's claims
+    # each move named by what it is: never "still fails" for a claim that held at the build's scale
+    assert "Claim 4: not held at `tiny`, held in `long-repeated`, as the paper reports." in text
+    assert "Claim 1: held at `tiny`, not held in `long-repeated`." in text
+    assert "Claim 3: not held at `tiny` and still not held in `long-repeated`." in text
+    assert "Claim 12 rests on a closed form, not on training: the same verdict at every scale." in text
+    assert "still" not in text.split("Claim 3:")[0]
+    # one line of cause for every claim a long run does not hold
+    assert "- Claim 1 in `long-repeated` (" in text and "- Claim 12 in `long-repeated` (construction)" in text
+    built_here = rd.at_each_scale(here, "long-repeated", {"long-repeated": there})
+    assert table[0] != built_here.splitlines()[0] and "still" not in built_here
     unchecked = there + [{"id": 5, "statement": "claim 5", "result": "not run",
                           "measured": "not run: Table 1's lengths end at 512, none beyond L_tr"}]
-    assert ("The long run does not check claim 5: Table 1's lengths end at 512, none beyond $L_{tr}$."
-            in rd.at_each_scale(here, "tiny", unchecked, "long-repeated"))
-    assert "does not check" not in text
+    assert ("Claim 5 in `long-repeated` (not checked): Table 1's lengths end at 512, none beyond $L_{tr}$."
+            in rd.at_each_scale(here, "tiny", {"long-repeated": unchecked}))
+
+
+def test_a_chapter_summary_lists_its_claims_at_every_scale():
+    here = [{"id": 1, "result": "pass"}, {"id": 2, "result": "fail"}, {"id": 3, "result": "not decided"}]
+    there = [{"id": 1, "result": "fail"}, {"id": 2, "result": "fail"}, {"id": 3, "result": "pass"}, {"id": 9, "result": "pass"}]
+    text = rd.held(here, "tiny", {"long": there, "tiny": here})
+    assert text.splitlines() == ["- At the `tiny` scale, held: claim 1; did not hold: claim 2; not decided: claim 3.",
+                                 "- At the `long` scale, held: claim 3; did not hold: claims 1 and 2."]
 
 
 def test_the_long_runs_failures_are_read_with_what_sets_the_run_apart():

@@ -15,7 +15,7 @@ from rflens.setup import scales, settings
 from rflens.setup.config import SCHEMES
 
 SWEEP_KEYS = {"slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2", "table3_pos", "corpora"}
-OPTIONAL = {"seeds": (), "same_tokens": True}  # settings of a sweep that a preset may leave at their default
+OPTIONAL = {"seeds": (), "same_tokens": True, "seeded": (), "beside_figure7": ("nope", "rotary")}  # may stay at the default
 
 
 def sweeps(s) -> dict:
@@ -28,7 +28,8 @@ def test_every_preset_is_complete_and_consistent(name):
     assert s.name == name
     assert s.model.vocab_size == s.data.vocab_size  # the model reads the data's tokens
     assert set(sweeps(s)) == SWEEP_KEYS | set(OPTIONAL)
-    assert all(isinstance(v, tuple) and v for k, v in sweeps(s).items() if k in SWEEP_KEYS)
+    assert all(isinstance(v, tuple) and (v or k == "table3_pos") for k, v in sweeps(s).items() if k in SWEEP_KEYS)
+    assert s.sweeps.table3_pos or s.shipped  # only a shipped run may leave Table 3 to another
     assert set(s.sweeps.table3_pos) <= set(SCHEMES)
     assert s.lengths == [s.train.l_tr * m for m in s.eval.length_mults]
 
@@ -41,7 +42,7 @@ def test_every_cpu_preset_trains_in_fp32(name):
 
 
 def test_spec_numbers():
-    smoke, tiny, long, repeated, extended, small, full = (scales.get(n) for n in scales.SCALES)
+    smoke, tiny, long, repeated, extended, deep, small, full = (scales.get(n) for n in scales.SCALES)
     m, t = smoke.model, smoke.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4

@@ -15,6 +15,7 @@ SLOPE_SHIFT = (-3, 0, 3, 6, 8)  # (a) every ALiBi exponent h moved by Delta
 SAME_SLOPE = (0, 2, 4, 6, 8)  # (b) one exponent h for every head
 WINDOW = (40, 80, 100, 120, 160, 320)  # (c) windowed attention of width w
 WINDOW_STABLE = 100  # Section 3: windowed attention extrapolates "up to w = 100" (it diverges from 120)
+WINDOW_ERF = {120: 768, 160: 1024, 320: 1536}  # Section 4: the ERF of the windows that diverge
 
 # Section 4: the effective receptive field is where the cumulative normalised gradient
 # (most recent token first) reaches this share

@@ -89,7 +89,8 @@ TRAINED, CONSTRUCTION = "trained models", "by construction"
 # the measurement on the board.
 PAPER = {
     1: "w <= 100 extrapolate (12 layers, L_tr = 512)",
-    2: "w >= 120 diverge; ERF 768 / 1024 / 1536 for w = 120 / 160 / 320",
+    2: (f"w >= 120 diverge; ERF {' / '.join(map(str, paper.WINDOW_ERF.values()))} for "
+        f"w = {' / '.join(map(str, paper.WINDOW_ERF))}"),
     3: "ALiBi's perplexity rises beyond L_tr",
     4: "Δ = -3 plateaus soonest (ERF 768); Δ = 6 and 8 explode",
     5: "only the large slopes (small h) extrapolate",
@@ -107,6 +108,28 @@ PAPER = {
 }
 
 
+# Each claim in a few words, in the paper's values (the first screen and the compact board)
+SHORT = {
+    1: f"windows up to w = {paper.WINDOW_STABLE} extrapolate",
+    2: f"windows from w = {min(paper.WINDOW_ERF)} break",
+    3: "ALiBi's perplexity rises beyond L_tr",
+    4: f"Δ = {min(paper.SLOPE_SHIFT)} plateaus, Δ = {max(paper.SLOPE_SHIFT)} explodes",
+    5: "only large shared slopes extrapolate",
+    6: "an ERF within L_tr predicts extrapolation",
+    7: "an L_tr that covers the ERF fixes a failure (Table 2)",
+    8: "Sinusoidal's gradient jumps at L_tr",
+    9: "Rotary does not extrapolate",
+    10: "Sandwich is lower beyond L_tr",
+    11: f"Sandwich keeps about {paper.SANDWICH_SHARE_IN_LTR:.0%} of its gradient within L_tr",
+    12: "Sandwich is a log curve",
+    13: "a larger d_bar windows more strongly",
+    14: "Sandwich beats the parameter-free schemes on code and math",
+    15: "KERPLE and T5 are lower at L_tr",
+    16: "T5 trains slower than Sandwich",
+}
+THESIS_CLAIM = 6  # the paper's central claim: the receptive field explains extrapolation
+
+
 @dataclass(frozen=True)
 class Claim:
     id: int
@@ -121,6 +144,11 @@ class Claim:
     def paper(self) -> str:
         """What the paper reports for this claim."""
         return PAPER[self.id]
+
+    @property
+    def short(self) -> str:
+        """The claim in a few words, in the paper's values."""
+        return SHORT[self.id]
 
     @property
     def legacy_criterion(self) -> str | None:
@@ -151,7 +179,7 @@ def _max_r_text(row) -> str:
 # --------------------------------------------------------------------------------------
 @claim(1, "Windowed attention extrapolates for every window up to the paper's w = 100.",
        f"every window of the sweep that maps inside the paper's w <= {paper.WINDOW_STABLE} "
-       f"(rflens.setup.scales.mapped_windows: the same R w / L_tr) extrapolates: {_EX}; {_SIM}", ("table1",),
+       f"(mapped to the preset's depth and L_tr with the same R w / L_tr) extrapolates: {_EX}; {_SIM}", ("table1",),
        sentence="\"windowed attention models are extrapolatable up to $w=100$\" (Section 3)")
 def _c1(res):
     """Section 3: "windowed attention models are extrapolatable up to w=100".
@@ -602,7 +630,7 @@ def _c15(res):
 
 @claim(16, "T5 trains slower than Sandwich.",
        "T5 tokens/s < Sandwich tokens/s: the 95% interval of their ratio over interleaved rounds of training steps, "
-       "recorded once beside the models with the machine named (rflens.experiments.speed.record_speed), lies below 1; "
+       "recorded once beside the models with the machine named, lies below 1; "
        "no record: not run", ("speed_record",),
        sentence="\"T5 is 10% slower than Sandwich during the training stage\" (Section 6)")
 def _c16(res):

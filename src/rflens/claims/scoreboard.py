@@ -68,7 +68,7 @@ def summary(board: list[dict], evidence: str | None = None) -> dict:
 def sentences() -> pd.DataFrame:
     """One row a claim: the paper's sentence it tests, the criterion that reads it, and
     whether the verdict rests on trained models or holds by construction."""
-    return pd.DataFrame({"the paper": [c.sentence for c in checks.CLAIMS],
+    return pd.DataFrame({"the paper": [math_html(c.sentence) for c in checks.CLAIMS],
                          "criterion": [c.criterion for c in checks.CLAIMS],
                          "rests on": [c.evidence for c in checks.CLAIMS]},
                         index=pd.Index([c.id for c in checks.CLAIMS], name="claim"))
@@ -146,6 +146,25 @@ def by_scale(boards: dict[str, list[dict]]) -> pd.DataFrame:
     for name in scales:
         df[f"measured ({name})"] = [c["measured"] for c in boards[name]]
     return df
+
+
+def compact(boards: dict[str, list[dict]]) -> pd.DataFrame:
+    """The board that fits on a screen: one row a claim in a few words (the paper's values),
+    its result at each scale of ``boards`` ({scale: board}), and what the paper reports."""
+    ids = [int(c["id"]) for c in next(iter(boards.values()))]
+    df = pd.DataFrame({"claim": [checks.BY_ID[i].short for i in ids]}, index=pd.Index(ids, name="#"))
+    for name, board in boards.items():
+        df[name] = [c["result"] for c in board]
+    df["the paper"] = [checks.BY_ID[i].paper for i in ids]
+    return df
+
+
+def math_html(text: str) -> str:
+    """Inline TeX of a table cell (``$w=100$``) in the delimiters MathJax typesets in the
+    book's HTML tables (``\\(w=100\\)``)."""
+    import re
+
+    return re.sub(r"\$([^$]+)\$", r"\\(\1\\)", text)
 
 
 def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: list[dict] | None = None,

@@ -73,10 +73,11 @@ def run(args) -> int:
                 print(f"{'shipped' if spec.name in have else 'missing':9s} {spec.name}")
             print(f"{len(todo)} missing: {bundle.restore_fix(args.scale)}")
             return 0
+        why = plan.reasons(args.scale)
         for spec in specs:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
-            print(f"{state:9s} {spec.name}{when}")
+            print(f"{state:9s} {spec.name}{when}" + (f"  ({why[spec.name]})" if spec.name in why else ""))
         print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at)}" if todo
               else f"nothing to train: the bundle holds every model of the plan ({len(specs)})")
         return 0

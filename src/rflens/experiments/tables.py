@@ -352,6 +352,8 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
     ``positions``: the schemes (default: the preset's Table 3 ones)."""
     rows = []
     specs = table3_models(scale, corpora, seed, positions)
+    if not specs:
+        raise UserError(f"the {get_scale(scale).name} preset trains no Table 3 model (its sweeps name no scheme for it)")
     speed = training_speed(scale, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
     for spec in progress_bar(specs, "Table 3", progress):
         run = run_of(scale, spec, train=train, progress=progress)

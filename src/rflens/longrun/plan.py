@@ -59,24 +59,47 @@ def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     table2 = []
     for entry in sw.table2:
         setting = ((scales.FAMILIES[entry.family].setting, entry.value),)
-        if entry.l_tr is not None or entry.l_tr_mult is not None:
+        if (entry.l_tr is not None or entry.l_tr_mult is not None) and not entry.if_fails:
             table2.append(LongModel(entry.pos, (*setting, *sorted(entry.training(l_tr).items()))))
             continue
         failing = _failing(LongModel(entry.pos, setting), scale)
         if failing is not None:
-            over = entry.training(l_tr, sc.train.batch_size, failing)
+            over = entry.training(l_tr, None if entry.l_tr_mult else sc.train.batch_size, failing)
             table2.append(LongModel(entry.pos, (*setting, *sorted(over.items()))))
-    if table2:
-        out["Table 2: the failures retrained on a longer L_tr"] = table2
+    if table2:  # an L_tr that covers the ERF may be the paper's ratio too: one model
+        out["Table 2: the failures retrained on a longer L_tr"] = list(dict.fromkeys(table2))
+    beside = sw.beside_figure7
     out["NoPE and Figure 7: no bias, absolute positions"] = (
-        [LongModel("nope")] + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in sc.sinusoidal_runs()]
-        + [LongModel("rotary")])
-    for c in sw.corpora:
+        [LongModel(p) for p in beside if p == "nope"]
+        + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in sc.sinusoidal_runs()]
+        + [LongModel(p) for p in beside if p != "nope"])
+    for c in sw.corpora if sw.table3_pos else ():
         out[f"Table 3 on {c}"] = [LongModel(p, (), c) for p in sw.table3_pos]
     if sw.seeds:
-        out[f"Seeds {', '.join(map(str, sw.seeds))}: the models that decide claims 2, 4, 5, 7, 8 and 9"] = [
-            seeds for spec in _deciding(out) for seeds in with_seeds(spec, sw.seeds)]
+        title = f"Seeds {', '.join(map(str, sw.seeds))}: the models that decide claims " + (
+            _join(sorted({why.split(":")[0].split()[1] for _, why in sw.seeded}, key=int)) if sw.seeded
+            else "2, 4, 5, 7, 8 and 9")
+        every = {spec.name: spec for specs in out.values() for spec in specs}
+        chosen = [every[name] for name, _ in sw.seeded if name in every] if sw.seeded else _deciding(out)
+        out[title] = [seeds for spec in chosen for seeds in with_seeds(spec, sw.seeds)]
     return out
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def reasons(scale: str = "long") -> dict[str, str]:
+    """{model: why the plan trains it}: the experiments it answers (:func:`by_experiment`'s
+    groups), and for a further seed, what it decides (the preset's ``sweeps.seeded``)."""
+    why = dict(scales.get(scale).sweeps.seeded)
+    out: dict[str, list[str]] = {}
+    for family, specs in by_experiment(scale).items():
+        for spec in specs:
+            base = spec.name.rsplit("_seed=", 1)[0]
+            out.setdefault(spec.name, []).append(f"{family.split(':')[0]}: {why[base]}" if base in why and
+                                                 family.startswith("Seeds") else family)
+    return {name: "; ".join(groups) for name, groups in out.items()}
 
 
 def _deciding(groups: dict[str, list[LongModel]]) -> list[LongModel]:
@@ -157,7 +180,8 @@ def models(scale: str = "long") -> list[LongModel]:
         return [named(name, preset.extends) for name in preset.models]
     sw = preset.sweeps
     first = [LongModel("alibi", (("slope_shift", max(sw.slope_shift)),)), LongModel("window", (("window", max(sw.window)),)),
-             LongModel("alibi", (("same_slope", max(sw.same_slope)),)), LongModel("nope")]
+             LongModel("alibi", (("same_slope", max(sw.same_slope)),))] + [LongModel(p) for p in sw.beside_figure7
+                                                                            if p == "nope"]
     groups = by_experiment(scale)
     table2 = [spec for family, specs in groups.items() if family.startswith("Table 2") for spec in specs]
     partners = [LongModel(spec.pos, spec.overrides[:1]) for spec in table2]
@@ -185,11 +209,17 @@ LAST_SIZE_COLUMNS = ["l_tr", "tokens", "ppl_l_tr", "r_horizon", "r_horizon_lo", 
 
 def last_sizes(em, scale: str = "long"):
     """One row per shipped model at its largest measured size, indexed by (family, label) in
-    the order of :func:`by_experiment`. ``em``: rows of :func:`rflens.store.bundle.table`."""
+    the order of :func:`by_experiment` (a model two experiments read, such as Sinusoidal in
+    Figure 7 and Table 3, once, under both). ``em``: rows of :func:`rflens.store.bundle.table`."""
     import pandas as pd
 
-    rows = [em[em["name"] == spec.name].sort_values("tokens").iloc[-1].to_dict() | {"family": family}
-            for family, specs in by_experiment(scale).items() for spec in specs if (em["name"] == spec.name).any()]
+    groups: dict[str, list[str]] = {}  # a model answering two experiments is one row, under both names
+    for family, specs in by_experiment(scale).items():
+        for spec in specs:
+            if (em["name"] == spec.name).any():
+                groups.setdefault(spec.name, []).append(family)
+    rows = [em[em["name"] == name].sort_values("tokens").iloc[-1].to_dict() | {"family": " and ".join(families)}
+            for name, families in groups.items()]
     if not rows:
         return pd.DataFrame(columns=["family", "label", *LAST_SIZE_COLUMNS]).set_index(["family", "label"])
     return pd.DataFrame(rows).set_index(["family", "label"])[LAST_SIZE_COLUMNS]

@@ -24,6 +24,11 @@ from rflens.measure.criterion import erf_text, extrapolates, EXTRAPOLATION_HORIZ
 from rflens.measure.intervals import n_docs, paired_interval
 
 
+def token_count(n: float) -> str:
+    """A number of tokens as the book writes it: 33.6M, 4k."""
+    return f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n / 1e3:.0f}k"
+
+
 def segment_nlls(res: dict) -> dict[int, np.ndarray] | None:
     """{L: the per-segment last-token NLLs at L} of a perplexity result, or None when it holds
     none (another protocol). Two models measured on one corpus with the same evaluation

@@ -336,12 +336,12 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
         board = scoreboard.load_scoreboard(scale)
         counts, trained = scoreboard.summary(board), scoreboard.summary(board, checks.TRAINED)
     except (UserError, OSError, ValueError, KeyError):
-        counts = trained = None  # chapter 9 was not executed in this build
+        board = counts = trained = None  # chapter 9 was not executed in this build
     long = scales.BOOK_LONG
-    try:  # read from the bundle, nothing trained
-        long_counts = scoreboard.summary(checks.check_shipped(long))
+    try:  # read from the bundles, nothing trained
+        boards = scoreboard.shipped_boards(exclude=scale)
     except (UserError, OSError, ValueError, KeyError):
-        long_counts = None
+        boards = {}
     second = None
     if long != "long":  # the second run, while the chapters read the first
         planned = [s.name for s in plan.models("long")]
@@ -356,13 +356,30 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     table = bundle.table(long)
     family, names = plan.sweep(long)
     sweep = table[table["name"].isin(names)] if not table.empty else table
-    first = first_screen(scale, counts, long, long_counts, params, sweep)
-    figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(fr.emergence_figure(sweep, names, title=family))}\n```\n\n"
+    first = first_screen(scale, board, boards, params, sweep)
+    figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(key_figure(sweep, names, long))}\n```\n\n"
     box = this_build(scale, counts, table, len(plan.models(long)), trained, second,
                      {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)
                       for name, path in (downloads or {}).items()})
     title, _, rest = index.read_text().partition("\n")
     index.write_text(f"{title}\n\n{first}\n{figure}{box}{rest}")
+
+
+def key_figure(sweep, names: list[str], run: str):
+    """The index page's key figure: the long run's Δ sweep as it grows, each curve named by
+    the paper's Δ (:func:`rflens.setup.scales.paper_value`)."""
+    from rflens.figures import results as fr
+    from rflens.measure.criterion import EXTRAPOLATION_HORIZON
+    from rflens.setup.scales import FAMILIES, paper_value
+
+    sc = scales.get(run)
+    sweep = sweep.copy()
+    value = {f"alibi_slope_shift={v}": v for v in sc.sweeps.slope_shift}
+    sweep["label"] = [f"Δ = {paper_value('slope_shift', value[n], sc.model.n_layer, sc.train.l_tr)}" if n in value
+                      else label for n, label in zip(sweep["name"], sweep["label"])]
+    title = (f"{FAMILIES['slope_shift'].title}, the paper's Δ (chapter 10): r({EXTRAPOLATION_HORIZON} L_tr) as "
+             "training grows")
+    return fr.emergence_figure(sweep, names, title=title)
 
 
 def book_config() -> dict:

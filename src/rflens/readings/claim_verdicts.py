@@ -24,62 +24,80 @@ def verdicts(rows: list[dict], scale: str) -> Prose:
     out = [f"Computed at the `{scale}` scale:", ""]
     for c in rows:
         claim = BY_ID[int(c["id"])]
-        rests = " It holds by construction, at any scale." if claim.evidence == CONSTRUCTION else ""
+        rests = (" Its verdict rests on a closed form, not on training: the same at every scale."
+                 if claim.evidence == CONSTRUCTION else "")
+        n = c.get("comparisons")
+        mark = (f" (each interval widened so that all {n} the verdict reads hold together at 95%: wider than "
+                "the same interval shown alone)" if isinstance(n, int) and n > 1 else "")
         out.append(f"- **Claim {c['id']} {_WORD[c['result']]}.** {tex(c['statement'])} "
-                   f"*Criterion:* {tex(c['criterion'])}. *Measured:* {tex(c['measured'])}. "
+                   f"*Criterion:* {tex(c['criterion'])}. *Measured{mark}:* {tex(c['measured'])}. "
                    f"*The paper reports:* {tex(claim.paper)}.{rests}")
     return Prose("\n".join(out))
 
 
-def at_each_scale(rows: list[dict], scale: str, long_rows: list[dict], run: str = BOOK_LONG) -> Prose:
+def at_each_scale(rows: list[dict], scale: str, runs: dict[str, list[dict]]) -> Prose:
     """A chapter's opening summary (MyST): each of its claims with its verdict at this build's
-    ``scale`` and in the long run ``run`` (``long_rows``, the same claims read from its
-    bundle) beside what the paper reports, then the claims whose verdict training longer
-    changes and those that still fail after it, with where the book reads why."""
+    ``scale`` and in every shipped long run (``runs``: {run: its board or the same claims read
+    from its bundle}) beside what the paper reports; then how the verdicts move from this
+    scale to the long runs, and for each claim a long run fails or leaves undecided, one line
+    of what was measured to cause it (:func:`rflens.claims.causes.causes`)."""
+    from rflens.claims.causes import causes
     from rflens.readings.index_box import _tokens_a_model
 
-    if scale == run:
-        long_rows = []  # the chapter is the long run's: one column
-    by_id = {int(c["id"]): c for c in long_rows}
+    ids = [int(c["id"]) for c in rows]
+    runs = {run: [c for c in board if int(c["id"]) in ids] for run, board in runs.items() if run != scale}
+    by = {run: {int(c["id"]): c for c in board} for run, board in runs.items()}
     head = f"| claim | `{scale}` ({_tokens(_tokens_a_model(scale))} tokens a model) |"
     rule = "|---|---|"
-    if long_rows:
-        head += f" long run `{run}` ({_tokens(_tokens_a_model(run))}) |"
+    for run in runs:
+        head += f" `{run}` ({_tokens(_tokens_a_model(run))}) |"
         rule += "---|"
     lines = [head + " the paper |", rule + "---|"]
     for c in rows:
         cid = int(c["id"])
         cells = [f"{cid}: {tex(c['statement'])}", c["result"]]
-        if long_rows:
-            cells.append(by_id[cid]["result"] if cid in by_id else "not run")
+        cells += [by[run][cid]["result"] if cid in by[run] else "not run" for run in runs]
         cells.append(tex(BY_ID[cid].paper))
         lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
     said = []
-    if long_rows:
-        here = {int(c["id"]): c["result"] for c in rows}
-        there = {cid: c["result"] for cid, c in by_id.items()}
-        turned = [str(i) for i in here if here[i] in ("fail", "not decided") and there.get(i) == "pass"]
-        still = [str(i) for i in here if there.get(i) == "fail" and BY_ID[i].evidence == TRAINED]
-        if turned:
-            said.append(f"Training longer decides claim{'s' if len(turned) > 1 else ''} {_join(turned)} as the paper "
-                        f"does: not held at `{scale}`, held in the long run.")
-        if still:
-            said.append(f"Claim{'s' if len(still) > 1 else ''} {_join(still)} still fail{'' if len(still) > 1 else 's'} "
-                        "after the long run's training: the verdicts below say what was measured, and "
-                        "[chapter 9](09_claims.ipynb) what a failure at that scale can mean.")
-        for c in long_rows:  # why the long run leaves a claim unchecked, in the claim's own words
-            if int(c["id"]) in here and c["result"] == "not run":
-                why = str(c.get("measured", "")).removeprefix("not run: ").rstrip(".")
-                said.append(f"The long run does not check claim {c['id']}" + (f": {tex(why)}." if why else "."))
-    return Prose("\n".join(lines) + ("\n\n" + " ".join(said) if said else ""))
+    here = {int(c["id"]): c["result"] for c in rows}
+    for run, there in ((run, {cid: c["result"] for cid, c in b.items()}) for run, b in by.items()):
+        trained = [i for i in ids if BY_ID[i].evidence == TRAINED]
+        groups = {
+            "turned": [i for i in trained if here[i] in ("fail", "not decided") and there.get(i) == "pass"],
+            "lost": [i for i in trained if here[i] == "pass" and there.get(i) in ("fail", "not decided")],
+            "still": [i for i in trained if here[i] == "fail" and there.get(i) == "fail"],
+        }
+        words = {"turned": f"not held at `{scale}`, held in `{run}`, as the paper reports",
+                 "lost": f"held at `{scale}`, not held in `{run}`",
+                 "still": f"not held at `{scale}` and still not held in `{run}`"}
+        said += [f"Claim{'s' * (len(v) > 1)} {_join([str(i) for i in v])}: {words[k]}." for k, v in groups.items() if v]
+    built = [str(i) for i in ids if BY_ID[i].evidence == CONSTRUCTION]
+    if built:
+        said.append(f"Claim{'s' * (len(built) > 1)} {_join(built)} rest{'s' * (len(built) == 1)} on a closed form, "
+                    "not on training: the same verdict at every scale.")
+    why = []
+    for run, board in runs.items():
+        for cid, (kind, line) in causes(board, run).items():
+            why.append(f"Claim {cid} in `{run}` ({'not checked' if kind == 'not run' else kind}): {tex(line)}.")
+    text = "\n".join(lines)
+    if said:
+        text += "\n\n" + " ".join(said)
+    if why:
+        text += "\n\nWhat the long runs measured where a claim does not hold:\n\n" + "\n".join(f"- {w}" for w in why)
+    return Prose(text)
 
 
-def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: float = 0.1) -> Prose:
+def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: float = 0.1,
+                  lean: dict | None = None) -> Prose:
     """Chapter 9: the claims resting on trained models that the long run ``run`` still fails or
     leaves undecided, each with its measurement; what sets the run apart from the paper's
     models (its size and tokens, from the presets); and, from ``overfit``
     (:func:`rflens.longrun.compare.overfitting`), every corpus on which all its models' validation
-    loss rose by more than ``rise`` nats from its lowest, with the claims that read that corpus."""
+    loss rose by more than ``rise`` nats from its lowest, with the claims that read that corpus.
+    Each claim gets one line of what was measured to cause it (:func:`rflens.claims.causes.causes`;
+    ``lean``, the levels' sensitivity of chapter 9, lets it name a level that decides one)."""
+    from rflens.claims.causes import causes
     from rflens.readings.index_box import _tokens_a_model, PAPER
     from rflens.setup.scales import get
 
@@ -88,8 +106,10 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
         return Prose(f"In the long run (`{run}`) every claim that rests on trained models was decided as the paper reports.")
     m, paper = get(run).model, get(PAPER).model
     out = [f"In the long run (`{run}`), {len(open_)} claims that rest on trained models fail or are not decided:", ""]
+    why = causes(open_, run, lean)
     out += [f"- Claim {c['id']} ({c['result']}): {tex(c['measured'])}." + (f" {to_decide(c)}" if c["result"] == "not decided"
-                                                                           else "") for c in open_]
+                                                                           else "")
+            + f" *Cause ({why[int(c['id'])][0]}):* {tex(why[int(c['id'])][1])}." for c in open_]
     out += ["", f"What sets this run apart from the paper's models is measured, not a choice of criterion: its models "
             f"have {m.n_layer} layers and d = {m.d_model} against the paper's {paper.n_layer} and {paper.d_model}, and each "
             f"sees {_tokens(_tokens_a_model(run))} training tokens against {_tokens(_tokens_a_model(PAPER))}."]
@@ -133,17 +153,23 @@ def to_decide(row: dict) -> str:
             f"that many clear the interval {where}.")
 
 
-def held(rows: list[dict], scale: str) -> Prose:
+def held(rows: list[dict], scale: str, runs: dict[str, list[dict]] | None = None) -> Prose:
     """A chapter summary's list of its claims, by number, that held, did not hold, were not
-    decided or not checked (each claim is stated once, with its verdict above)."""
-    heads = {"pass": "Held", "fail": "Did not hold",
-             "not decided": "Not decided (the interval straddles the criterion's threshold)",
-             "not run": "Not checked (the scale does not produce the data)"}
+    decided or not checked, at this build's ``scale`` and in each long run of ``runs``
+    ({run: its board}, read for the same claims); each claim is stated once, with its verdict
+    above."""
+    heads = {"pass": "held", "fail": "did not hold", "not decided": "not decided", "not run": "not checked"}
+    ids = [int(c["id"]) for c in rows]
+    boards = {scale: rows, **{run: [c for c in board if int(c["id"]) in ids]
+                              for run, board in (runs or {}).items() if run != scale}}
     out = []
-    for key in RESULTS:
-        ids = [str(c["id"]) for c in rows if c["result"] == key]
-        if ids:
-            out.append(f"- {heads[key]} at the `{scale}` scale: claim{'s' if len(ids) > 1 else ''} {_join(ids)}.")
+    for name, board in boards.items():
+        parts = []
+        for key in RESULTS:
+            got = [str(c["id"]) for c in board if c["result"] == key]
+            if got:
+                parts.append(f"{heads[key]}: claim{'s' if len(got) > 1 else ''} {_join(got)}")
+        out.append(f"- At the `{name}` scale, " + "; ".join(parts) + ".")
     return Prose("\n".join(out))
 
 

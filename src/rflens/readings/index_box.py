@@ -16,7 +16,7 @@ from rflens.claims.checks import RESULTS
 from rflens.data import ABOUT
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON as HORIZON
 from rflens.readings.notation import _join, _tokens, Prose, tex
-from rflens.setup.scales import get
+from rflens.setup.scales import BOOK_LONG, get
 
 PAPER = "full"  # the preset of the paper's own setting
 
@@ -39,33 +39,73 @@ def _model(preset: str, params: tuple[int, int]) -> str:
             f"({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {sc.train.l_tr} on {corpora}")
 
 
-def first_screen(scale: str, counts: dict | None, long_scale: str, long_counts: dict | None,
+def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[dict]],
                  params: dict[str, tuple[int, int]], sweep: pd.DataFrame) -> str:
-    """The three lines under the index page's title (MyST): the claims' counts at this build's
-    ``scale`` and at the long run ``long_scale`` beside what the paper reports; the model
-    (``params``: {preset: (all its parameters, those outside the token embedding)} for
-    ``scale`` and, where its model differs, ``long_scale``) with its corpora and tokens; and
-    what the key figure shows, read from ``sweep``: the rows of
-    :func:`rflens.store.bundle.table` of the long run's Δ sweep (each model's state at its last
-    size, and the size it first breaks at)."""
-    n = sum((counts or {}).values()) or 16
-    paper = get(PAPER)
-    found = (f"**Verdicts.** Of the paper's {n} claims, {_counts(counts)} at this build's scale (`{scale}`, "
-             f"{_tokens(_tokens_a_model(scale))} training tokens a model); {_counts(long_counts)} in the long run "
-             f"(`{long_scale}`, {_tokens(_tokens_a_model(long_scale))} tokens a model); the paper reports all of them, from "
-             f"models of {paper.model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} tokens each "
-             "([chapter 9](09_claims.ipynb)).")
-    if long_scale in params and long_scale != scale:  # the long run's model is not this build's
-        model = (f"**The models.** At this build's scale, {_model(scale, params[scale])}; in the long run, "
-                 f"{_model(long_scale, params[long_scale])}: small stand-ins for the paper's Pile subsets.")
-    else:
-        model = f"**The model.** {_model(scale, params[scale])}, small stand-ins for the paper's Pile subsets."
-    lines = [found, tex(model)]
+    """The lines under the index page's title (MyST): the paper's central claim as the long
+    run on new text decides it; which claims hold, fail or are not decided at this build's
+    ``scale`` (``board``, None when chapter 9 did not run) and in each shipped long run
+    (``boards``: {run: its board}), by number, the book's long run (:data:`BOOK_LONG`) with
+    each claim in a few words; the models (``params``: {preset: (all its parameters, those
+    outside the token embedding)}) with their corpora in words; what r(16 L_tr) and Δ mean;
+    and what the key figure shows, read from ``sweep``: the rows of
+    :func:`rflens.store.bundle.table` of the long run's Δ sweep."""
+    from rflens.claims.checks import BY_ID, THESIS_CLAIM
+
+    long = BOOK_LONG
+    lines = []
+    central = {int(c["id"]): c for c in boards.get(long, [])}.get(THESIS_CLAIM)
+    if central is not None:
+        verdict = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided",
+                   "not run": "is not checked yet"}[central["result"]]
+        lines.append(f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), that {BY_ID[THESIS_CLAIM].short} "
+                     f"(claim {THESIS_CLAIM}), {verdict} in the long run on new text (`{long}`): "
+                     f"{tex(str(central['measured']))}.")
+    n = len(board) if board else 16
+    said = [f"{_counts(_count(board))} at this build's scale (`{scale}`, {_tokens(_tokens_a_model(scale))} training "
+            f"tokens a model){_which(board)}"]
+    for run, rows in boards.items():
+        if run != scale:
+            said.append(f"{_counts(_count(rows))} in the long run (`{run}`, {_tokens(_tokens_a_model(run))} tokens a "
+                        f"model){_which(rows, named=run == long)}")
+    lines.append(f"**Verdicts** ([chapter 9](09_claims.ipynb)). Of the paper's {n} claims, which it reports all hold "
+                 f"for models of {get(PAPER).model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} tokens "
+                 "each: " + "; ".join(said) + ".")
+    shown = list(dict.fromkeys(p for p in (scale, long) if p in params))
+    lines.append(tex("**The models.** " + "; ".join(
+        f"{'at this build' if p == scale else 'in the long run'} (`{p}`): {_model(p, params[p])}" for p in shown)
+        + ": small stand-ins for the paper's Pile subsets."))
+    lines.append(tex(f"**Reading the numbers.** r({HORIZON} L_tr) is the perplexity at {HORIZON} times the training "
+                     f"length over the perplexity at the training length: 1 is a model that extrapolates, and a model "
+                     f"*breaks* when the lower end of its interval reaches {BREAKS:g}. Δ shifts the exponent of "
+                     "every ALiBi slope 1/2^h: Δ = 8 makes every slope 2^8 times flatter. The book names the paper's "
+                     "values; its smaller L_tr trains the same slope × L_tr with a smaller Δ (chapter 3)."))
     if not sweep.empty:
         lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
                      f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+def _count(board: list[dict] | None) -> dict | None:
+    from rflens.claims.scoreboard import summary
+
+    return None if board is None else summary(board)
+
+
+def _which(board: list[dict] | None, *, named: bool = False) -> str:
+    """': hold 1, 7; fail 2, 3; not decided 4', each claim in a few words where ``named``."""
+    from rflens.claims.checks import BY_ID
+
+    if not board:
+        return ""
+    words = {"pass": "hold", "fail": "fail", "not decided": "not decided", "not run": "not run"}
+    parts = []
+    for key in RESULTS:
+        got = [int(c["id"]) for c in board if c["result"] == key]
+        if got:
+            ids = [f"{i} ({BY_ID[i].short})" if named else str(i) for i in got]
+            parts.append(f"{words[key]} {', '.join(ids)}")
+    return ": " + "; ".join(parts)
 
 
 def sweep_states(sweep: pd.DataFrame) -> Prose:
@@ -87,7 +127,8 @@ def sweep_states(sweep: pd.DataFrame) -> Prose:
                      for r in rows]
             said.append(f"{names} break{'s' if one else ''} (from {_join([_tokens(t) for t in first])} training tokens)")
         elif kind == "rises":
-            said.append(f"{names} rise{'s' if one else ''} without breaking")
+            said.append(f"{names} rise{'s' if one else ''} without breaking (the lower end of "
+                        f"{'its' if one else 'each'} interval below {BREAKS:g}, whatever the estimate)")
         else:
             said.append(f"{names} extrapolate{'s' if one else ''}")
     return Prose(_join(said, "while"))
@@ -113,8 +154,8 @@ def this_build(scale: str, counts: dict | None, long: pd.DataFrame, planned: int
         parts = ", ".join(f"{counts.get(k, 0)} {k}" for k in RESULTS)
         line = f"Of the paper's {sum(counts.values())} claims, at this scale: {parts}"
         if trained is not None:
-            line += (f"; of the {sum(trained.values())} that rest on trained models (the others hold by "
-                     f"construction): " + ", ".join(f"{trained.get(k, 0)} {k}" for k in RESULTS))
+            line += (f"; of the {sum(trained.values())} that rest on trained models (the others on a closed "
+                     f"form, the same at every scale): " + ", ".join(f"{trained.get(k, 0)} {k}" for k in RESULTS))
         lines.append(line + " ([chapter 9](09_claims.ipynb)).")
     names = long.loc[long["complete"].astype(bool), "name"].nunique() if not long.empty else 0
     broke = long[long["r_horizon_lo"] >= BREAKS] if not long.empty else long  # each model at its own L_tr

@@ -14,7 +14,7 @@ import re
 
 import pandas as pd
 
-from rflens.measure.columns import lengths_of
+from rflens.measure.columns import lengths_of, token_count
 from rflens.measure.criterion import erf_text, EXTRAPOLATION_HORIZON as HORIZON
 
 
@@ -91,5 +91,4 @@ def _mult(L: int, l_tr: int) -> str:
     return f"{L // l_tr} $L_{{tr}}$" if L % l_tr == 0 else f"$L$ = {L}"
 
 
-def _tokens(n: float) -> str:
-    return f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n / 1e3:.0f}k"
+_tokens = token_count

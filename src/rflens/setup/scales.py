@@ -68,6 +68,17 @@ def mapped_windows(values, n_layer: int, l_tr: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def paper_value(setting: str, value, n_layer: int, l_tr: int):
+    """The paper's value of a Table 1 setting that a preset of ``n_layer`` layers at ``l_tr``
+    trains as ``value``: the map of :func:`mapped_exponents` or :func:`mapped_windows` undone
+    (None for a window no paper's w maps to)."""
+    if setting in ("slope_shift", "same_slope"):
+        return _int_if_whole(value + math.log2(paper.L_TR / l_tr))
+    if setting == "window":
+        return next((w for w in paper.WINDOW if mapped_windows((w,), n_layer, l_tr) == (value,)), None)
+    raise UserError(f"{setting!r} is not a Table 1 setting: choose one of {', '.join(FAMILIES)}")
+
+
 def _int_if_whole(v: float):
     return int(v) if float(v).is_integer() else float(v)
 
@@ -102,6 +113,9 @@ class Retrain:
     l_tr: int | None = None
     l_tr_mult: int | None = None
     batch_size: int | None = None
+    # trained only once the Table 1 model is shipped and fails, as the paper retrained its
+    # failures (an entry with a fixed l_tr or l_tr_mult is otherwise trained whatever it does)
+    if_fails: bool = False
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -148,13 +162,18 @@ class Sweeps:
     # further training seeds of the models whose verdicts decide claims (the long run's
     # rflens.longrun.plan.seeded): a verdict holds when every seed agrees
     seeds: tuple[int, ...] = ()
+    # which models get them, each with the reason ((name, why), ...); empty: the ends of each
+    # Table 1 sweep, Table 2's models, Sinusoidal at each L_tr and Rotary
+    seeded: tuple[tuple[str, str], ...] = ()
+    # the schemes trained beside Figure 7's Sinusoidal: NoPE (no positional signal) and Rotary
+    beside_figure7: tuple[str, ...] = ("nope", "rotary")
     # Figure 7's Sinusoidal at another L_tr keeps the tokens of a step (so both L_tr see the
     # same training tokens); False: the batch is kept instead (the first long run's choice)
     same_tokens: bool = True
 
     def __post_init__(self):
         for name in ("slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2",
-                     "table3_pos", "corpora", "seeds"):
+                     "table3_pos", "corpora", "seeds", "seeded", "beside_figure7"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
@@ -370,6 +389,7 @@ def _deep() -> Scale:
     long = _long()
     l_tr = DEEP_L_TR
     batch = long.train.batch_size * long.train.l_tr // l_tr  # 1024 tokens a step, as the long run
+    w160, d6 = mapped_windows((160,), DEEP_LAYERS, l_tr)[0], mapped_exponents((6,), l_tr)[0]  # Table 2's models
     return dataclasses.replace(
         long, name="deep",
         about="the paper's depth: 12 layers at the long run's width, tokens and corpora, L_tr = 64, so that the "
@@ -377,18 +397,35 @@ def _deep() -> Scale:
               "emergence --scale deep --list: the plan, why each model is there, and its cost)",
         model=long.model.replace(n_layer=DEEP_LAYERS),
         train=long.train.replace(l_tr=l_tr, batch_size=batch),
+        # The plan (python -m rflens emergence --scale deep --list) fits 30 one-core hours at the
+        # pilot's cost (about 68 one-core minutes a model at L_tr = 64, measuring included):
+        # every window (the thesis), the Δ sweep's ends and its Table 2 model, the shared slope's
+        # ends, Sinusoidal at two L_tr; further seeds only where a claim is decided.
         sweeps=Sweeps(
-            slope_shift=mapped_exponents(paper.SLOPE_SHIFT, l_tr),
-            same_slope=mapped_exponents(paper.SAME_SLOPE, l_tr),
+            # claim 4's ends (the paper's -3 and 8) and its Δ = 6, Table 2's
+            slope_shift=mapped_exponents((-3, 6, 8), l_tr),
+            # claim 5's ends (the paper's h = 0 and 8)
+            same_slope=mapped_exponents((0, 8), l_tr),
+            # the paper's w = 40 .. 320: claim 1 (w <= 100), the boundary (100 | 120), claim 2 (320)
             window=mapped_windows(paper.WINDOW, DEEP_LAYERS, l_tr),
             d_bar=long.sweeps.d_bar,
-            sinusoidal_l_tr=[l_tr, 2 * l_tr],
-            table2=[Retrain("slope_shift", mapped_exponents((6,), l_tr)[0], l_tr_mult=4, batch_size=batch // 4),
-                    Retrain("window", mapped_windows((160,), DEEP_LAYERS, l_tr)[0], l_tr_mult=2, batch_size=batch // 2),
-                    Retrain("slope_shift", mapped_exponents((6,), l_tr)[0]),
-                    Retrain("window", mapped_windows((160,), DEEP_LAYERS, l_tr)[0])],
-            corpora=(),
-            seeds=(1, 2)),
+            sinusoidal_l_tr=[l_tr, 2 * l_tr],  # claim 8, at two L_tr on the same tokens
+            # Table 2 as the paper's rule states it, for a Table 1 model that fails: retrained at
+            # an L_tr that covers its measured ERF, and at the paper's ratio beside it
+            table2=[Retrain("window", w160, if_fails=True),
+                    Retrain("window", w160, l_tr_mult=2, batch_size=batch // 2, if_fails=True),
+                    Retrain("slope_shift", d6, if_fails=True),
+                    Retrain("slope_shift", d6, l_tr_mult=4, batch_size=batch // 4, if_fails=True)],
+            table3_pos=(), corpora=("prose",),  # Table 3 does not depend on depth: the long run has it
+            beside_figure7=(),  # NoPE and Rotary: no claim turns on them at this depth
+            seeds=(1, 2),
+            seeded=((f"window_window={mapped_windows((paper.WINDOW_STABLE,), DEEP_LAYERS, l_tr)[0]}",
+                     "claim 1: the widest window the paper counts as stable"),
+                    (f"window_window={mapped_windows((max(paper.WINDOW),), DEEP_LAYERS, l_tr)[0]}",
+                     "claim 2: the widest window"),
+                    (f"alibi_slope_shift={mapped_exponents((8,), l_tr)[0]}", "claim 4: the flattest slopes"),
+                    ("sinusoidal", "claim 8 at L_tr"),
+                    (f"sinusoidal_batch_size={batch // 2}_l_tr={2 * l_tr}", "claim 8 at 2 L_tr"))),
     )
 
 

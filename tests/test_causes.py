@@ -1,0 +1,71 @@
+"""Why a claim does not hold, read from the measurements (rflens.claims.causes)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rflens.claims import causes
+
+
+def _row(cid: int, result: str, **more) -> dict:
+    return {"id": cid, "result": result, "measured": more.pop("measured", f"measured {cid}"), **more}
+
+
+def test_each_kind_of_cause_is_read_from_what_was_measured():
+    board = [_row(1, "pass"), _row(2, "not run", measured="not run: no window shipped yet"),
+             _row(4, "not decided", measured="the seeds disagree: ...", seeds={0: "fail", 1: "pass"}),
+             _row(10, "not decided", straddling=[{"estimate": 0.99, "low": 0.96, "high": 1.03, "threshold": 1.0,
+                                                  "above": False}]),
+             _row(12, "fail"), _row(5, "fail")]
+    found = causes.causes(board, "tiny")  # a scale whose models are not shipped: no curves to read
+    assert 1 not in found  # a claim that holds has no cause
+    assert found[2] == ("not run", "no window shipped yet")
+    assert found[4] == ("seeds", "the training seeds disagree (seed 0 fail, seed 1 pass)")
+    assert found[10][0] == "straddles" and "0.99 [0.96, 1.03] against 1" in found[10][1]
+    assert found[12][0] == "construction"  # a closed form: the same at every scale
+    assert found[5][0] == "scale" and "4 layers, d = 64 and 0.6M tokens" in found[5][1]
+    # a level this book chose decides it when the verdict flips inside the range shown
+    lean = {"tol": pd.DataFrame({"flips at": ["", "1.15"]}, index=pd.MultiIndex.from_tuples(
+        [("tiny", 1), ("tiny", 5)], names=["scale", "claim"]))}
+    assert causes.causes(board, "tiny", lean)[5] == ("level", "set by the flat level r <= 1.10 this book chose: "
+                                                              "the verdict changes at 1.15")
+
+
+def test_the_long_runs_failures_are_traced_to_the_window_map_the_premise_and_the_rise():
+    board = [_row(1, "fail"), _row(7, "fail"), _row(2, "fail"), _row(3, "fail")]
+    found = causes.causes(board, "long")
+    kind, line = found[1]
+    # w = 15 and 19 (the paper's 80 and 100) reach past L_tr = 32 through four layers
+    assert kind == "mapping" and "w = 15: ERF" in line and "L_tr = 32" in line and "at R = 4" in line
+    kind, line = found[7]
+    assert kind == "premise" and "window w=30 L_tr=64" in line and "against an ERF of" in line
+    kind, line = found[2]
+    assert kind == "rising" and line.startswith("still rising when training stops") and "window w=30" in line
+    assert found[3][0] == "scale"  # nothing else measured: what is left is size
+
+
+def test_the_compact_board_fits_a_claim_on_a_line_in_the_papers_values():
+    from rflens.claims import checks, scoreboard
+
+    boards = {"tiny": [_row(c.id, "pass") for c in checks.CLAIMS], "long": [_row(c.id, "fail") for c in checks.CLAIMS]}
+    df = scoreboard.compact(boards)
+    assert list(df.columns) == ["claim", "tiny", "long", "the paper"] and len(df) == 16
+    assert df.loc[1, "claim"] == "windows up to w = 100 extrapolate" and df.loc[4, "claim"].startswith("Δ = -3 plateaus")
+    assert all(len(text) <= 60 for text in df["claim"])  # a few words each
+    # TeX of the paper's sentences goes to MathJax's inline delimiters, which it typesets in tables
+    assert scoreboard.math_html("up to $w=100$ and $L_{ex}>L_{tr}$") == r"up to \(w=100\) and \(L_{ex}>L_{tr}\)"
+    assert "$" not in "".join(scoreboard.sentences()["the paper"])
+
+
+def test_the_key_figure_names_the_papers_delta():
+    from rflens.publish.reproduce import key_figure
+    from rflens.setup import scales
+
+    names = [f"alibi_slope_shift={v}" for v in scales.get("long").sweeps.slope_shift]
+    sweep = pd.DataFrame([{"name": n, "label": n, "tokens": t, "r_horizon": 1.0, "r_horizon_lo": 0.9, "r_horizon_hi": 1.1,
+                           "erf": 10, "erf_capped": False, "erf_length": 512, "l_tr": 32}
+                          for n in names for t in (1e6, 2e6)])
+    fig = key_figure(sweep, names, "long")
+    assert [t.name for t in fig.data if t.name and t.name.startswith("Δ")][:5] == [
+        "Δ = -3", "Δ = 0", "Δ = 3", "Δ = 6", "Δ = 8"]  # the paper's grid, not the book's -7 .. 4
+    assert "the paper's Δ" in fig.layout.title.text

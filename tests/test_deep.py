@@ -1,0 +1,53 @@
+"""The paper's depth: the deep preset maps the paper's windows and slopes by L_tr alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from rflens import paper
+from rflens.longrun import plan
+from rflens.setup import scales
+
+
+def test_the_deep_preset_maps_the_papers_grids_by_l_tr_alone():
+    deep = scales.get("deep")
+    assert deep.model.n_layer == paper.N_LAYER and deep.train.l_tr == 64
+    assert deep.train.batch_size * deep.train.l_tr == scales.get("long").train.batch_size * scales.get("long").train.l_tr
+    assert deep.train.steps == scales.get("long").train.steps  # the long run's sizes, for side-by-side curves
+    # w x 64 / 512 for every window of the paper, none dropped
+    assert deep.sweeps.window == tuple(round(w * 64 / paper.L_TR) for w in paper.WINDOW) == (5, 10, 12, 15, 20, 40)
+    assert [scales.paper_value("window", w, 12, 64) for w in deep.sweeps.window] == list(paper.WINDOW)
+    assert [scales.paper_value("slope_shift", d, 12, 64) for d in deep.sweeps.slope_shift] == [-3, 6, 8]
+
+
+@pytest.mark.parametrize("name", ["tiny", "long", "deep", "small", "full"])
+def test_paper_value_undoes_each_presets_map(name):
+    sc = scales.get(name)
+    back = [scales.paper_value("window", w, sc.model.n_layer, sc.train.l_tr) for w in sc.sweeps.window]
+    assert set(back) <= set(paper.WINDOW)
+    assert [scales.paper_value("same_slope", h, sc.model.n_layer, sc.train.l_tr) for h in sc.sweeps.same_slope] == [
+        h + (9 - sc.train.l_tr.bit_length() + 1) for h in sc.sweeps.same_slope]
+
+
+def test_the_deep_plan_seeds_only_the_models_that_decide_a_claim_and_says_why():
+    names = [m.name for m in plan.models("deep")]
+    assert "nope" not in names and "rotary" not in names  # no claim turns on them at this depth
+    seeded = {n.rsplit("_seed=", 1)[0] for n in names if "_seed=" in n}
+    assert seeded == {name for name, _ in scales.get("deep").sweeps.seeded}
+    assert all(f"{n}_seed={s}" in names for n in seeded for s in (1, 2))
+    why = plan.reasons("deep")
+    assert set(why) == set(names)
+    assert why["window_window=12_seed=1"].endswith("claim 1: the widest window the paper counts as stable")
+    assert why["window_window=15"] == "Table 1: windowed attention of size w"
+    # Table 2 waits for its Table 1 model to be shipped and to fail (none is, in this checkout)
+    assert not any("l_tr=" in n and n.startswith(("window_window=20_", "alibi_slope_shift=3_")) for n in names)
+
+
+def test_a_retrained_model_at_the_papers_ratio_can_wait_for_its_failure(monkeypatch):
+    monkeypatch.setattr(plan, "_failing", lambda spec, scale: 100 if spec.name == "window_window=20" else None)
+    table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
+    # the ERF of 100 is covered at 2 L_tr = 128, which is also the paper's ratio: one model, not two
+    assert [s.name for s in table2] == ["window_window=20_batch_size=8_l_tr=128"]
+    monkeypatch.setattr(plan, "_failing", lambda spec, scale: 200 if spec.name == "window_window=20" else None)
+    table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
+    assert [s.name for s in table2] == ["window_window=20_batch_size=4_l_tr=256", "window_window=20_batch_size=8_l_tr=128"]
