@@ -51,3 +51,25 @@ def test_a_retrained_model_at_the_papers_ratio_can_wait_for_its_failure(monkeypa
     monkeypatch.setattr(plan, "_failing", lambda spec, scale: 200 if spec.name == "window_window=20" else None)
     table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
     assert [s.name for s in table2] == ["window_window=20_batch_size=4_l_tr=256", "window_window=20_batch_size=8_l_tr=128"]
+
+
+def test_two_depths_are_read_side_by_side_from_their_bundles():
+    import pandas as pd
+
+    from rflens.readings import checking
+
+    dp = pd.DataFrame([
+        {"the paper's": "w = 160", "layers": 4, "L_tr": 32, "tokens": 33_554_432, "finished": True, "ERF": 93,
+         "ERF / w": 3.1, "r(16 L_tr)": 1.51, "low": 1.44, "high": 1.60, "state": "rises"},
+        {"the paper's": "w = 160", "layers": 12, "L_tr": 64, "tokens": 2_097_152, "finished": False, "ERF": 48,
+         "ERF / w": 2.4, "r(16 L_tr)": 1.0, "low": 1.0, "high": 1.0, "state": "extrapolates"}])
+    boards = {"long": [{"id": 1, "result": "fail"}, {"id": 2, "result": "fail"}, {"id": 13, "result": "pass"}],
+              "deep": [{"id": 1, "result": "pass"}, {"id": 2, "result": "not run"}, {"id": 13, "result": "pass"}]}
+    text = checking.two_depths(dp, boards)
+    assert "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers (1 of its 1 windows still training)" in text
+    assert "the paper's is 4.8 to 6.4 at 12 layers" in text
+    assert "w = 160: rises at 4 layers (1.51 [1.44, 1.60]" in text and "extrapolates at 12 layers" in text
+    assert "still training" in text
+    assert "The verdict changes with depth for claim 1 (fail at `long`, pass at `deep`)." in text
+    assert "The same verdict at both depths: claim 13." in text and "Not yet checked at 12 layers" in text
+    assert checking.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."

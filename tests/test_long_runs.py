@@ -56,7 +56,7 @@ def test_side_by_side_pairs_a_model_of_both_runs_by_name(control_beside):
     assert pd.isna(sbs.loc["rotary", ("long", "state")])  # only in the control
     text = rd.two_runs(sbs, 2, 62, "some hours")
     assert "holds 2 of its 62 models; the rest need some hours" in text
-    assert "Of the 2 models shipped in both, 1 end in the same state" in text
+    assert "Of the 2 thesis models (Table 1, Table 2, NoPE and Figure 7) shipped in both, 1 end in the same state" in text
     assert "(rises on repeated text, extrapolates on new) ends in another" in text
     assert "NoPE (from 8.4M tokens on new text, 8.4M on repeated) breaks in both runs." in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "model" not in ln]

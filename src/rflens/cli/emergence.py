@@ -58,8 +58,9 @@ def run(args) -> int:
     specs = plan.models(args.scale)
     if args.only:
         specs = [plan.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once
-    have = bundle.complete(args.scale)
-    todo = [spec for spec in specs if spec.name not in have]
+    have, started = bundle.complete(args.scale), set(bundle.entries(args.scale))
+    # the plan's order, a model already measured at some sizes first: a sitting finishes what one began
+    todo = sorted((spec for spec in specs if spec.name not in have), key=lambda spec: spec.name not in started)
     if getattr(args, "adopt", None) is not None:
         return _adopt(args)
     if args.list:

@@ -260,3 +260,51 @@ def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
                             "low": lo[1], "high": hi[1]})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- two depths
+
+DEEP = "deep"  # the paper's depth, beside the long run's four layers
+
+
+def by_paper_setting(scale: str) -> pd.DataFrame:
+    """The shipped Table 1 models of ``scale`` (rows of :func:`rflens.store.bundle.table`), each
+    named by the paper's setting it maps to (:func:`rflens.setup.scales.paper_value`): ``key``
+    "window=100", ``label`` "w = 100", so that two presets of other depths or L_tr line up."""
+    sc = scales.get(scale)
+    rows = []
+    for family in scales.FAMILIES.values():
+        for value in getattr(sc.sweeps, family.setting):
+            theirs = scales.paper_value(family.setting, value, sc.model.n_layer, sc.train.l_tr)
+            if theirs is not None:
+                rows.append((f"{family.pos}_{family.setting}={value}", f"{family.setting}={theirs}",
+                             f"{family.symbol} = {theirs}" + (" (one h)" if family.setting == "same_slope" else "")))
+    names = [n for n, _, _ in rows if n in bundle.complete(scale) or n in bundle.entries(scale)]
+    em = bundle.table(scale, names=names) if names else pd.DataFrame()
+    if em.empty:
+        return em
+    key, label = ({n: k for n, k, _ in rows}, {n: lab for n, _, lab in rows})
+    return em.assign(model=em["name"], name=em["name"].map(key), label=em["name"].map(label))
+
+
+def depths(shallow: str = SECOND, deep: str = DEEP) -> pd.DataFrame:
+    """The Table 1 models of both depths at their last measured size, by the paper's setting:
+    the window or exponent each trains, its ERF, ERF / w for a window (the paper's are 4.8 to
+    6.4 at R = 12), ERF / L_tr and the state of r(16 L_tr). One row a (setting, depth)."""
+    out = []
+    for scale in (shallow, deep):
+        em = by_paper_setting(scale)
+        if em.empty:
+            continue
+        sc = scales.get(scale)
+        for key, d in em.groupby("name", sort=False):
+            last = d.sort_values("tokens").iloc[-1]
+            setting, value = str(last["model"]).split("_", 1)[1].split("=")
+            out.append({"the paper's": last["label"], "layers": sc.model.n_layer, "L_tr": int(last["l_tr"]),
+                        "trained as": f"{scales.FAMILIES[setting].symbol} = {value}", "tokens": int(last["tokens"]),
+                        "finished": bool(last["complete"]), "ERF": int(last["erf"]),
+                        "ERF / w": round(last["erf"] / float(value), 2) if setting == "window" else None,
+                        "ERF / L_tr": round(last["erf"] / last["l_tr"], 2),
+                        "r(16 L_tr)": float(last["r_horizon"]), "low": float(last["r_horizon_lo"]),
+                        "high": float(last["r_horizon_hi"]), "state": state(last)})
+    return pd.DataFrame(out)

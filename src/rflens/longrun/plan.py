@@ -89,6 +89,22 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def listing(scale: str = "long"):
+    """The plan as a table (the book's view of ``emergence --list``): one row a model, in the
+    order it is trained, with its state (shipped, training: measured at some sizes, or to
+    train), the sizes measured so far and why the plan trains it (:func:`reasons`)."""
+    import pandas as pd
+
+    done, started, why = bundle.complete(scale), set(bundle.entries(scale)), reasons(scale)
+    rows = []
+    for spec in models(scale):
+        measured = len(bundle.load(spec.name, scale)["points"]) if spec.name in started else 0
+        state = "shipped" if spec.name in done else "training" if measured else "to train"
+        rows.append({"model": spec.name, "state": state, "sizes measured": f"{measured} of {len(sizes(scale))}",
+                     "why": why.get(spec.name, "")})
+    return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame(columns=["state", "sizes measured", "why"])
+
+
 def reasons(scale: str = "long") -> dict[str, str]:
     """{model: why the plan trains it}: the experiments it answers (:func:`by_experiment`'s
     groups), and for a further seed, what it decides (the preset's ``sweeps.seeded``)."""

@@ -60,12 +60,13 @@ def check_parameters(**params) -> None:
             raise UserError(f"chapter parameter {name}={value!r} is not allowed: give {allowed}")
 
 
-def setup(**params) -> None:
+def setup(*, tables_of: str | None = None, **params) -> None:
     """Check the chapter's parameters (:func:`check_parameters`), then set up figures that
     render in the static book and in a live Jupyter, tables wide enough for the results
     (a row per model, a column per evaluation length), and, in a chapter run by
     ``reproduce``, a CSV file and a download link for every table shown
-    (:func:`rflens.publish.csv_files.offer_tables`)."""
+    (:func:`rflens.publish.csv_files.offer_tables`), its provenance that of the preset
+    ``tables_of`` where the chapter's tables are read from a shipped run (else the scale's)."""
     import pandas as pd
 
     check_parameters(**params)
@@ -74,7 +75,7 @@ def setup(**params) -> None:
     from rflens.publish.csv_files import offer_tables
 
     setup_plotly()
-    offer_tables(params.get("scale"))  # under reproduce: each table also as CSV, linked below it
+    offer_tables(tables_of or params.get("scale"))  # under reproduce: each table also as CSV, linked below it
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.width", 160)
     pd.set_option("display.max_colwidth", None)  # a table's text is shown whole, never cut with "..."

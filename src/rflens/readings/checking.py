@@ -405,3 +405,51 @@ def pilot_reconciled(table: pd.DataFrame) -> Prose:
     if same:
         text += " One knob at a time: " + "; ".join(same) + "."
     return Prose(text)
+
+
+def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep") -> Prose:
+    """Chapter 10: the long run at four layers against the paper's depth (``dp``: rows of
+    :func:`rflens.longrun.compare.depths`; ``boards``: {run: its board}): ERF / w of the
+    windows at each depth beside the paper's, each paper's setting trained at both depths
+    with its state, and the claims whose verdict changes with depth, stays, or waits for the
+    deep run's models."""
+    from rflens import paper
+
+    theirs = [e / w for w, e in paper.WINDOW_ERF.items()]
+    said = []
+    if not dp.empty:
+        ratios = []
+        for layers, d in dp.groupby("layers", sort=False):
+            w = d["ERF / w"].dropna()
+            if len(w):
+                unfinished = int((~d.loc[w.index, "finished"]).sum())
+                ratios.append(f"{w.min():.1f} to {w.max():.1f} at {layers} layers"
+                              + (f" ({unfinished} of its {len(w)} windows still training)" if unfinished else ""))
+        if ratios:
+            said.append(f"A window's receptive field over its width, ERF / w, at the last measured size: "
+                        f"{_join(ratios)}; the paper's is {min(theirs):.1f} to {max(theirs):.1f} at "
+                        f"{paper.N_LAYER} layers.")
+        both = [key for key, d in dp.groupby("the paper's", sort=False) if d["layers"].nunique() == 2]
+        rows = []
+        for key in both:
+            d = dp[dp["the paper's"] == key]
+            parts = [f"{r['state']} at {r['layers']} layers ({r['r(16 L_tr)']:.2f} [{r['low']:.2f}, {r['high']:.2f}], "
+                     f"ERF {r['ERF']} against L_tr = {r['L_tr']}, {_tokens(r['tokens'])} tokens"
+                     + ("" if r["finished"] else ", still training") + ")" for _, r in d.iterrows()]
+            rows.append(f"{tex(key)}: {_join(parts)}")
+        if rows:
+            said.append("Trained at both depths: " + "; ".join(rows) + ".")
+    a, b = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (shallow, deep))
+    decided = ("pass", "fail")
+    moved = [f"claim {i} ({a[i]} at `{shallow}`, {b[i]} at `{deep}`)" for i in a if a[i] in decided and b.get(i) in decided
+             and a[i] != b[i]]
+    same = [str(i) for i in a if a[i] in decided and b.get(i) == a[i]]
+    waiting = [str(i) for i in a if b.get(i) == "not run"]
+    if moved:
+        said.append(f"The verdict changes with depth for {_join(moved)}.")
+    if same:
+        said.append(f"The same verdict at both depths: claim{'s' * (len(same) > 1)} {_join(same)}.")
+    if waiting:
+        said.append(f"Not yet checked at {paper.N_LAYER} layers (their models are still to be trained): "
+                    f"claim{'s' * (len(waiting) > 1)} {_join(waiting)}.")
+    return Prose(" ".join(said) if said else f"The `{deep}` run has no model shipped yet.")
