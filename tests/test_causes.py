@@ -66,6 +66,17 @@ def test_the_key_figure_names_the_papers_delta():
                            "erf": 10, "erf_capped": False, "erf_length": 512, "l_tr": 32}
                           for n in names for t in (1e6, 2e6)])
     fig = key_figure(sweep, names, "long")
-    assert [t.name for t in fig.data if t.name and t.name.startswith("Δ")][:5] == [
-        "Δ = -3", "Δ = 0", "Δ = 3", "Δ = 6", "Δ = 8"]  # the paper's grid, not the book's -7 .. 4
+    assert [t.name for t in fig.data if t.name and t.name.startswith("ALiBi")][:5] == [
+        "ALiBi Δ = -3", "ALiBi Δ = 0", "ALiBi Δ = 3", "ALiBi Δ = 6", "ALiBi Δ = 8"]  # the paper's grid, not the book's -7 .. 4
     assert "the paper's Δ" in fig.layout.title.text
+
+
+def test_a_measurement_alike_at_every_seed_is_said_once():
+    from rflens.claims import checks
+
+    row = {"passed": None, "result": "not decided", "comparisons": 2, "legacy": None, "straddling": []}
+    rows = {0: {**row, "measured": "prose: Sinusoidal 40.47; code: Sinusoidal 15.94"},
+            1: {**row, "measured": "prose: Sinusoidal 41.38; code: Sinusoidal 15.94"}}
+    measured = checks.agree(rows)["measured"]
+    assert measured.count("15.94") == 1 and "seed 0 not decided: prose: Sinusoidal 40.47" in measured
+    assert measured.startswith("every seed agrees: the same at every seed: code: Sinusoidal 15.94; seed 0")

@@ -68,7 +68,8 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
     text = checking.two_depths(dp, boards)
     assert "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers (1 of its 1 windows still training)" in text
     assert "the paper's is 4.8 to 6.4 at 12 layers" in text
-    assert "w = 160: rises at 4 layers (1.51 [1.44, 1.60]" in text and "extrapolates at 12 layers" in text
+    assert "w = 160: rises at 4 layers (1.51 [1.44, 1.60], ERF 93 against $L_{tr}$ = 32" in text
+    assert "extrapolates at 12 layers" in text
     assert "still training" in text
     assert "The verdict changes with depth for claim 1 (fail at `long`, pass at `deep`)." in text
     assert "The same verdict at both depths: claim 13." in text and "Not yet checked at 12 layers" in text

@@ -754,6 +754,16 @@ def sensitivity(scale: str, level: str, corpus: str = "prose", values=None) -> p
     return pd.DataFrame(rows).set_index("claim")
 
 
+def _by_seed(readings: dict[int, tuple[str, str]]) -> str:
+    """Each seed's result and measurement, the parts every seed measured alike said once,
+    first ("the same at every seed: code: ...; seed 0 fail: prose: ...; seed 1 pass: prose: ...")."""
+    parts = {seed: text.split("; ") for seed, (_, text) in readings.items()}
+    common = [p for p in next(iter(parts.values())) if all(p in ps for ps in parts.values())]
+    each = "; ".join(f"seed {seed} {result}: " + ("; ".join(p for p in parts[seed] if p not in common) or "as above")
+                     for seed, (result, _) in readings.items())
+    return f"the same at every seed: {'; '.join(common)}; {each}" if common else each
+
+
 def agree(rows: dict[int, dict]) -> dict:
     """One claim's row from its rows at each training seed ({seed: row}, the first seed 0). A
     claim whose reading is the same at every seed (it reads no model trained from several) is
@@ -765,7 +775,7 @@ def agree(rows: dict[int, dict]) -> dict:
     results = {seed: r["result"] for seed, r in rows.items()}
     if len({r["measured"] for r in rows.values()}) == 1 or set(results.values()) == {"not run"}:
         return first
-    each = "; ".join(f"seed {seed} {r['result']}: {r['measured'].removeprefix('not run: ')}" for seed, r in rows.items())
+    each = _by_seed({seed: (r["result"], r["measured"].removeprefix("not run: ")) for seed, r in rows.items()})
     waiting = [str(seed) for seed, result in results.items() if result == "not run"]
     if len(set(results.values()) - {"not run"}) > 1:
         passed, measured = UNDECIDED, f"the seeds disagree: {each}"

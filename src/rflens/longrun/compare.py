@@ -267,10 +267,9 @@ def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
 DEEP = "deep"  # the paper's depth, beside the long run's four layers
 
 
-def by_paper_setting(scale: str) -> pd.DataFrame:
-    """The shipped Table 1 models of ``scale`` (rows of :func:`rflens.store.bundle.table`), each
-    named by the paper's setting it maps to (:func:`rflens.setup.scales.paper_value`): ``key``
-    "window=100", ``label`` "w = 100", so that two presets of other depths or L_tr line up."""
+def _paper_names(scale: str) -> list[tuple[str, str, str]]:
+    """(model, "window=100", "w = 100") for every Table 1 model of the preset that maps to a
+    setting of the paper's (:func:`rflens.setup.scales.paper_value`)."""
     sc = scales.get(scale)
     rows = []
     for family in scales.FAMILIES.values():
@@ -279,6 +278,21 @@ def by_paper_setting(scale: str) -> pd.DataFrame:
             if theirs is not None:
                 rows.append((f"{family.pos}_{family.setting}={value}", f"{family.setting}={theirs}",
                              f"{family.symbol} = {theirs}" + (" (one h)" if family.setting == "same_slope" else "")))
+    return rows
+
+
+def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
+    """Rows of :func:`rflens.store.bundle.table` with each Table 1 model labelled by the paper's
+    setting ("ALiBi Δ = 8" for the long run's Δ = 4); other models keep their labels."""
+    label = {n: f"{'window' if lab.startswith('w') else 'ALiBi'} {lab}" for n, _, lab in _paper_names(scale)}
+    return em.assign(label=[label.get(n, old) for n, old in zip(em["name"], em["label"])]) if not em.empty else em
+
+
+def by_paper_setting(scale: str) -> pd.DataFrame:
+    """The shipped Table 1 models of ``scale`` (rows of :func:`rflens.store.bundle.table`), each
+    named by the paper's setting it maps to (:func:`rflens.setup.scales.paper_value`): ``key``
+    "window=100", ``label`` "w = 100", so that two presets of other depths or L_tr line up."""
+    rows = _paper_names(scale)
     names = [n for n, _, _ in rows if n in bundle.complete(scale) or n in bundle.entries(scale)]
     em = bundle.table(scale, names=names) if names else pd.DataFrame()
     if em.empty:
@@ -307,4 +321,9 @@ def depths(shallow: str = SECOND, deep: str = DEEP) -> pd.DataFrame:
                         "ERF / L_tr": round(last["erf"] / last["l_tr"], 2),
                         "r(16 L_tr)": float(last["r_horizon"]), "low": float(last["r_horizon_lo"]),
                         "high": float(last["r_horizon_hi"]), "state": state(last)})
-    return pd.DataFrame(out)
+    df = pd.DataFrame(out)
+    if df.empty:
+        return df
+    order = {key: i for i, key in enumerate(dict.fromkeys(df["the paper's"]))}  # each setting's depths together
+    return df.sort_values(["the paper's", "layers"], key=lambda col: col.map(order) if col.name == "the paper's"
+                          else col, kind="stable").reset_index(drop=True)

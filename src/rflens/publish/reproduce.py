@@ -356,7 +356,9 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     table = bundle.table(long)
     family, names = plan.sweep(long)
     sweep = table[table["name"].isin(names)] if not table.empty else table
-    first = first_screen(scale, board, boards, params, sweep)
+    from rflens.longrun.compare import paper_labels
+
+    first = first_screen(scale, board, boards, params, paper_labels(sweep, long))
     figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(key_figure(sweep, names, long))}\n```\n\n"
     box = this_build(scale, counts, table, len(plan.models(long)), trained, second,
                      {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)
@@ -367,19 +369,15 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
 
 def key_figure(sweep, names: list[str], run: str):
     """The index page's key figure: the long run's Δ sweep as it grows, each curve named by
-    the paper's Δ (:func:`rflens.setup.scales.paper_value`)."""
+    the paper's Δ (:func:`rflens.longrun.compare.paper_labels`)."""
     from rflens.figures import results as fr
+    from rflens.longrun.compare import paper_labels
     from rflens.measure.criterion import EXTRAPOLATION_HORIZON
-    from rflens.setup.scales import FAMILIES, paper_value
+    from rflens.setup.scales import FAMILIES
 
-    sc = scales.get(run)
-    sweep = sweep.copy()
-    value = {f"alibi_slope_shift={v}": v for v in sc.sweeps.slope_shift}
-    sweep["label"] = [f"Δ = {paper_value('slope_shift', value[n], sc.model.n_layer, sc.train.l_tr)}" if n in value
-                      else label for n, label in zip(sweep["name"], sweep["label"])]
     title = (f"{FAMILIES['slope_shift'].title}, the paper's Δ (chapter 10): r({EXTRAPOLATION_HORIZON} L_tr) as "
              "training grows")
-    return fr.emergence_figure(sweep, names, title=title)
+    return fr.emergence_figure(paper_labels(sweep, run), names, title=title)
 
 
 def book_config() -> dict:

@@ -436,7 +436,7 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
             parts = [f"{r['state']} at {r['layers']} layers ({r['r(16 L_tr)']:.2f} [{r['low']:.2f}, {r['high']:.2f}], "
                      f"ERF {r['ERF']} against L_tr = {r['L_tr']}, {_tokens(r['tokens'])} tokens"
                      + ("" if r["finished"] else ", still training") + ")" for _, r in d.iterrows()]
-            rows.append(f"{tex(key)}: {_join(parts)}")
+            rows.append(f"{key}: {_join(parts)}")
         if rows:
             said.append("Trained at both depths: " + "; ".join(rows) + ".")
     a, b = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (shallow, deep))
@@ -452,4 +452,4 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     if waiting:
         said.append(f"Not yet checked at {paper.N_LAYER} layers (their models are still to be trained): "
                     f"claim{'s' * (len(waiting) > 1)} {_join(waiting)}.")
-    return Prose(" ".join(said) if said else f"The `{deep}` run has no model shipped yet.")
+    return Prose(tex(" ".join(said)) if said else f"The `{deep}` run has no model shipped yet.")

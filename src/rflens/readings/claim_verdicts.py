@@ -78,6 +78,10 @@ def at_each_scale(rows: list[dict], scale: str, runs: dict[str, list[dict]]) -> 
                     "not on training: the same verdict at every scale.")
     why = []
     for run, board in runs.items():
+        if all(c["result"] == "not run" for c in board if BY_ID[int(c["id"])].evidence == TRAINED):
+            said.append(f"`{run}` reads none of these claims yet: its models are still training "
+                        "([chapter 10](10_long_runs.ipynb)).")
+            continue
         for cid, (kind, line) in causes(board, run).items():
             why.append(f"Claim {cid} in `{run}` ({'not checked' if kind == 'not run' else kind}): {tex(line)}.")
     text = "\n".join(lines)

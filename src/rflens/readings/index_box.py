@@ -10,6 +10,8 @@ its first model needed to break.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from rflens.claims.checks import RESULTS
@@ -49,7 +51,7 @@ def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[di
     outside the token embedding)}) with their corpora in words; what r(16 L_tr) and Δ mean;
     and what the key figure shows, read from ``sweep``: the rows of
     :func:`rflens.store.bundle.table` of the long run's Δ sweep."""
-    from rflens.claims.checks import BY_ID, THESIS_CLAIM
+    from rflens.claims.checks import BY_ID, THESIS_CLAIM, TRAINED
 
     long = BOOK_LONG
     lines = []
@@ -57,22 +59,29 @@ def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[di
     if central is not None:
         verdict = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided",
                    "not run": "is not checked yet"}[central["result"]]
-        lines.append(f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), that {BY_ID[THESIS_CLAIM].short} "
-                     f"(claim {THESIS_CLAIM}), {verdict} in the long run on new text (`{long}`): "
-                     f"{tex(str(central['measured']))}.")
+        lines.append(tex(f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), that "
+                         f"{BY_ID[THESIS_CLAIM].short} (claim {THESIS_CLAIM}), {verdict} in the long run on new text "
+                         f"(`{long}`): {_agreement(str(central['measured']))}."))
     n = len(board) if board else 16
     said = [f"{_counts(_count(board))} at this build's scale (`{scale}`, {_tokens(_tokens_a_model(scale))} training "
             f"tokens a model){_which(board)}"]
+    waiting = []
     for run, rows in boards.items():
-        if run != scale:
-            said.append(f"{_counts(_count(rows))} in the long run (`{run}`, {_tokens(_tokens_a_model(run))} tokens a "
-                        f"model){_which(rows, named=run == long)}")
+        if run == scale:
+            continue
+        if all(c["result"] == "not run" for c in rows if BY_ID[int(c["id"])].evidence == TRAINED):
+            waiting.append(f"`{run}`")  # nothing trained is read yet: its models are still training
+            continue
+        said.append(f"{_counts(_count(rows))} in the long run (`{run}`, {_tokens(_tokens_a_model(run))} tokens a "
+                    f"model){_which(rows, named=run == long)}")
     lines.append(f"**Verdicts** ([chapter 9](09_claims.ipynb)). Of the paper's {n} claims, which it reports all hold "
                  f"for models of {get(PAPER).model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} tokens "
-                 "each: " + "; ".join(said) + ".")
+                 "each:\n" + "\n".join(f"  - {tex(part)};" for part in said)[:-1] + "."
+                 + (f"\n  - the claims of {_join(waiting)} wait for models still training "
+                    "([chapter 10](10_long_runs.ipynb))." if waiting else ""))
     shown = list(dict.fromkeys(p for p in (scale, long) if p in params))
     lines.append(tex("**The models.** " + "; ".join(
-        f"{'at this build' if p == scale else 'in the long run'} (`{p}`): {_model(p, params[p])}" for p in shown)
+        f"{'At this build' if p == scale else 'in the long run'} (`{p}`): {_model(p, params[p])}" for p in shown)
         + ": small stand-ins for the paper's Pile subsets."))
     lines.append(tex(f"**Reading the numbers.** r({HORIZON} L_tr) is the perplexity at {HORIZON} times the training "
                      f"length over the perplexity at the training length: 1 is a model that extrapolates, and a model "
@@ -84,6 +93,23 @@ def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[di
                      f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+def _agreement(measured: str) -> str:
+    """Claim 6's measurement in a clause: how many Table 1 models the ERF predicts at each seed
+    against the share the criterion asks (the measured text itself if it says otherwise)."""
+    from rflens.claims.checks import ERF_AGREEMENT
+
+    found = re.findall(r"(\d+)/(\d+) models = (\d+)%", measured)
+    if not found:
+        return measured
+    shares = sorted({int(p) for _, _, p in found})
+    counts = sorted({int(k) for k, _, _ in found})
+    seeds = f" over {len(found)} seeds" if len(found) > 1 else ""
+    share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}% to {shares[-1]}%"
+    count = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return (f"the ERF's side of L_tr agrees with whether a model extrapolates for {count} of its {found[0][1]} "
+            f"Table 1 models ({share}{seeds}), where the criterion asks {ERF_AGREEMENT:.0%}")
 
 
 def _count(board: list[dict] | None) -> dict | None:
