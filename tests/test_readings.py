@@ -61,8 +61,9 @@ def test_board_counts_each_result_by_number():
             {"id": 4, "result": "not decided"}]
     assert rd.board(rows, "tiny") == ("At the `tiny` scale, of 4 claims: 2 pass (claims 13 and 3); 1 fail (claim 2); "
                                       "1 not decided (claim 4); "
-                                      "0 were not run. Claim 13 holds by construction; of the 3 that rest on trained "
-                                      "models, 1 pass, 1 fail, 1 are not decided and 0 were not run.")
+                                      "0 were not run. Claim 13 rests on a closed form, the same verdict at every "
+                                      "scale; of the 3 that rest on trained models, 1 pass, 1 fail, 1 are not decided "
+                                      "and 0 were not run.")
 
 
 def test_claim_statements_name_what_their_criterion_tests():
@@ -311,8 +312,8 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     here = _board({1: "pass", 2: "fail", 6: "not decided", 7: "not run"})
     long = _board({1: "fail", 2: "fail", 6: "fail", 7: "pass"})
     screen = rd.first_screen("tiny", here, {"long": long, "long-repeated": _board({1: "pass", 2: "pass", 6: "pass",
-                                                                                  7: "pass"})},
-                             {"tiny": (462_208, 200_064)}, sweep)
+                                                                                  7: "pass"})}, sweep)
+    notes = rd.reading_notes("tiny", {"tiny": (462_208, 200_064)})
     assert screen.startswith(":::{admonition} What this book finds")
     # the thesis as the long run on new text decides it, with what was measured
     assert "that an ERF within L_tr predicts extrapolation (claim 6), does not hold in the long run on new text " \
@@ -330,17 +331,18 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     assert "fail 1 (windows up to w = 100 extrapolate), 2 (windows from w = 120 break)" in screen
     assert "in the long run (`long-repeated`, 33.6M tokens a model): hold 1, 2, 6, 7" in screen
     assert "12 layers trained on 819.2M tokens each" in screen  # the full preset's tokens, the paper's setting
-    assert "0.46M parameters (0.20M outside the token embedding)" in screen
+    assert "0.46M parameters (0.20M outside the token embedding)" in notes
     assert "ALiBi Δ=4 breaks (from 2.1M training tokens), ALiBi Δ=2 rises without breaking (the lower end of its " \
            "interval below 2, whatever the estimate) while ALiBi Δ=-4 extrapolates" in screen
-    assert "Δ = 8 makes every slope 2^8 times flatter" in screen and "r(16 $L_{tr}$) is the perplexity" in screen
-    assert "key figure" not in rd.first_screen("tiny", None, {}, {"tiny": (1, 1)}, sweep.iloc[0:0])
-    both = rd.first_screen("smoke", None, {}, {"smoke": (60_000, 30_000), "long": (462_208, 200_064)}, sweep)
+    assert "Δ = 8 makes every slope 2^8 times flatter" in notes and "r(16 $L_{tr}$) is the perplexity" in notes
+    assert "key figure" not in rd.first_screen("tiny", None, {}, sweep.iloc[0:0])
+    both = rd.reading_notes("smoke", {"smoke": (60_000, 30_000), "long": (462_208, 200_064)})
     assert "**The models.** At this build (`smoke`): R = 2 layers" in both and "0.06M parameters" in both
     assert "in the long run (`long`): R = 4 layers, H = 4 heads, d = 64: 0.46M parameters" in both
     # the long run's corpora, in words
     assert "trained at $L_{tr}$ = 32 on prose (the State of the Union addresses, non-spam mails" in both
-    assert "not computed in this build at this build's scale" in both and "thesis" not in both
+    empty = rd.first_screen("smoke", None, {}, sweep)
+    assert "not computed in this build at this build's scale" in empty and "thesis" not in empty
 
 
 def test_a_chapter_opens_with_its_claims_at_each_scale():
@@ -521,6 +523,6 @@ def test_the_long_run_reading_is_one_paragraph_of_the_pattern_and_its_exceptions
 def test_the_first_screen_leaves_a_run_whose_models_are_still_training_to_one_clause():
     board = [{"id": i, "result": "not run", "statement": "", "measured": "not run"} for i in range(1, 17)]
     board[11] = {**board[11], "result": "fail"}  # claim 12 rests on a closed form: decided without a model
-    screen = rd.first_screen("tiny", None, {"deep": board}, {"tiny": (1, 1)}, pd.DataFrame())
+    screen = rd.first_screen("tiny", None, {"deep": board}, pd.DataFrame())
     assert "in the long run (`deep`" not in screen
     assert "the claims of `deep` wait for models still training" in screen

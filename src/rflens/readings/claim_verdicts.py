@@ -190,8 +190,9 @@ def board(rows: list[dict], scale: str) -> Prose:
     if built:
         trained = [c for c in rows if BY_ID[int(c["id"])].evidence == TRAINED]
         n = {k: sum(c["result"] == k for c in trained) for k in RESULTS}
-        text += (f" Claim{'s' if len(built) > 1 else ''} {_join(built)} hold{'' if len(built) > 1 else 's'} by "
-                 f"construction; of the {len(trained)} that rest on trained models, {n['pass']} pass, {n['fail']} fail, "
+        text += (f" Claim{'s' if len(built) > 1 else ''} {_join(built)} rest{'' if len(built) > 1 else 's'} on a "
+                 f"closed form, the same verdict at every scale; of the {len(trained)} that rest on trained models, "
+                 f"{n['pass']} pass, {n['fail']} fail, "
                  f"{n['not decided']} are not decided and {n['not run']} were not run.")
     return Prose(text)
 

@@ -41,16 +41,14 @@ def _model(preset: str, params: tuple[int, int]) -> str:
             f"({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {sc.train.l_tr} on {corpora}")
 
 
-def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[dict]],
-                 params: dict[str, tuple[int, int]], sweep: pd.DataFrame) -> str:
+def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[dict]], sweep: pd.DataFrame) -> str:
     """The lines under the index page's title (MyST): the paper's central claim as the long
     run on new text decides it; which claims hold, fail or are not decided at this build's
     ``scale`` (``board``, None when chapter 9 did not run) and in each shipped long run
     (``boards``: {run: its board}), by number, the book's long run (:data:`BOOK_LONG`) with
-    each claim in a few words; the models (``params``: {preset: (all its parameters, those
-    outside the token embedding)}) with their corpora in words; what r(16 L_tr) and Δ mean;
-    and what the key figure shows, read from ``sweep``: the rows of
-    :func:`rflens.store.bundle.table` of the long run's Δ sweep."""
+    each claim in a few words; and what the key figure shows, read from ``sweep``: the rows of
+    :func:`rflens.store.bundle.table` of the long run's Δ sweep (:func:`reading_notes` follows
+    the figure)."""
     from rflens.claims.checks import BY_ID, THESIS_CLAIM, TRAINED
 
     long = BOOK_LONG
@@ -79,20 +77,30 @@ def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[di
                  "each:\n" + "\n".join(f"  - {tex(part)};" for part in said)[:-1] + "."
                  + (f"\n  - the claims of {_join(waiting)} wait for models still training "
                     "([chapter 10](10_long_runs.ipynb))." if waiting else ""))
-    shown = list(dict.fromkeys(p for p in (scale, long) if p in params))
-    lines.append(tex("**The models.** " + "; ".join(
-        f"{'At this build' if p == scale else 'in the long run'} (`{p}`): {_model(p, params[p])}" for p in shown)
-        + ": small stand-ins for the paper's Pile subsets."))
-    lines.append(tex(f"**Reading the numbers.** r({HORIZON} L_tr) is the perplexity at {HORIZON} times the training "
-                     f"length over the perplexity at the training length: 1 is a model that extrapolates, and a model "
-                     f"*breaks* when the lower end of its interval reaches {BREAKS:g}. Δ shifts the exponent of "
-                     "every ALiBi slope 1/2^h: Δ = 8 makes every slope 2^8 times flatter. The book names the paper's "
-                     "values; its smaller L_tr trains the same slope × L_tr with a smaller Δ (chapter 3)."))
     if not sweep.empty:
         lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
                      f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+def reading_notes(scale: str, params: dict[str, tuple[int, int]]) -> str:
+    """The lines under the key figure (MyST): what r(16 L_tr) and Δ mean, and the models
+    (``params``: {preset: (all its parameters, those outside the token embedding)}) with
+    their corpora in words."""
+    long = BOOK_LONG
+    lines = []
+    shown = list(dict.fromkeys(p for p in (scale, long) if p in params))
+    lines.append(tex(f"**Reading the numbers.** r({HORIZON} L_tr) is the perplexity at {HORIZON} times the training "
+                     f"length over the perplexity at the training length: 1 is a model that extrapolates, and a model "
+                     f"*breaks* when the lower end of its interval reaches {BREAKS:g}. Δ shifts the exponent of "
+                     "every ALiBi slope 1/2^h: Δ = 8 makes every slope 2^8 times flatter. The book names the paper's "
+                     "values; its smaller L_tr trains the same slope × L_tr with a smaller Δ (chapter 3)."))
+    lines.append(tex("**The models.** " + "; ".join(
+        f"{'At this build' if p == scale else 'in the long run'} (`{p}`): {_model(p, params[p])}" for p in shown)
+        + ": small stand-ins for the paper's Pile subsets."))
+    body = "\n".join(f"- {line}" for line in lines)
+    return f":::{{admonition}} Reading the numbers\n:class: note\n{body}\n:::\n"
 
 
 def _agreement(measured: str) -> str:
