@@ -4,6 +4,7 @@ renderer, and the ipywidgets explorers for a live kernel."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import plotly.io as pio
@@ -110,3 +111,46 @@ def test_the_static_threshold_slider_moves_each_models_erf_marker():
     assert list(traces) == [2, 3] and data["x"] == [[2], [4]] and data["y"] == [[0.79], [0.79]]
     assert steps[2].args[0]["x"] == [[4], [4]] and steps[0].args[0]["x"] == [[1], [2]]
     assert "threshold 0.79" in layout["title.text"] and fig.data[2].x == (4,)
+
+
+# ----------------------------------------------------------------------------------------
+# chapter 10 and 11's figures as a reader meets them: names in words, no two things alike
+
+
+def _early_warning_rows():
+    import pandas as pd
+
+    rows = []
+    for run in ("long", "long-repeated"):
+        for model, erf, capped, r, broke in (("ALiBi Δ=-7", 0.5, False, 1.0, False), ("Rotary", 15.8, True, 5.5, True),
+                                             ("Sandwich", 14.5, True, 1.01, False), ("window w=30", 1.5, False, 1.5, False)):
+            rows.append({"run": run, "name": model, "model": model, "first tokens": 2**19, "ERF / L_tr first": erf,
+                         "capped first": capped, "r(16 L_tr) last": r, "breaks": broke})
+    return pd.DataFrame(rows)
+
+
+def test_the_early_warning_figure_names_the_runs_in_words_and_gives_each_its_own_panel():
+    fig = fr.early_warning_figure(_early_warning_rows())
+    names = [t.name for t in fig.data]
+    assert names == ["second long run (new text): broke", "second long run (new text): did not break",
+                     "first long run (repeated text): broke", "first long run (repeated text): did not break"]
+    assert not any(re.search(r"\blong(-repeated)?\b:", n) for n in names)  # no code name of a run
+    # one panel a run, titled in words: no run's markers can hide under the other's
+    assert [t.xaxis for t in fig.data] == ["x", "x", "x2", "x2"]
+    assert [a.text for a in fig.layout.annotations] == ["second long run (new text)", "first long run (repeated text)"]
+    colours = [t.marker.color for t in fig.data]
+    assert len(set(colours)) == len(colours)
+    base = {t.xaxis: {s for s in t.marker.symbol if not s.endswith("-open")} for t in fig.data}
+    assert base["x"].isdisjoint(base["x2"])  # one marker a run
+
+
+def test_the_early_warning_figure_draws_a_capped_erf_open_at_the_segments_length():
+    fig = fr.early_warning_figure(_early_warning_rows())
+    broke, flat = fig.data[0], fig.data[1]  # the second run: Rotary (capped) broke; three did not
+    assert list(broke.x) == [16.0] and broke.marker.symbol[0].endswith("-open")  # at the cap, not at 15.8
+    assert list(flat.x) == [0.5, 16.0, 1.5] and [s.endswith("-open") for s in flat.marker.symbol] == [False, True, False]
+    assert "≥ 16 L_tr" in flat.customdata[1] and "%{customdata}" in flat.hovertemplate
+    assert "open marker" in fig.layout.title.text and "16 L_tr segment" in fig.layout.title.text
+    labels = [s.label.text for s in fig.layout.shapes]
+    assert labels.count("segment: 16 L_tr") == 2 and labels.count("ERF = L_tr") == 2
+

@@ -21,6 +21,7 @@ erases the whole title for a bare ``title``).
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -711,32 +712,96 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
     return fig
 
 
+# the long runs named in words (legends, subplot titles): which run, and the text it trained on
+# (the presets' ``about`` in :mod:`rflens.setup.scales` says the same at length)
+RUN_TEXT = {"long": ("second long run", "new text"), "long-repeated": ("first long run", "repeated text")}
+EW_SYMBOLS = ("circle", "diamond", "square", "triangle-up")  # one marker a run (capped: its open form)
+# one pair of colours a run: broke (warm), did not break (cool); no two traces share one
+EW_COLORS = (("#d62728", "#1f77b4"), ("#ff7f0e", "#17becf"), ("#8c564b", "#2ca02c"), ("#e377c2", "#7f7f7f"))
+
+
+def run_name(run: str) -> str:
+    """A long run in words: ``"second long run (new text)"`` for ``long``; a run not in
+    :data:`RUN_TEXT` by the first clause of its preset's ``about``, else by its name."""
+    if run in RUN_TEXT:
+        which, text = RUN_TEXT[run]
+        return f"{which} ({text})"
+    from rflens.setup import scales
+
+    try:
+        about = scales.get(run).about
+    except Exception:  # noqa: BLE001 - not a preset (a test's run): its name will do
+        return run
+    return re.split(r"[,:(]", about, maxsplit=1)[0].strip() or run
+
+
+def _segment_cap(run: str, ratios) -> float:
+    """The ERF's cap in units of L_tr: the length of the run's measuring segment (its preset's
+    ``erf_length_mult``), else the largest ERF drawn."""
+    from rflens.setup import scales
+
+    try:
+        return float(scales.get(run).eval.erf_length_mult)
+    except Exception:  # noqa: BLE001 - not a preset
+        return float(max(ratios))
+
+
 def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
     """Chapter 10: every finished long-run model's ERF at its first measured size (in units
-    of its L_tr; a capped one is a lower bound) against its r(16 L_tr) at its last size, both
-    logarithmic; a cross marks a model that broke at some size. ``ew``: rows of
-    :func:`rflens.longrun.compare.early_warning`."""
-    fig = go.Figure()
-    symbols = {False: "circle", True: "x"}
-    for j, (run, d) in enumerate(ew.groupby("run", sort=False)):
-        for broke, e in d.groupby("breaks"):
-            colour = _color(2 * j + int(bool(broke)))  # one colour a legend entry
+    of its L_tr) against its r(16 L_tr) at its last size, both logarithmic; one panel a run
+    (titled with the run in words), so that no run's markers hide the other's. Colour: the
+    model broke at some size or did not; one marker a run. An ERF the segment capped is a
+    lower bound: drawn at the cap (the segment's length), with the run's marker open, as the
+    note under the plot says. ``ew``: rows of :func:`rflens.longrun.compare.early_warning`."""
+    runs = list(dict.fromkeys(ew["run"]))
+    titles = [run_name(r) for r in runs]
+    fig = make_subplots(rows=1, cols=max(1, len(runs)), shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=titles or None)
+    caps, lines, lows = {}, [], []
+    for j, run in enumerate(runs):
+        d = ew[ew["run"] == run]
+        ratios = d["ERF / L_tr first"].astype(float)
+        cap = caps[run] = _segment_cap(run, ratios)
+        lows.append(float(ratios.min()))
+        symbol = EW_SYMBOLS[j % len(EW_SYMBOLS)]
+        axis = "x" if j == 0 else f"x{j + 1}"
+        for broke in (True, False):
+            e = d[d["breaks"].astype(bool) == broke]
+            if e.empty:
+                continue
+            capped = [flag(c) for c in e["capped first"]]
+            x = [cap if c else float(v) for v, c in zip(e["ERF / L_tr first"], capped)]
+            erf = [f"≥ {cap:g} L_tr (capped by the segment)" if c else f"{float(v):.2f} L_tr"
+                   for v, c in zip(e["ERF / L_tr first"], capped)]
+            colour = EW_COLORS[j % len(EW_COLORS)][0 if broke else 1]
+            name = f"{titles[j]}: {'broke' if broke else 'did not break'}"
             fig.add_trace(go.Scatter(
-                x=e["ERF / L_tr first"], y=e["r(16 L_tr) last"], mode="markers",
-                name=f"{run}: {'broke' if broke else 'did not break'}",
-                marker={"color": colour, "symbol": symbols[bool(broke)], "size": 9,
+                x=x, y=e["r(16 L_tr) last"], mode="markers", name=name, legendgroup=name,
+                marker={"color": colour, "size": [11 if c else 9 for c in capped],
+                        "symbol": [f"{symbol}-open" if c else symbol for c in capped],
                         "line": {"width": 1.5, "color": colour}},
-                text=e["model"], hovertemplate="%{text}: ERF %{x:.2f} L_tr early, r(16 L_tr) %{y:.2f} last"
-                                                f"<extra>{run}</extra>"))
-    lines = [_hline(2.0, "2: breaks", color="firebrick"),
-             {"type": "line", "x0": 1, "x1": 1, "y0": 0, "y1": 1, "xref": "x", "yref": "paper",
-              "line": {"color": "gray", "dash": "dot", "width": 1.5},
-              "label": {"text": "ERF = L_tr", "textposition": "end", "font": {"size": 11, "color": "gray"}}}]
+                text=e["model"], customdata=erf,
+                hovertemplate="%{text}: ERF %{customdata} at the first size, r(16 L_tr) %{y:.2f} at the last"
+                              f"<extra>{titles[j]}</extra>"), row=1, col=j + 1)
+        for x, text, colour, side in ((1.0, "ERF = L_tr", "gray", "left"),
+                                      (cap, f"segment: {cap:g} L_tr", "firebrick", "right")):
+            lines.append({"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "xref": axis, "yref": "paper",
+                          "line": {"color": colour, "dash": "dot", "width": 1.5},
+                          "label": {"text": text, "textposition": "end", "textangle": 0, "xanchor": side,
+                                    "yanchor": "top", "padding": 4, "font": {"size": 11, "color": colour}}})
+    lines.append(_hline(2.0, "2: breaks", color="firebrick", xref="paper"))
     height, legend = _legend_below([t.name for t in fig.data])
-    head = _top("Does an early ERF warn of a later break?" + _subtitle(
-        "ERF at the first measured size against r(16 L_tr) at the last"), height)
+    cap_text = " or ".join(sorted({f"{c:g} L_tr" for c in caps.values()})) or "its"
+    head = _top("Does an early ERF warn of a later break?"
+                + _subtitle("ERF at the first measured size against r(16 L_tr) at the last")
+                + _subtitle(f"open marker: capped by the {cap_text} segment (a lower bound), drawn at its end"),
+                height)
+    first = int(ew["first tokens"].min()) if not ew.empty else 0
     fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
-                      xaxis={"type": "log", "title": "ERF / L_tr at the first size (0.5M tokens)"},
-                      yaxis={"type": "log", "title": "r(16 L_tr) at the last size"}, shapes=lines,
-                      legend=legend)
+                      shapes=lines, legend=legend, showlegend=True)
+    low = math.log10(min([1.0, *lows]) / 1.5)
+    for j, run in enumerate(runs):
+        fig.update_xaxes(type="log", range=[low, math.log10(caps[run] * 1.6)], row=1, col=j + 1,
+                         title_text=f"ERF / L_tr at {first / 1e6:.1f}M tokens" if first else "ERF / L_tr, first size")
+    fig.update_yaxes(type="log", title_text="r(16 L_tr) at the last size", row=1, col=1)
     return fig
