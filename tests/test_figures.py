@@ -154,3 +154,34 @@ def test_the_early_warning_figure_draws_a_capped_erf_open_at_the_segments_length
     labels = [s.label.text for s in fig.layout.shapes]
     assert labels.count("segment: 16 L_tr") == 2 and labels.count("ERF = L_tr") == 2
 
+
+def _seeded():
+    import pandas as pd
+
+    rows = []
+    for name, label in (("alibi_slope_shift=4_seed=1", "ALiBi Δ=4 seed=1"), ("alibi_slope_shift=4_seed=2", "ALiBi Δ=4 seed=2"),
+                        ("rotary_seed=1", "Rotary seed=1"), ("rotary_seed=2", "Rotary seed=2"),
+                        ("window_window=30_batch_size=16_l_tr=64_seed=1", "window w=30 L_tr=64 seed=1 batch=16"),
+                        ("window_window=30_batch_size=16_l_tr=64_seed=2", "window w=30 L_tr=64 seed=2 batch=16")):
+        for i in range(3):
+            rows.append({"name": name, "label": label, "l_tr": 32, "tokens": 2**19 * 2**i, "erf": 100 + 200 * i,
+                         "erf_length": 512, "erf_capped": i == 2, "r_horizon": 1 + i / 10, "r_horizon_lo": 1 + i / 12,
+                         "r_horizon_hi": 1 + i / 8})
+    return pd.DataFrame(rows)
+
+
+def test_the_seeds_figure_gives_each_model_one_colour_and_each_seed_a_marker():
+    em = _seeded()
+    fig = fr.emergence_figure(em, list(dict.fromkeys(em["name"])), title="Seeds 1, 2")
+    shown = [t for t in fig.data if t.visible is None]  # the r(16 L_tr) view
+    colours = [t.line.color for t in shown]
+    assert colours[0] == colours[1] != colours[2] == colours[3] != colours[4] == colours[5] != colours[0]
+    assert [t.marker.symbol[0] for t in shown] == ["circle", "square"] * 3
+    # one legend entry a model, named without its seed, that shows or hides every seed of it
+    assert [t.name for t in shown if t.showlegend] == ["ALiBi Δ=4", "Rotary", "window w=30 L_tr=64 batch=16"]
+    assert shown[0].legendgroup == shown[1].legendgroup != shown[2].legendgroup
+    assert fig.layout.legend.groupclick == "togglegroup"
+    assert "seed 2" in shown[1].hovertemplate and "● seed 1, ■ seed 2" in fig.layout.title.text
+    erf = [t for t in fig.data if t.visible is False]
+    assert erf[1].marker.symbol[2] == "square-open"  # a capped ERF: the seed's marker, open
+

@@ -607,42 +607,90 @@ def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per mod
 
 
 
+SEED_NAME = re.compile(r"^(?P<model>.+)_seed=(?P<seed>\d+)$")  # a model trained from another seed
+SEED_LABEL = re.compile(r"\s*seed=\d+")
+SEED_SYMBOLS = ("circle", "square", "diamond", "triangle-down", "cross")  # one marker a seed, in order
+
+
+def seed_groups(names: list[str], labels: dict[str, str]) -> dict[str, dict]:
+    """Each of ``names`` (in order) as one seed of its model: {name: {"model": the model's name
+    without ``_seed=N``, "label": its label without ``seed=N``, "seed": N (0 for none),
+    "index": the model's place among the models, "symbol": the seed's marker}}."""
+    out, models, seeds = {}, {}, {}
+    for name in names:
+        m = SEED_NAME.match(name)
+        model, seed = (m["model"], int(m["seed"])) if m else (name, 0)
+        models.setdefault(model, len(models))
+        seeds.setdefault(seed, None)
+        out[name] = {"model": model, "seed": seed, "index": models[model],
+                     "label": SEED_LABEL.sub("", labels[name]).strip()}
+    order = {seed: i for i, seed in enumerate(sorted(seeds))}
+    for g in out.values():
+        g["symbol"] = SEED_SYMBOLS[order[g["seed"]] % len(SEED_SYMBOLS)]
+    return out
+
+
 def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title: str = "The long run") -> go.Figure:
     """Chapter 10: each long-run model's r(16 L_tr) with its paired 95% interval against its
     training tokens, each at its own L_tr (``r_horizon``), on logarithmic axes; a model that
     breaks (the lower end reaches 2) is drawn solid with a star at the first size it does,
     one that never breaks dotted. A menu switches to the ERF in units of L_tr (the segment is
     16 L_tr for every model). ``em``: rows of :func:`rflens.store.bundle.table`; ``names``: the
-    models to draw, in this order (default: all of them)."""
+    models to draw, in this order (default: all of them).
+
+    Models trained from several seeds (``name_seed=N``) are drawn one colour a model, one
+    marker a seed (the subtitle says which), with one legend entry a model that shows or
+    hides all its seeds."""
     fig = go.Figure()
     names = list(dict.fromkeys(em["name"])) if names is None else [n for n in names if n in set(em["name"])]
+    labels = {n: str(em.loc[em["name"] == n, "label"].iloc[0]) for n in names}
+    groups = seed_groups(names, labels)
+    seeded = any(g["seed"] for g in groups.values()) and len({g["model"] for g in groups.values()}) < len(names)
+
+    def look(name):
+        """(colour, legend name, legend group, shown in the legend, the seed's marker or None)."""
+        g = groups[name]
+        if not seeded:
+            return _color(names.index(name)), labels[name], name, True, None
+        first = next(n for n in names if groups[n]["model"] == g["model"]) == name
+        return _color(g["index"]), g["label"], g["model"], first, g["symbol"]
+
+    def hover_name(name):
+        g = groups[name]
+        return f"{g['label']}, seed {g['seed']}" if seeded else labels[name]
+
     lows, highs = [], []
-    for i, name in enumerate(names):
+    for name in names:
         d = em[em["name"] == name].sort_values("tokens")
-        label, r, lo, hi = d["label"].iloc[0], d["r_horizon"], d["r_horizon_lo"], d["r_horizon_hi"]
+        colour, label, group, shown, symbol = look(name)
+        r, lo, hi = d["r_horizon"], d["r_horizon_lo"], d["r_horizon_hi"]
         lows.append(float(lo.min()))
         highs.append(float(hi.max()))
         broke = list(lo >= BREAKS)
         first = broke.index(True) if True in broke else None
         fig.add_trace(go.Scatter(
-            x=d["tokens"], y=r, mode="lines+markers", name=label,
-            line={"color": _color(i), "dash": "solid" if first is not None else "dot"},
-            marker={"symbol": ["star" if k == first else "circle" for k in range(len(d))],
-                    "size": [15 if k == first else 6 for k in range(len(d))]},
+            x=d["tokens"], y=r, mode="lines+markers", name=label, legendgroup=group, showlegend=shown,
+            line={"color": colour, "dash": "solid" if first is not None else "dot"},
+            marker={"symbol": ["star" if k == first else (symbol or "circle") for k in range(len(d))],
+                    "size": [15 if k == first else (8 if symbol else 6) for k in range(len(d))]},
             error_y={"type": "data", "symmetric": False, "array": hi - r, "arrayminus": r - lo},
-            hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}<extra>{label}</extra>"))
+            hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}"
+                          f"<extra>{hover_name(name)}</extra>"))
     segments, ratios = set(), []
-    for i, name in enumerate(names):
+    for name in names:
         d = em[em["name"] == name].sort_values("tokens")
-        capped = d["erf_capped"].map(flag)  # a lower bound: an open triangle pointing up
+        colour, label, group, shown, symbol = look(name)
+        capped = d["erf_capped"].map(flag)  # a lower bound: an open marker (an open triangle pointing up)
         segments |= set(d["erf_length"] / d["l_tr"])
         ratios += list(d["erf"] / d["l_tr"])
         fig.add_trace(go.Scatter(
-            x=d["tokens"], y=d["erf"] / d["l_tr"], mode="lines+markers", name=d["label"].iloc[0], visible=False,
-            line={"color": _color(i)}, marker={"symbol": ["triangle-up-open" if c else "circle" for c in capped],
-                                               "size": [10 if c else 6 for c in capped]},
+            x=d["tokens"], y=d["erf"] / d["l_tr"], mode="lines+markers", name=label, legendgroup=group,
+            showlegend=shown, visible=False, line={"color": colour},
+            marker={"symbol": [(f"{symbol}-open" if symbol else "triangle-up-open") if c else (symbol or "circle")
+                               for c in capped],
+                    "size": [10 if c else (8 if symbol else 6) for c in capped]},
             text=[f"{erf_text(e, c)} of L_tr = {l}" for e, c, l in zip(d["erf"], capped, d["l_tr"])],
-            hovertemplate="%{x:.3s} tokens: ERF %{text}<extra>" + d["label"].iloc[0] + "</extra>"))
+            hovertemplate="%{x:.3s} tokens: ERF %{text}<extra>" + hover_name(name) + "</extra>"))
     n = len(names)
     breaks = _hline(2.0, "2: breaks", color="firebrick")
     breaks["label"]["textposition"] = "end"
@@ -651,10 +699,16 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
     for seg in sorted(segments):  # 16 for every model of the long run
         erf_lines.append(_hline(seg, f"segment length ({seg:g} L_tr)", color="firebrick"))
         erf_lines[-1]["label"]["textposition"] = "end"
-    r_title = title + _subtitle("r(16 L_tr) as training grows; ★ where a model breaks, dotted if it never does")
-    erf_title = title + _subtitle("ERF (99% of the gradient) as training grows")
+    seeds = ""
+    if seeded:  # which marker is which seed
+        marks = {"circle": "●", "square": "■", "diamond": "◆", "triangle-down": "▼", "cross": "✚"}
+        kinds = dict.fromkeys((g["seed"], g["symbol"]) for g in sorted(groups.values(), key=lambda g: g["seed"]))
+        seeds = _subtitle("one colour a model, one marker a seed: "
+                          + ", ".join(f"{marks[sym]} seed {seed}" for seed, sym in kinds))
+    r_title = title + _subtitle("r(16 L_tr) as training grows; ★ where a model breaks, dotted if it never does") + seeds
+    erf_title = title + _subtitle("ERF (99% of the gradient) as training grows") + seeds
     r_axis = "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)"
-    erf_axis = "ERF / L_tr (▵ ≥: capped by the segment)"
+    erf_axis = "ERF / L_tr (open: ≥, capped by the segment)" if seeded else "ERF / L_tr (▵ ≥: capped by the segment)"
     # a log axis takes its range in decades: from below 1 (or the lowest bar) to above the break line
     r_range = [math.log10(min(0.95, min(lows) * 0.97)), math.log10(max(2.3, max(highs) * 1.1))]
     # a log axis takes its range in decades: from below the smallest ERF to above the segment's line
@@ -666,6 +720,8 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
                        {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": False,
                         "yaxis.type": "log", "yaxis.range": erf_range})]
     height, legend = _legend_below([t.name for t in fig.data if t.showlegend is not False])
+    if seeded:
+        legend["groupclick"] = "togglegroup"  # a click shows or hides every seed of the model
     head = _top(r_title, height)
     fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
