@@ -185,3 +185,24 @@ def test_the_seeds_figure_gives_each_model_one_colour_and_each_seed_a_marker():
     erf = [t for t in fig.data if t.visible is False]
     assert erf[1].marker.symbol[2] == "square-open"  # a capped ERF: the seed's marker, open
 
+
+def test_the_cost_chart_names_schemes_in_words_and_hovers_a_sentence():
+    import pandas as pd
+
+    from rflens.setup.schemes import title
+
+    cost = pd.DataFrame([{"experiment": e, "pos": p, "corpus": c, "overrides": o, "l_tr": l, "gpu_hours": h}
+                         for e, p, c, o, l, h in (("Table 1", "alibi", "prose", {"slope_shift": -3.0}, 512, 1.4),
+                                                  ("Table 1", "window", "prose", {"window": 40}, 512, 1.3),
+                                                  ("Table 3", "kerple_log", "code", {}, 512, 1.4),
+                                                  ("Table 3", "alibi", "code", {}, 512, 1.4))])
+    fig = fr.cost_figure(cost)
+    assert [t.name for t in fig.data] == [title("alibi"), title("window"), title("kerple_log")] == \
+        ["ALiBi", "Windowed", "KERPLE (log)"]
+    assert len({t.marker.color for t in fig.data}) == len(fig.data)
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text == "experiment"
+    hover = fig.data[0].hovertemplate
+    assert hover.startswith("%{y}: ALiBi on %{customdata[0]}, %{customdata[1]}, L_tr=%{customdata[2]}, ")
+    assert "GPU-hours" in hover and "=%{y}" not in hover
+    assert list(fig.data[0].customdata[0]) == ["prose", "slope_shift=-3.0", 512]
+    assert list(fig.data[2].customdata[0])[1] == "default"

@@ -594,17 +594,30 @@ RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not decided": "#fdf1c9",
 
 def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:
     """Chapter 11: stacked bars of the estimated GPU-hours of each model
-    (rows of :func:`rflens.experiments.book_models.training_cost`), one bar per experiment."""
-    import plotly.express as px
+    (rows of :func:`rflens.experiments.book_models.training_cost`), one bar per experiment,
+    one colour a scheme, named in the legend as the book prints it
+    (:func:`rflens.setup.schemes.title`); hovering a segment names its model."""
+    from rflens.setup.schemes import title as scheme_title
 
     cost = cost.copy()
     cost["settings"] = cost["overrides"].map(lambda o: ", ".join(f"{k}={v}" for k, v in o.items()) or "default")
-    fig = px.bar(cost, x="gpu_hours", y="experiment", color="pos", orientation="h",
-                 hover_data=["corpus", "settings", "l_tr"],
-                 labels={"gpu_hours": "GPU-hours (estimate)", "experiment": "", "pos": "scheme"}, title=title)
-    fig.update_layout(template=TEMPLATE, height=380, barmode="stack")
+    experiments = list(dict.fromkeys(cost["experiment"]))
+    fig = go.Figure()
+    for i, pos in enumerate(dict.fromkeys(cost["pos"])):
+        d = cost[cost["pos"] == pos]
+        name = scheme_title(pos)
+        fig.add_trace(go.Bar(
+            x=d["gpu_hours"], y=d["experiment"], orientation="h", name=name,
+            marker={"color": _color(i), "line": {"color": "white", "width": 0.5}},
+            customdata=np.array([d["corpus"], d["settings"], d["l_tr"]], dtype=object).T,
+            hovertemplate="%{y}: " + name + " on %{customdata[0]}, %{customdata[1]}, L_tr=%{customdata[2]}, "
+                          "%{x:.1f} GPU-hours<extra></extra>"))
+    fig.update_layout(template=TEMPLATE, height=max(380, 120 + 40 * len(experiments)), barmode="stack",
+                      title={"text": title}, legend={"title": {"text": "scheme"}},
+                      xaxis={"title": {"text": "GPU-hours (estimate)"}},
+                      yaxis={"title": {"text": "experiment"}, "categoryorder": "array",
+                             "categoryarray": experiments[::-1], "automargin": True})
     return fig
-
 
 
 SEED_NAME = re.compile(r"^(?P<model>.+)_seed=(?P<seed>\d+)$")  # a model trained from another seed
