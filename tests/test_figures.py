@@ -206,3 +206,44 @@ def test_the_cost_chart_names_schemes_in_words_and_hovers_a_sentence():
     assert "GPU-hours" in hover and "=%{y}" not in hover
     assert list(fig.data[0].customdata[0]) == ["prose", "slope_shift=-3.0", 512]
     assert list(fig.data[2].customdata[0])[1] == "default"
+
+
+# chapter 2's slider figures, with the settings the chapter draws them at
+CHAPTER2_SLIDERS = {
+    "alibi_shift": lambda: fb.alibi_shift_figure(shifts=(-3, 0, 3, 6, 8), n_head=12, length=128),
+    "alibi_same_slope": lambda: fb.alibi_same_slope_figure(exponents=(0, 2, 4, 6, 8), n_head=12, length=128),
+    "window": lambda: fb.window_figure(windows=(8, 16, 32, 64), length=128),
+    "window_heatmap": lambda: fb.window_heatmap(windows=(4, 8, 16), length=32),
+    "alibi_heatmap": lambda: fb.alibi_heatmap(shifts=(-3, 0, 3, 6), n_head=12, length=32, head=0),
+    "sandwich": lambda: fb.sandwich_figure(n_head=12, length=64),
+    "kerple": lambda: fb.kerple_figure(r1s=(0.5, 1.0, 2.0), r2s=(0.1, 0.5, 1.0, 2.0, 4.0), length=64),
+    "t5_buckets": lambda: fb.t5_bucket_figure(max_distances=(32, 128, 512), num_buckets=32, length=256),
+    "scheme_heatmap": lambda: fb.scheme_heatmap(length=32, n_head=12, head=0),
+}
+
+
+@pytest.mark.parametrize("name", list(CHAPTER2_SLIDERS))
+def test_every_slider_step_has_room_for_its_label(name):
+    """plotly.js labels only every other step where the widest label does not fit between two
+    steps: at the book's column each label, in the slider's font, fits (the browser check is
+    test_figure_layout's)."""
+    fig = CHAPTER2_SLIDERS[name]()
+    (slider,) = fig.layout.sliders
+    labels = [s.label for s in slider.steps]
+    steps = [{"traces": [t for t, o in zip(fig.data, _owners(fig)) if o == i]} for i in range(len(labels))]
+    room = fb.slider_spacing(len(labels), right=fb.right_of_plot(steps))
+    assert max(fb.label_width(lab, slider.font.size) for lab in labels) + 8 <= room, (labels, slider.font.size)
+
+
+def _owners(fig):
+    """The slider step each trace belongs to."""
+    steps = fig.layout.sliders[0].steps
+    return [next(i for i, s in enumerate(steps) if s.args[0]["visible"][k]) for k in range(len(fig.data))]
+
+
+def test_the_scheme_slider_labels_are_short_and_its_titles_name_each_scheme_in_full():
+    fig = fb.scheme_heatmap(length=16, n_head=4)
+    steps = fig.layout.sliders[0].steps
+    assert all(fb.label_width(s.label, 12) <= 60 for s in steps)
+    titles = [s.args[1]["title.text"] for s in steps]
+    assert titles[1].startswith("ALiBi + window w = 8") and titles[6].startswith("KERPLE (power)")
