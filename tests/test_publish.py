@@ -61,6 +61,41 @@ def test_a_url_points_the_repository_and_launch_buttons_there(monkeypatch):
     assert launch["colab_url"] == "https://colab.research.google.com"
 
 
+def test_the_published_build_gets_the_repository_button_and_binder_and_colab(monkeypatch):
+    """As the Pages workflow builds it: $RFLENS_REPOSITORY set to the repository's address."""
+    env = yaml.safe_load(WORKFLOW.read_text())["jobs"]["build"]["env"]
+    assert "RFLENS_REPOSITORY" in env
+    monkeypatch.setenv("RFLENS_REPOSITORY", "https://github.com/someone/rflens-book")
+    config = reproduce.book_config()
+    assert config["repository"]["url"] == "https://github.com/someone/rflens-book"
+    assert config["repository"]["branch"] and "path_to_book" in config["repository"]
+    assert config["html"]["use_repository_button"] is True
+    assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    # the chapters are where the launch buttons look for them: path_to_book + the page's name
+    assert all((ROOT / config["repository"]["path_to_book"] / entry).with_suffix(".ipynb").exists()
+               for entry in _chapters_in_toc())
+
+
+def _chapters_in_toc() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node and str(node["file"]).split("/")[-1][:2].isdigit():
+                files.append(str(node["file"]))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc)
+    assert files
+    return files
+
+
 def test_colab_is_offered_for_github_only(monkeypatch):
     monkeypatch.setenv("RFLENS_REPOSITORY", "https://gitlab.com/someone/rflens-book")
     launch = reproduce.book_config()["launch_buttons"]
