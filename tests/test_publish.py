@@ -241,3 +241,17 @@ def test_the_workflow_runs_only_make_targets_that_exist():
         for step in _steps(job):
             called |= set(re.findall(r"\bmake\s+([A-Za-z][\w-]*)", step.get("run", "")))
     assert called and called <= targets, called - targets
+
+
+# ----------------------------------------------------------------------------- the references
+
+def test_every_reference_links_its_work():
+    """Each entry of book/references.bib carries an address the references page links: a DOI,
+    an arXiv id (eprint) or a URL."""
+    entries = re.findall(r"@\w+\{([^,]+),(.*?)\n\}", (ROOT / "book" / "references.bib").read_text(), flags=re.S)
+    assert len(entries) >= 10
+    unlinked = [key for key, body in entries if not re.search(r"^\s*(doi|eprint|url)\s*=", body, flags=re.M)]
+    assert unlinked == []
+    for key, body in entries:
+        eprint = re.search(r"^\s*eprint\s*=\s*\{([^}]*)\}", body, flags=re.M)
+        assert eprint is None or re.fullmatch(r"\d{4}\.\d{4,5}", eprint[1]), key
