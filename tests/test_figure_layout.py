@@ -472,3 +472,21 @@ def test_erf_threshold_text_stays_apart_at_every_step_of_the_slider(chromium_pag
         (found,) = chromium_page.evaluate(TEXT_OVERLAPS_JS)
         assert found["overlaps"] == [] and found["clipped"] == [], f"threshold {step.label}: {found}"
         assert found["legend"]["shown"] == found["legend"]["entries"] == 15
+
+
+@pytest.mark.browser
+def test_every_slider_step_of_chapter_2_is_labelled_at_the_books_width(chromium_page, tmp_path):
+    """plotly.js leaves out every other label of a slider whose labels do not fit between its
+    steps: drawn at the book's column width, each figure shows one label a step."""
+    from plotly_overlaps import figure_page
+    from test_figures import CHAPTER2_SLIDERS
+
+    figures = {name: make() for name, make in CHAPTER2_SLIDERS.items()}
+    html = tmp_path / "sliders.html"
+    html.write_text(figure_page(list(figures.values())), encoding="utf-8")
+    chromium_page.goto(html.as_uri(), wait_until="load")
+    chromium_page.wait_for_timeout(300)
+    drawn = chromium_page.evaluate("""n => Array.from({length: n}, (_, i) =>
+        document.getElementById('fig' + i).querySelectorAll('.slider-label-group').length)""", len(figures))
+    steps = [len(fig.layout.sliders[0].steps) for fig in figures.values()]
+    assert dict(zip(figures, drawn)) == dict(zip(figures, steps))
