@@ -151,8 +151,11 @@ def test_the_early_warning_figure_draws_a_capped_erf_open_at_the_segments_length
     assert list(flat.x) == [0.5, 16.0, 1.5] and [s.endswith("-open") for s in flat.marker.symbol] == [False, True, False]
     assert "≥ 16 L_tr" in flat.customdata[1] and "%{customdata}" in flat.hovertemplate
     assert "open marker" in fig.layout.title.text and "16 L_tr segment" in fig.layout.title.text
-    labels = [s.label.text for s in fig.layout.shapes]
-    assert labels.count("segment: 16 L_tr") == 2 and labels.count("ERF = L_tr") == 2
+    # the dotted lines at L_tr and at the segment's length, named by each panel's tick labels
+    assert sorted(s.x0 for s in fig.layout.shapes if s.x0 == s.x1) == [1.0, 1.0, 16.0, 16.0]
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2):
+        assert dict(zip(axis.tickvals, axis.ticktext))[16.0] == "16: segment" and "1 = L_tr" in axis.ticktext
+    assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
 
 
 def _seeded():

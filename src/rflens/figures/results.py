@@ -613,7 +613,7 @@ def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per mod
             hovertemplate="%{y}: " + name + " on %{customdata[0]}, %{customdata[1]}, L_tr=%{customdata[2]}, "
                           "%{x:.1f} GPU-hours<extra></extra>"))
     fig.update_layout(template=TEMPLATE, height=max(380, 120 + 40 * len(experiments)), barmode="stack",
-                      title={"text": title}, legend={"title": {"text": "scheme"}},
+                      title={"text": title}, legend={"title": {"text": "scheme"}, "traceorder": "normal"},
                       xaxis={"title": {"text": "GPU-hours (estimate)"}},
                       yaxis={"title": {"text": "experiment"}, "categoryorder": "array",
                              "categoryarray": experiments[::-1], "automargin": True})
@@ -852,25 +852,27 @@ def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
                 text=e["model"], customdata=erf,
                 hovertemplate="%{text}: ERF %{customdata} at the first size, r(16 L_tr) %{y:.2f} at the last"
                               f"<extra>{titles[j]}</extra>"), row=1, col=j + 1)
-        for x, text, colour, side in ((1.0, "ERF = L_tr", "gray", "left"),
-                                      (cap, f"segment: {cap:g} L_tr", "firebrick", "right")):
+        for x, colour in ((1.0, "gray"), (cap, "firebrick")):  # named by the axis's tick labels
             lines.append({"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "xref": axis, "yref": "paper",
-                          "line": {"color": colour, "dash": "dot", "width": 1.5},
-                          "label": {"text": text, "textposition": "end", "textangle": 0, "xanchor": side,
-                                    "yanchor": "top", "padding": 4, "font": {"size": 11, "color": colour}}})
+                          "line": {"color": colour, "dash": "dot", "width": 1.5}})
     lines.append(_hline(2.0, "2: breaks", color="firebrick", xref="paper"))
-    height, legend = _legend_below([t.name for t in fig.data])
+    height, legend = _legend_below([t.name for t in fig.data], HEIGHT + TITLE_LINE)  # a title of three lines
     cap_text = " or ".join(sorted({f"{c:g} L_tr" for c in caps.values()})) or "its"
     head = _top("Does an early ERF warn of a later break?"
                 + _subtitle("ERF at the first measured size against r(16 L_tr) at the last")
                 + _subtitle(f"open marker: capped by the {cap_text} segment (a lower bound), drawn at its end"),
                 height)
     first = int(ew["first tokens"].min()) if not ew.empty else 0
-    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
+    # no menu: the subplot titles come right under the title
+    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin={"t": head["margin"]["t"] - MENU_ROW},
                       shapes=lines, legend=legend, showlegend=True)
-    low = math.log10(min([1.0, *lows]) / 1.5)
+    low = min([1.0, *lows]) / 1.5
     for j, run in enumerate(runs):
-        fig.update_xaxes(type="log", range=[low, math.log10(caps[run] * 1.6)], row=1, col=j + 1,
+        # the lines at L_tr and at the segment's length named by their tick labels
+        ticks = [t for t in (0.01, 0.03, 0.1, 0.3) if t >= low] + [1.0, caps[run]]
+        fig.update_xaxes(type="log", range=[math.log10(low), math.log10(caps[run] * 1.6)], row=1, col=j + 1,
+                         tickvals=ticks, ticktext=[f"{t:g}" for t in ticks[:-2]] + ["1 = L_tr", f"{caps[run]:g}: segment"],
                          title_text=f"ERF / L_tr at {first / 1e6:.1f}M tokens" if first else "ERF / L_tr, first size")
-    fig.update_yaxes(type="log", title_text="r(16 L_tr) at the last size", row=1, col=1)
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="r(16 L_tr) at the last size", row=1, col=1)
     return fig
