@@ -408,6 +408,8 @@ DRAWN_FIGURES = {
     "emergence, Table 3's seven schemes on math": lambda: _emergence_math(),
     "emergence_pair, fifteen models in two rows or more": lambda: _pair_of_many(),
     "early_warning": lambda: fr.early_warning_figure(_early_warning()),
+    "early_warning, two runs side by side": lambda: fr.early_warning_figure(_early_warning(("long", "long-repeated"))),
+    "seeds, one colour a model": lambda: _seeds(),
 }
 
 
@@ -429,10 +431,18 @@ def _pair_of_many():
     return fr.emergence_pair(em, em.iloc[0:0], names)
 
 
-def _early_warning():
+def _early_warning(runs=("long-repeated",)):
     from rflens.longrun import compare as lr
 
-    return lr.early_warning(("long-repeated",))
+    return lr.early_warning(runs)
+
+
+def _seeds():
+    from rflens.store import bundle
+
+    em = bundle.table("long")  # the shipped second long run: its models of seeds 1 and 2
+    names = [n for n in dict.fromkeys(em["name"]) if "_seed=" in n]
+    return fr.emergence_figure(em, names, title="Seeds 1, 2: the models that decide claims 2, 4, 5, 7, 8 and 9")
 
 
 def test_a_legend_of_many_models_lies_at_the_foot_and_the_figure_grows_by_its_rows():
