@@ -15,7 +15,11 @@ erases the whole title for a bare ``title``).
 - :func:`table2_figure`   Table 2: each retrained model beside its Table 1 original
 - :func:`table3_figure`   Table 3 by corpus: perplexity and r(L) curves, training speed
 - :func:`protocol_figure` the three evaluation protocols on the same models: perplexity and r(L)
-- :func:`emergence_figure` the long run: r(16 L_tr) and the ERF against training tokens
+- :func:`emergence_figure` the long run: r(16 L_tr) and the ERF against training tokens (seeds of a
+                          model: one colour, a marker each)
+- :func:`emergence_pair`  each model in both long runs
+- :func:`early_warning_figure` the ERF at the first size against r(16 L_tr) at the last, a panel a run
+- :func:`cost_figure`     chapter 11's estimated GPU-hours, a colour a scheme
 """
 
 from __future__ import annotations
