@@ -408,6 +408,8 @@ DRAWN_FIGURES = {
     "emergence, Table 3's seven schemes on math": lambda: _emergence_math(),
     "emergence_pair, fifteen models in two rows or more": lambda: _pair_of_many(),
     "early_warning": lambda: fr.early_warning_figure(_early_warning()),
+    "early_warning, two runs side by side": lambda: fr.early_warning_figure(_early_warning(("long", "long-repeated"))),
+    "seeds, one colour a model": lambda: _seeds(),
 }
 
 
@@ -429,10 +431,18 @@ def _pair_of_many():
     return fr.emergence_pair(em, em.iloc[0:0], names)
 
 
-def _early_warning():
+def _early_warning(runs=("long-repeated",)):
     from rflens.longrun import compare as lr
 
-    return lr.early_warning(("long-repeated",))
+    return lr.early_warning(runs)
+
+
+def _seeds():
+    from rflens.store import bundle
+
+    em = bundle.table("long")  # the shipped second long run: its models of seeds 1 and 2
+    names = [n for n in dict.fromkeys(em["name"]) if "_seed=" in n]
+    return fr.emergence_figure(em, names, title="Seeds 1, 2: the models that decide claims 2, 4, 5, 7, 8 and 9")
 
 
 def test_a_legend_of_many_models_lies_at_the_foot_and_the_figure_grows_by_its_rows():
@@ -472,3 +482,21 @@ def test_erf_threshold_text_stays_apart_at_every_step_of_the_slider(chromium_pag
         (found,) = chromium_page.evaluate(TEXT_OVERLAPS_JS)
         assert found["overlaps"] == [] and found["clipped"] == [], f"threshold {step.label}: {found}"
         assert found["legend"]["shown"] == found["legend"]["entries"] == 15
+
+
+@pytest.mark.browser
+def test_every_slider_step_of_chapter_2_is_labelled_at_the_books_width(chromium_page, tmp_path):
+    """plotly.js leaves out every other label of a slider whose labels do not fit between its
+    steps: drawn at the book's column width, each figure shows one label a step."""
+    from plotly_overlaps import figure_page
+    from test_figures import CHAPTER2_SLIDERS
+
+    figures = {name: make() for name, make in CHAPTER2_SLIDERS.items()}
+    html = tmp_path / "sliders.html"
+    html.write_text(figure_page(list(figures.values())), encoding="utf-8")
+    chromium_page.goto(html.as_uri(), wait_until="load")
+    chromium_page.wait_for_timeout(300)
+    drawn = chromium_page.evaluate("""n => Array.from({length: n}, (_, i) =>
+        document.getElementById('fig' + i).querySelectorAll('.slider-label-group').length)""", len(figures))
+    steps = [len(fig.layout.sliders[0].steps) for fig in figures.values()]
+    assert dict(zip(figures, drawn)) == dict(zip(figures, steps))

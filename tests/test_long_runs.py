@@ -148,9 +148,13 @@ def test_the_two_runs_figure_gives_each_model_one_colour_and_one_legend_entry(co
 def test_the_early_warning_figure_marks_the_breaks_in_colours_of_their_own():
     from rflens.figures import results as fr
 
-    fig = fr.early_warning_figure(lr.early_warning((CONTROL,)))
+    ew = lr.early_warning((CONTROL,))
+    fig = fr.early_warning_figure(ew)
     colours = [t.marker.color for t in fig.data]
-    assert len(colours) == len(set(colours)) == 2 and {t.marker.symbol for t in fig.data} == {"circle", "x"}
+    assert len(colours) == len(set(colours)) == 2
+    assert [t.name.rsplit(": ", 1)[1] for t in fig.data] == ["broke", "did not break"]
+    # an ERF the segment capped is drawn open: as many open markers as capped models
+    assert sum(s.endswith("-open") for t in fig.data for s in t.marker.symbol) == int(ew["capped first"].sum())
 
 
 def test_overfitting_reads_each_models_validation_loss_from_its_lowest_to_its_last_size():

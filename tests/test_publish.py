@@ -61,6 +61,41 @@ def test_a_url_points_the_repository_and_launch_buttons_there(monkeypatch):
     assert launch["colab_url"] == "https://colab.research.google.com"
 
 
+def test_the_published_build_gets_the_repository_button_and_binder_and_colab(monkeypatch):
+    """As the Pages workflow builds it: $RFLENS_REPOSITORY set to the repository's address."""
+    env = yaml.safe_load(WORKFLOW.read_text())["jobs"]["build"]["env"]
+    assert "RFLENS_REPOSITORY" in env
+    monkeypatch.setenv("RFLENS_REPOSITORY", "https://github.com/someone/rflens-book")
+    config = reproduce.book_config()
+    assert config["repository"]["url"] == "https://github.com/someone/rflens-book"
+    assert config["repository"]["branch"] and "path_to_book" in config["repository"]
+    assert config["html"]["use_repository_button"] is True
+    assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    # the chapters are where the launch buttons look for them: path_to_book + the page's name
+    assert all((ROOT / config["repository"]["path_to_book"] / entry).with_suffix(".ipynb").exists()
+               for entry in _chapters_in_toc())
+
+
+def _chapters_in_toc() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node and str(node["file"]).split("/")[-1][:2].isdigit():
+                files.append(str(node["file"]))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc)
+    assert files
+    return files
+
+
 def test_colab_is_offered_for_github_only(monkeypatch):
     monkeypatch.setenv("RFLENS_REPOSITORY", "https://gitlab.com/someone/rflens-book")
     launch = reproduce.book_config()["launch_buttons"]
@@ -206,3 +241,17 @@ def test_the_workflow_runs_only_make_targets_that_exist():
         for step in _steps(job):
             called |= set(re.findall(r"\bmake\s+([A-Za-z][\w-]*)", step.get("run", "")))
     assert called and called <= targets, called - targets
+
+
+# ----------------------------------------------------------------------------- the references
+
+def test_every_reference_links_its_work():
+    """Each entry of book/references.bib carries an address the references page links: a DOI,
+    an arXiv id (eprint) or a URL."""
+    entries = re.findall(r"@\w+\{([^,]+),(.*?)\n\}", (ROOT / "book" / "references.bib").read_text(), flags=re.S)
+    assert len(entries) >= 10
+    unlinked = [key for key, body in entries if not re.search(r"^\s*(doi|eprint|url)\s*=", body, flags=re.M)]
+    assert unlinked == []
+    for key, body in entries:
+        eprint = re.search(r"^\s*eprint\s*=\s*\{([^}]*)\}", body, flags=re.M)
+        assert eprint is None or re.fullmatch(r"\d{4}\.\d{4,5}", eprint[1]), key

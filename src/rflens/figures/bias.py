@@ -51,6 +51,49 @@ def _fmt(x) -> str:
     return f"{x:g}" if isinstance(x, (int, float)) else str(x)
 
 
+# plotly.js labels only every k-th step of a slider when the widest label (plus 8 px) is wider
+# than the space between two steps: (plot width - 20 px) / (steps - 1). At the book's column
+# (688 px, plotly's margins of 80 px each side) the font is chosen so that every step keeps its label.
+BOOK_WIDTH = 688  # px of the book's content column at a 1280 px window
+SLIDER_MARGIN = 80  # px, plotly's default left and right margins
+SLIDER_FONTS = (12, 11, 10)  # px, the label fonts tried, largest first
+SLIDER_CHAR = 0.62  # width of a label character, in font sizes (generous for digits and lower case)
+
+
+COLORBAR_PX = 100  # px a heat map's colour bar takes at the right of the plot area
+LEGEND_PX, LEGEND_CHAR_PX = 40, 6.6  # px a legend entry's sample and gap take; px a character of its name
+
+
+def right_of_plot(steps: list[dict]) -> float:
+    """Px that the legend or a colour bar takes from the plot area's width, at the right."""
+    traces = [tr for step in steps for tr in step["traces"]]
+    names = [str(tr.name) for tr in traces if isinstance(tr, go.Scatter) and tr.name and tr.showlegend is not False]
+    several = any(len(step["traces"]) > 1 for step in steps)  # plotly draws a legend for two shown traces or more
+    legend = LEGEND_PX + LEGEND_CHAR_PX * max(map(len, names)) if several and names else 0.0
+    scale = COLORBAR_PX if any(isinstance(tr, go.Heatmap) and tr.showscale is not False for tr in traces) else 0.0
+    return max(legend, scale)
+
+
+def slider_spacing(n_steps: int, width: int = BOOK_WIDTH, right: float = 0.0) -> float:
+    """Px between two steps of a slider of ``n_steps`` steps as wide as the plot area, in a
+    figure ``width`` px wide whose legend or colour bar takes ``right`` px."""
+    return (width - 2 * SLIDER_MARGIN - right - 20) / max(1, n_steps - 1)
+
+
+def label_width(label: str, size: int) -> float:
+    """Px of a slider label at font ``size``, its widest line (``<br>`` breaks one)."""
+    return max(len(line) for line in str(label).split("<br>")) * SLIDER_CHAR * size
+
+
+def slider_font(labels: list[str], width: int = BOOK_WIDTH, right: float = 0.0) -> int:
+    """The largest of :data:`SLIDER_FONTS` at which every label of a slider fits between its
+    steps (plotly.js then draws them all); the smallest where none does."""
+    for size in SLIDER_FONTS:
+        if max((label_width(lab, size) for lab in labels), default=0) + 8 <= slider_spacing(len(labels), width, right):
+            return size
+    return SLIDER_FONTS[-1]
+
+
 def slider_figure(steps: list[dict], *, prefix: str, xaxis: str, yaxis: str, active: int = 0,
                   height: int = HEIGHT) -> go.Figure:
     """A figure whose slider switches between groups of precomputed traces.
@@ -74,7 +117,8 @@ def slider_figure(steps: list[dict], *, prefix: str, xaxis: str, yaxis: str, act
     fig.update_layout(
         template=TEMPLATE, height=height, title={"text": steps[active]["title"]},
         xaxis_title=xaxis, yaxis_title=yaxis, margin={"t": 60, "b": 40},
-        sliders=[{"active": active, "currentvalue": {"prefix": prefix}, "pad": {"t": 50}, "steps": slider_steps}],
+        sliders=[{"active": active, "currentvalue": {"prefix": prefix}, "pad": {"t": 50}, "steps": slider_steps,
+                  "font": {"size": slider_font([step["label"] for step in steps], right=right_of_plot(steps))}}],
     )
     return fig
 
@@ -284,14 +328,16 @@ def window_heatmap(windows=(4, 8, 16), length: int = 32) -> go.Figure:
 
 def scheme_heatmap(length: int = 32, n_head: int = 12, head: int = 0) -> go.Figure:
     """One head of each relative scheme at its default (initial) settings, slider over schemes."""
+    # short slider labels, two lines where one would not fit, so that every step keeps its own
+    # (the title names the scheme in full)
     configs = {
         "ALiBi": _cfg("alibi", n_head),
-        "ALiBi + window 8": _cfg("alibi", n_head, window=8),
-        "window 8": _cfg("window", n_head, window=8),
+        "ALiBi<br>w = 8": _cfg("alibi", n_head, window=8),
+        "window<br>w = 8": _cfg("window", n_head, window=8),
         "Sandwich": _cfg("sandwich", n_head),
         "smoothed": _cfg("smoothed", n_head),
-        "KERPLE (log)": _cfg("kerple_log", n_head),
-        "KERPLE (power)": _cfg("kerple_power", n_head),
+        "KERPLE<br>log": _cfg("kerple_log", n_head),
+        "KERPLE<br>power": _cfg("kerple_power", n_head),
     }
     return heatmap_figure(configs, length=length, head=head, prefix="")
 

@@ -15,12 +15,17 @@ erases the whole title for a bare ``title``).
 - :func:`table2_figure`   Table 2: each retrained model beside its Table 1 original
 - :func:`table3_figure`   Table 3 by corpus: perplexity and r(L) curves, training speed
 - :func:`protocol_figure` the three evaluation protocols on the same models: perplexity and r(L)
-- :func:`emergence_figure` the long run: r(16 L_tr) and the ERF against training tokens
+- :func:`emergence_figure` the long run: r(16 L_tr) and the ERF against training tokens (seeds of a
+                          model: one colour, a marker each)
+- :func:`emergence_pair`  each model in both long runs
+- :func:`early_warning_figure` the ERF at the first size against r(16 L_tr) at the last, a panel a run
+- :func:`cost_figure`     chapter 11's estimated GPU-hours, a colour a scheme
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -593,17 +598,53 @@ RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not decided": "#fdf1c9",
 
 def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:
     """Chapter 11: stacked bars of the estimated GPU-hours of each model
-    (rows of :func:`rflens.experiments.book_models.training_cost`), one bar per experiment."""
-    import plotly.express as px
+    (rows of :func:`rflens.experiments.book_models.training_cost`), one bar per experiment,
+    one colour a scheme, named in the legend as the book prints it
+    (:func:`rflens.setup.schemes.title`); hovering a segment names its model."""
+    from rflens.setup.schemes import title as scheme_title
 
     cost = cost.copy()
     cost["settings"] = cost["overrides"].map(lambda o: ", ".join(f"{k}={v}" for k, v in o.items()) or "default")
-    fig = px.bar(cost, x="gpu_hours", y="experiment", color="pos", orientation="h",
-                 hover_data=["corpus", "settings", "l_tr"],
-                 labels={"gpu_hours": "GPU-hours (estimate)", "experiment": "", "pos": "scheme"}, title=title)
-    fig.update_layout(template=TEMPLATE, height=380, barmode="stack")
+    experiments = list(dict.fromkeys(cost["experiment"]))
+    fig = go.Figure()
+    for i, pos in enumerate(dict.fromkeys(cost["pos"])):
+        d = cost[cost["pos"] == pos]
+        name = scheme_title(pos)
+        fig.add_trace(go.Bar(
+            x=d["gpu_hours"], y=d["experiment"], orientation="h", name=name,
+            marker={"color": _color(i), "line": {"color": "white", "width": 0.5}},
+            customdata=np.array([d["corpus"], d["settings"], d["l_tr"]], dtype=object).T,
+            hovertemplate="%{y}: " + name + " on %{customdata[0]}, %{customdata[1]}, L_tr=%{customdata[2]}, "
+                          "%{x:.1f} GPU-hours<extra></extra>"))
+    fig.update_layout(template=TEMPLATE, height=max(380, 120 + 40 * len(experiments)), barmode="stack",
+                      title={"text": title}, legend={"title": {"text": "scheme"}, "traceorder": "normal"},
+                      xaxis={"title": {"text": "GPU-hours (estimate)"}},
+                      yaxis={"title": {"text": "experiment"}, "categoryorder": "array",
+                             "categoryarray": experiments[::-1], "automargin": True})
     return fig
 
+
+SEED_NAME = re.compile(r"^(?P<model>.+)_seed=(?P<seed>\d+)$")  # a model trained from another seed
+SEED_LABEL = re.compile(r"\s*seed=\d+")
+SEED_SYMBOLS = ("circle", "square", "diamond", "triangle-down", "cross")  # one marker a seed, in order
+
+
+def seed_groups(names: list[str], labels: dict[str, str]) -> dict[str, dict]:
+    """Each of ``names`` (in order) as one seed of its model: {name: {"model": the model's name
+    without ``_seed=N``, "label": its label without ``seed=N``, "seed": N (0 for none),
+    "index": the model's place among the models, "symbol": the seed's marker}}."""
+    out, models, seeds = {}, {}, {}
+    for name in names:
+        m = SEED_NAME.match(name)
+        model, seed = (m["model"], int(m["seed"])) if m else (name, 0)
+        models.setdefault(model, len(models))
+        seeds.setdefault(seed, None)
+        out[name] = {"model": model, "seed": seed, "index": models[model],
+                     "label": SEED_LABEL.sub("", labels[name]).strip()}
+    order = {seed: i for i, seed in enumerate(sorted(seeds))}
+    for g in out.values():
+        g["symbol"] = SEED_SYMBOLS[order[g["seed"]] % len(SEED_SYMBOLS)]
+    return out
 
 
 def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title: str = "The long run") -> go.Figure:
@@ -612,36 +653,61 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
     breaks (the lower end reaches 2) is drawn solid with a star at the first size it does,
     one that never breaks dotted. A menu switches to the ERF in units of L_tr (the segment is
     16 L_tr for every model). ``em``: rows of :func:`rflens.store.bundle.table`; ``names``: the
-    models to draw, in this order (default: all of them)."""
+    models to draw, in this order (default: all of them).
+
+    Models trained from several seeds (``name_seed=N``) are drawn one colour a model, one
+    marker a seed (the subtitle says which), with one legend entry a model that shows or
+    hides all its seeds."""
     fig = go.Figure()
     names = list(dict.fromkeys(em["name"])) if names is None else [n for n in names if n in set(em["name"])]
+    labels = {n: str(em.loc[em["name"] == n, "label"].iloc[0]) for n in names}
+    groups = seed_groups(names, labels)
+    seeded = any(g["seed"] for g in groups.values()) and len({g["model"] for g in groups.values()}) < len(names)
+
+    def look(name):
+        """(colour, legend name, legend group, shown in the legend, the seed's marker or None)."""
+        g = groups[name]
+        if not seeded:
+            return _color(names.index(name)), labels[name], name, True, None
+        first = next(n for n in names if groups[n]["model"] == g["model"]) == name
+        return _color(g["index"]), g["label"], g["model"], first, g["symbol"]
+
+    def hover_name(name):
+        g = groups[name]
+        return f"{g['label']}, seed {g['seed']}" if seeded else labels[name]
+
     lows, highs = [], []
-    for i, name in enumerate(names):
+    for name in names:
         d = em[em["name"] == name].sort_values("tokens")
-        label, r, lo, hi = d["label"].iloc[0], d["r_horizon"], d["r_horizon_lo"], d["r_horizon_hi"]
+        colour, label, group, shown, symbol = look(name)
+        r, lo, hi = d["r_horizon"], d["r_horizon_lo"], d["r_horizon_hi"]
         lows.append(float(lo.min()))
         highs.append(float(hi.max()))
         broke = list(lo >= BREAKS)
         first = broke.index(True) if True in broke else None
         fig.add_trace(go.Scatter(
-            x=d["tokens"], y=r, mode="lines+markers", name=label,
-            line={"color": _color(i), "dash": "solid" if first is not None else "dot"},
-            marker={"symbol": ["star" if k == first else "circle" for k in range(len(d))],
-                    "size": [15 if k == first else 6 for k in range(len(d))]},
+            x=d["tokens"], y=r, mode="lines+markers", name=label, legendgroup=group, showlegend=shown,
+            line={"color": colour, "dash": "solid" if first is not None else "dot"},
+            marker={"symbol": ["star" if k == first else (symbol or "circle") for k in range(len(d))],
+                    "size": [15 if k == first else (8 if symbol else 6) for k in range(len(d))]},
             error_y={"type": "data", "symmetric": False, "array": hi - r, "arrayminus": r - lo},
-            hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}<extra>{label}</extra>"))
+            hovertemplate=f"%{{x:.3s}} tokens: r({EXTRAPOLATION_HORIZON} L_tr) = %{{y:.3f}}"
+                          f"<extra>{hover_name(name)}</extra>"))
     segments, ratios = set(), []
-    for i, name in enumerate(names):
+    for name in names:
         d = em[em["name"] == name].sort_values("tokens")
-        capped = d["erf_capped"].map(flag)  # a lower bound: an open triangle pointing up
+        colour, label, group, shown, symbol = look(name)
+        capped = d["erf_capped"].map(flag)  # a lower bound: an open marker (an open triangle pointing up)
         segments |= set(d["erf_length"] / d["l_tr"])
         ratios += list(d["erf"] / d["l_tr"])
         fig.add_trace(go.Scatter(
-            x=d["tokens"], y=d["erf"] / d["l_tr"], mode="lines+markers", name=d["label"].iloc[0], visible=False,
-            line={"color": _color(i)}, marker={"symbol": ["triangle-up-open" if c else "circle" for c in capped],
-                                               "size": [10 if c else 6 for c in capped]},
+            x=d["tokens"], y=d["erf"] / d["l_tr"], mode="lines+markers", name=label, legendgroup=group,
+            showlegend=shown, visible=False, line={"color": colour},
+            marker={"symbol": [(f"{symbol}-open" if symbol else "triangle-up-open") if c else (symbol or "circle")
+                               for c in capped],
+                    "size": [10 if c else (8 if symbol else 6) for c in capped]},
             text=[f"{erf_text(e, c)} of L_tr = {l}" for e, c, l in zip(d["erf"], capped, d["l_tr"])],
-            hovertemplate="%{x:.3s} tokens: ERF %{text}<extra>" + d["label"].iloc[0] + "</extra>"))
+            hovertemplate="%{x:.3s} tokens: ERF %{text}<extra>" + hover_name(name) + "</extra>"))
     n = len(names)
     breaks = _hline(2.0, "2: breaks", color="firebrick")
     breaks["label"]["textposition"] = "end"
@@ -650,10 +716,16 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
     for seg in sorted(segments):  # 16 for every model of the long run
         erf_lines.append(_hline(seg, f"segment length ({seg:g} L_tr)", color="firebrick"))
         erf_lines[-1]["label"]["textposition"] = "end"
-    r_title = title + _subtitle("r(16 L_tr) as training grows; ★ where a model breaks, dotted if it never does")
-    erf_title = title + _subtitle("ERF (99% of the gradient) as training grows")
+    seeds = ""
+    if seeded:  # which marker is which seed
+        marks = {"circle": "●", "square": "■", "diamond": "◆", "triangle-down": "▼", "cross": "✚"}
+        kinds = dict.fromkeys((g["seed"], g["symbol"]) for g in sorted(groups.values(), key=lambda g: g["seed"]))
+        seeds = _subtitle("one colour a model, one marker a seed: "
+                          + ", ".join(f"{marks[sym]} seed {seed}" for seed, sym in kinds))
+    r_title = title + _subtitle("r(16 L_tr) as training grows; ★ where a model breaks, dotted if it never does") + seeds
+    erf_title = title + _subtitle("ERF (99% of the gradient) as training grows") + seeds
     r_axis = "r(16 L_tr) = ppl(16 L_tr) / ppl(L_tr)"
-    erf_axis = "ERF / L_tr (▵ ≥: capped by the segment)"
+    erf_axis = "ERF / L_tr (open: ≥, capped by the segment)" if seeded else "ERF / L_tr (▵ ≥: capped by the segment)"
     # a log axis takes its range in decades: from below 1 (or the lowest bar) to above the break line
     r_range = [math.log10(min(0.95, min(lows) * 0.97)), math.log10(max(2.3, max(highs) * 1.1))]
     # a log axis takes its range in decades: from below the smallest ERF to above the segment's line
@@ -665,6 +737,8 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
                        {"yaxis.title.text": erf_axis, "shapes": erf_lines, "yaxis.autorange": False,
                         "yaxis.type": "log", "yaxis.range": erf_range})]
     height, legend = _legend_below([t.name for t in fig.data if t.showlegend is not False])
+    if seeded:
+        legend["groupclick"] = "togglegroup"  # a click shows or hides every seed of the model
     head = _top(r_title, height)
     fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
                       xaxis={"type": "log", "title": "training tokens"},
@@ -711,32 +785,98 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
     return fig
 
 
+# the long runs named in words (legends, subplot titles): which run, and the text it trained on
+# (the presets' ``about`` in :mod:`rflens.setup.scales` says the same at length)
+RUN_TEXT = {"long": ("second long run", "new text"), "long-repeated": ("first long run", "repeated text")}
+EW_SYMBOLS = ("circle", "diamond", "square", "triangle-up")  # one marker a run (capped: its open form)
+# one pair of colours a run: broke (warm), did not break (cool); no two traces share one
+EW_COLORS = (("#d62728", "#1f77b4"), ("#ff7f0e", "#17becf"), ("#8c564b", "#2ca02c"), ("#e377c2", "#7f7f7f"))
+
+
+def run_name(run: str) -> str:
+    """A long run in words: ``"second long run (new text)"`` for ``long``; a run not in
+    :data:`RUN_TEXT` by the first clause of its preset's ``about``, else by its name."""
+    if run in RUN_TEXT:
+        which, text = RUN_TEXT[run]
+        return f"{which} ({text})"
+    from rflens.setup import scales
+
+    try:
+        about = scales.get(run).about
+    except Exception:  # noqa: BLE001 - not a preset (a test's run): its name will do
+        return run
+    return re.split(r"[,:(]", about, maxsplit=1)[0].strip() or run
+
+
+def _segment_cap(run: str, ratios) -> float:
+    """The ERF's cap in units of L_tr: the length of the run's measuring segment (its preset's
+    ``erf_length_mult``), else the largest ERF drawn."""
+    from rflens.setup import scales
+
+    try:
+        return float(scales.get(run).eval.erf_length_mult)
+    except Exception:  # noqa: BLE001 - not a preset
+        return float(max(ratios))
+
+
 def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
     """Chapter 10: every finished long-run model's ERF at its first measured size (in units
-    of its L_tr; a capped one is a lower bound) against its r(16 L_tr) at its last size, both
-    logarithmic; a cross marks a model that broke at some size. ``ew``: rows of
-    :func:`rflens.longrun.compare.early_warning`."""
-    fig = go.Figure()
-    symbols = {False: "circle", True: "x"}
-    for j, (run, d) in enumerate(ew.groupby("run", sort=False)):
-        for broke, e in d.groupby("breaks"):
-            colour = _color(2 * j + int(bool(broke)))  # one colour a legend entry
+    of its L_tr) against its r(16 L_tr) at its last size, both logarithmic; one panel a run
+    (titled with the run in words), so that no run's markers hide the other's. Colour: the
+    model broke at some size or did not; one marker a run. An ERF the segment capped is a
+    lower bound: drawn at the cap (the segment's length), with the run's marker open, as the
+    note under the plot says. ``ew``: rows of :func:`rflens.longrun.compare.early_warning`."""
+    runs = list(dict.fromkeys(ew["run"]))
+    titles = [run_name(r) for r in runs]
+    fig = make_subplots(rows=1, cols=max(1, len(runs)), shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=titles or None)
+    caps, lines, lows = {}, [], []
+    for j, run in enumerate(runs):
+        d = ew[ew["run"] == run]
+        ratios = d["ERF / L_tr first"].astype(float)
+        cap = caps[run] = _segment_cap(run, ratios)
+        lows.append(float(ratios.min()))
+        symbol = EW_SYMBOLS[j % len(EW_SYMBOLS)]
+        axis = "x" if j == 0 else f"x{j + 1}"
+        for broke in (True, False):
+            e = d[d["breaks"].astype(bool) == broke]
+            if e.empty:
+                continue
+            capped = [flag(c) for c in e["capped first"]]
+            x = [cap if c else float(v) for v, c in zip(e["ERF / L_tr first"], capped)]
+            erf = [f"≥ {cap:g} L_tr (capped by the segment)" if c else f"{float(v):.2f} L_tr"
+                   for v, c in zip(e["ERF / L_tr first"], capped)]
+            colour = EW_COLORS[j % len(EW_COLORS)][0 if broke else 1]
+            name = f"{titles[j]}: {'broke' if broke else 'did not break'}"
             fig.add_trace(go.Scatter(
-                x=e["ERF / L_tr first"], y=e["r(16 L_tr) last"], mode="markers",
-                name=f"{run}: {'broke' if broke else 'did not break'}",
-                marker={"color": colour, "symbol": symbols[bool(broke)], "size": 9,
+                x=x, y=e["r(16 L_tr) last"], mode="markers", name=name, legendgroup=name,
+                marker={"color": colour, "size": [11 if c else 9 for c in capped],
+                        "symbol": [f"{symbol}-open" if c else symbol for c in capped],
                         "line": {"width": 1.5, "color": colour}},
-                text=e["model"], hovertemplate="%{text}: ERF %{x:.2f} L_tr early, r(16 L_tr) %{y:.2f} last"
-                                                f"<extra>{run}</extra>"))
-    lines = [_hline(2.0, "2: breaks", color="firebrick"),
-             {"type": "line", "x0": 1, "x1": 1, "y0": 0, "y1": 1, "xref": "x", "yref": "paper",
-              "line": {"color": "gray", "dash": "dot", "width": 1.5},
-              "label": {"text": "ERF = L_tr", "textposition": "end", "font": {"size": 11, "color": "gray"}}}]
-    height, legend = _legend_below([t.name for t in fig.data])
-    head = _top("Does an early ERF warn of a later break?" + _subtitle(
-        "ERF at the first measured size against r(16 L_tr) at the last"), height)
-    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
-                      xaxis={"type": "log", "title": "ERF / L_tr at the first size (0.5M tokens)"},
-                      yaxis={"type": "log", "title": "r(16 L_tr) at the last size"}, shapes=lines,
-                      legend=legend)
+                text=e["model"], customdata=erf,
+                hovertemplate="%{text}: ERF %{customdata} at the first size, r(16 L_tr) %{y:.2f} at the last"
+                              f"<extra>{titles[j]}</extra>"), row=1, col=j + 1)
+        for x, colour in ((1.0, "gray"), (cap, "firebrick")):  # named by the axis's tick labels
+            lines.append({"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "xref": axis, "yref": "paper",
+                          "line": {"color": colour, "dash": "dot", "width": 1.5}})
+    lines.append(_hline(2.0, "2: breaks", color="firebrick", xref="paper"))
+    height, legend = _legend_below([t.name for t in fig.data], HEIGHT + TITLE_LINE)  # a title of three lines
+    cap_text = " or ".join(sorted({f"{c:g} L_tr" for c in caps.values()})) or "its"
+    head = _top("Does an early ERF warn of a later break?"
+                + _subtitle("ERF at the first measured size against r(16 L_tr) at the last")
+                + _subtitle(f"open marker: capped by the {cap_text} segment (a lower bound), drawn at its end"),
+                height)
+    first = int(ew["first tokens"].min()) if not ew.empty else 0
+    # no menu: the subplot titles come right under the title
+    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin={"t": head["margin"]["t"] - MENU_ROW},
+                      shapes=lines, legend=legend, showlegend=True)
+    low = min([1.0, *lows]) / 1.5
+    for j, run in enumerate(runs):
+        # the lines at L_tr and at the segment's length named by their tick labels
+        ticks = [t for t in (0.01, 0.03, 0.1, 0.3) if t >= low] + [1.0, caps[run]]
+        fig.update_xaxes(type="log", range=[math.log10(low), math.log10(caps[run] * 1.6)], row=1, col=j + 1,
+                         tickvals=ticks, ticktext=[f"{t:g}" for t in ticks[:-2]] + ["1 = L_tr", f"{caps[run]:g}: segment"],
+                         title_text=f"ERF / L_tr at {first / 1e6:.1f}M tokens" if first else "ERF / L_tr, first size")
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="r(16 L_tr) at the last size", row=1, col=1)
     return fig
