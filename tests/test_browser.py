@@ -253,25 +253,34 @@ def test_index_page_says_how_to_rerun_with_papermill(browser, server):
 
 
 def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_screen(browser, server):
-    """The first screen: what the book finds (the counts of the board that chapter 9 of this
-    build wrote to the run store, and the long run's), the model, and the key figure drawn
-    right under them; the "this build" box follows."""
+    """The first screen: the paper's thesis as the long run decides it and what the key figure
+    shows, the figure right under them; then the claims at each scale (the counts of the board
+    that chapter 9 of this build wrote to the run store, and the long runs'), how to read the
+    numbers with the models, and the "this build" box."""
     from rflens.claims import scoreboard
 
     counts = scoreboard.summary(scoreboard.load_scoreboard("smoke"))
+
+    def box(title):
+        head = visit.page.locator(".admonition-title").filter(has_text=re.compile(f"^{title}$"))
+        found = visit.page.locator(".admonition").filter(has=head).first
+        return found, " ".join(found.inner_text().split()).replace("’", "'")  # typographic apostrophes
+
     with Visit(browser, f"{server}/book/index.html") as visit:
         assert visit.errors == [] and visit.external == []
-        first = visit.page.locator(".admonition").filter(has_text="What this book finds").first
-        text = " ".join(first.inner_text().split()).replace("’", "'")  # the book sets typographic apostrophes
-        assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
-                f"{counts['not run']} not run at this build's scale (smoke" in text), text
-        assert f"in the long run ({BOOK_LONG}" in text and "parameters" in text and "Δ sweep" in text, text
+        first, text = box("What this book finds")
+        assert "The paper's thesis" in text and "(claim 6)" in text and "Δ sweep" in text and "Δ = 8" in text, text
         assert first.bounding_box()["y"] < 300  # under the title
         figure = visit.page.locator(".js-plotly-plot .main-svg").first
         assert figure.bounding_box()["y"] < 1000  # the key figure, drawn, within the first screen and a bit
-        title = visit.page.locator(".admonition-title").filter(has_text=re.compile(r"^This build$"))
-        box = visit.page.locator(".admonition").filter(has=title).first
-        assert "Scale smoke" in " ".join(box.inner_text().split())
+        _, text = box("The claims at each scale")
+        assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
+                f"{counts['not run']} not run at this build's scale (smoke" in text), text
+        assert f"in the long run ({BOOK_LONG}" in text and "windows up to w = 100 extrapolate" in text, text
+        _, text = box("Reading the numbers")
+        assert "parameters" in text and "2^8 times flatter" in text, text
+        _, text = box("This build")
+        assert "Scale smoke" in text
 
 
 def test_citations_link_to_the_references_page(browser, server):

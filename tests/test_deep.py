@@ -74,3 +74,12 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
     assert "The verdict changes with depth for claim 1 (fail at `long`, pass at `deep`)." in text
     assert "The same verdict at both depths: claim 13." in text and "Not yet checked at 12 layers" in text
     assert checking.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."
+
+
+def test_the_plans_listing_says_each_models_state_and_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path))  # an empty bundle: nothing shipped or started
+    table = plan.listing("deep")
+    assert list(table.columns) == ["state", "sizes measured", "why"]
+    assert list(table.index) == [m.name for m in plan.models("deep")]
+    assert set(table["state"]) == {"to train"} and set(table["sizes measured"]) == {"0 of 7"}
+    assert table.loc["window_window=40_seed=2", "why"] == "Seeds 1, 2: claim 2: the widest window"

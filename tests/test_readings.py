@@ -311,9 +311,8 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
                           for n, lab, t, lo in rows])
     here = _board({1: "pass", 2: "fail", 6: "not decided", 7: "not run"})
     long = _board({1: "fail", 2: "fail", 6: "fail", 7: "pass"})
-    screen = rd.first_screen("tiny", here, {"long": long, "long-repeated": _board({1: "pass", 2: "pass", 6: "pass",
-                                                                                  7: "pass"})}, sweep)
-    notes = rd.reading_notes("tiny", {"tiny": (462_208, 200_064)})
+    boards = {"long-repeated": _board({1: "pass", 2: "pass", 6: "pass", 7: "pass"}), "long": long}
+    screen = rd.first_screen(boards, sweep)
     assert screen.startswith(":::{admonition} What this book finds")
     # the thesis as the long run on new text decides it, with what was measured
     assert "that an ERF within L_tr predicts extrapolation (claim 6), does not hold in the long run on new text " \
@@ -323,26 +322,28 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
                                    "seed 1 fail: 11/15 models = 73% (mispredicted: Δ=-4)")
     assert said == ("the ERF's side of L_tr agrees with whether a model extrapolates for 10 to 11 of its 15 Table 1 "
                     "models (67% to 73% over 2 seeds), where the criterion asks 80%")
-    # which claims, not only how many: by number here, in a few words in the book's long run
-    assert "1 pass, 1 fail, 1 not decided, 1 not run at this build's scale (`tiny`, 0.6M training tokens a model): " \
-           "hold 1; fail 2; not decided 6; not run 7" in screen
-    assert "1 pass, 3 fail, 0 not decided, 0 not run in the long run (`long`, 33.6M tokens a model): hold 7 (an L_tr " \
-           in screen.replace("$L_{tr}$", "L_tr")
-    assert "fail 1 (windows up to w = 100 extrapolate), 2 (windows from w = 120 break)" in screen
-    assert "in the long run (`long-repeated`, 33.6M tokens a model): hold 1, 2, 6, 7" in screen
-    assert "12 layers trained on 819.2M tokens each" in screen  # the full preset's tokens, the paper's setting
-    assert "0.46M parameters (0.20M outside the token embedding)" in notes
     assert "ALiBi Δ=4 breaks (from 2.1M training tokens), ALiBi Δ=2 rises without breaking (the lower end of its " \
            "interval below 2, whatever the estimate) while ALiBi Δ=-4 extrapolates" in screen
+    assert "key figure" not in rd.first_screen({}, sweep.iloc[0:0]) and "thesis" not in rd.first_screen({}, sweep)
+    # which claims, not only how many: by number here, in a few words in the book's long run, listed first
+    board = rd.claims_at_each_scale("tiny", here, boards).replace("$L_{tr}$", "L_tr")
+    assert "1 pass, 1 fail, 1 not decided, 1 not run at this build's scale (`tiny`, 0.6M training tokens a model): " \
+           "hold 1; fail 2; not decided 6; not run 7." in board
+    assert "1 pass, 3 fail, 0 not decided, 0 not run in the long run (`long`, 33.6M tokens a model): hold 7 (an L_tr " \
+           in board
+    assert "fail 1 (windows up to w = 100 extrapolate), 2 (windows from w = 120 break)" in board
+    assert "in the long run (`long-repeated`, 33.6M tokens a model): hold 1, 2, 6, 7." in board
+    assert board.index("(`long`") < board.index("(`long-repeated`")
+    assert "12 layers trained on 819.2M tokens each" in board  # the full preset's tokens, the paper's setting
+    assert "not computed in this build at this build's scale" in rd.claims_at_each_scale("smoke", None, {})
+    notes = rd.reading_notes("tiny", {"tiny": (462_208, 200_064)})
+    assert "0.46M parameters (0.20M outside the token embedding)" in notes
     assert "Δ = 8 makes every slope 2^8 times flatter" in notes and "r(16 $L_{tr}$) is the perplexity" in notes
-    assert "key figure" not in rd.first_screen("tiny", None, {}, sweep.iloc[0:0])
     both = rd.reading_notes("smoke", {"smoke": (60_000, 30_000), "long": (462_208, 200_064)})
     assert "**The models.** At this build (`smoke`): R = 2 layers" in both and "0.06M parameters" in both
     assert "in the long run (`long`): R = 4 layers, H = 4 heads, d = 64: 0.46M parameters" in both
     # the long run's corpora, in words
     assert "trained at $L_{tr}$ = 32 on prose (the State of the Union addresses, non-spam mails" in both
-    empty = rd.first_screen("smoke", None, {}, sweep)
-    assert "not computed in this build at this build's scale" in empty and "thesis" not in empty
 
 
 def test_a_chapter_opens_with_its_claims_at_each_scale():
@@ -523,6 +524,6 @@ def test_the_long_run_reading_is_one_paragraph_of_the_pattern_and_its_exceptions
 def test_the_first_screen_leaves_a_run_whose_models_are_still_training_to_one_clause():
     board = [{"id": i, "result": "not run", "statement": "", "measured": "not run"} for i in range(1, 17)]
     board[11] = {**board[11], "result": "fail"}  # claim 12 rests on a closed form: decided without a model
-    screen = rd.first_screen("tiny", None, {"deep": board}, pd.DataFrame())
+    screen = rd.claims_at_each_scale("tiny", None, {"deep": board})
     assert "in the long run (`deep`" not in screen
-    assert "the claims of `deep` wait for models still training" in screen
+    assert "The claims of `deep` wait for models still training" in screen

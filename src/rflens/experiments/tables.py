@@ -383,7 +383,7 @@ def table3_stored(scale: str = scales.DEFAULT_SCALE, *, progress: bool = True) -
             lacking.append(corpus)
             first = first or err
     if not parts:
-        raise first
+        raise first or UserError(f"the {get_scale(scale).name} preset names no corpus for Table 3")
     out = pd.concat(parts, ignore_index=True)
     out.attrs["lacking_corpora"] = lacking
     return out

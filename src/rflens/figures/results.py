@@ -787,25 +787,20 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
 
 # the long runs named in words (legends, subplot titles): which run, and the text it trained on
 # (the presets' ``about`` in :mod:`rflens.setup.scales` says the same at length)
-RUN_TEXT = {"long": ("second long run", "new text"), "long-repeated": ("first long run", "repeated text")}
 EW_SYMBOLS = ("circle", "diamond", "square", "triangle-up")  # one marker a run (capped: its open form)
 # one pair of colours a run: broke (warm), did not break (cool); no two traces share one
 EW_COLORS = (("#d62728", "#1f77b4"), ("#ff7f0e", "#17becf"), ("#8c564b", "#2ca02c"), ("#e377c2", "#7f7f7f"))
 
 
 def run_name(run: str) -> str:
-    """A long run in words: ``"second long run (new text)"`` for ``long``; a run not in
-    :data:`RUN_TEXT` by the first clause of its preset's ``about``, else by its name."""
-    if run in RUN_TEXT:
-        which, text = RUN_TEXT[run]
-        return f"{which} ({text})"
+    """A long run in words: its preset's ``title`` (``"second long run (new text)"`` for
+    ``long``), else its name."""
     from rflens.setup import scales
 
     try:
-        about = scales.get(run).about
+        return scales.get(run).title or run
     except Exception:  # noqa: BLE001 - not a preset (a test's run): its name will do
         return run
-    return re.split(r"[,:(]", about, maxsplit=1)[0].strip() or run
 
 
 def _segment_cap(run: str, ratios) -> float:

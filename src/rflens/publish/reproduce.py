@@ -328,7 +328,8 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     from rflens.figures import results as fr
     from rflens.figures.render import figure_html
     from rflens.model.transformer import TransformerLM
-    from rflens.readings import first_screen, reading_notes, this_build
+    from rflens.readings import claims_at_each_scale, first_screen, reading_notes, this_build
+
 
     if scale not in scales.SCALES:
         return  # a build folder that is not a preset's has no scale to describe
@@ -358,13 +359,14 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     sweep = table[table["name"].isin(names)] if not table.empty else table
     from rflens.longrun.compare import paper_labels
 
-    first = first_screen(scale, board, boards, paper_labels(sweep, long))
+    first = first_screen(boards, paper_labels(sweep, long))
     figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(key_figure(sweep, names, long))}\n```\n\n"
     box = this_build(scale, counts, table, len(plan.models(long)), trained, second,
                      {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)
                       for name, path in (downloads or {}).items()})
     title, _, rest = index.read_text().partition("\n")
-    index.write_text(f"{title}\n\n{first}\n{figure}{reading_notes(scale, params)}\n{box}{rest}")
+    claims, notes = claims_at_each_scale(scale, board, boards), reading_notes(scale, params)
+    index.write_text(f"{title}\n\n{first}\n{figure}{claims}\n{notes}\n{box}{rest}")
 
 
 def key_figure(sweep, names: list[str], run: str):

@@ -41,15 +41,13 @@ def _model(preset: str, params: tuple[int, int]) -> str:
             f"({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {sc.train.l_tr} on {corpora}")
 
 
-def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[dict]], sweep: pd.DataFrame) -> str:
-    """The lines under the index page's title (MyST): the paper's central claim as the long
-    run on new text decides it; which claims hold, fail or are not decided at this build's
-    ``scale`` (``board``, None when chapter 9 did not run) and in each shipped long run
-    (``boards``: {run: its board}), by number, the book's long run (:data:`BOOK_LONG`) with
-    each claim in a few words; and what the key figure shows, read from ``sweep``: the rows of
-    :func:`rflens.store.bundle.table` of the long run's Δ sweep (:func:`reading_notes` follows
-    the figure)."""
-    from rflens.claims.checks import BY_ID, THESIS_CLAIM, TRAINED
+def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame) -> str:
+    """The lines under the index page's title (MyST): the paper's central claim as the book's
+    long run on new text (:data:`BOOK_LONG`, from ``boards``: {run: its board}) decides it, and
+    what the key figure under them shows, read from ``sweep``: the rows of
+    :func:`rflens.store.bundle.table` of the long run's Δ sweep. :func:`claims_at_each_scale` and
+    :func:`reading_notes` follow the figure."""
+    from rflens.claims.checks import BY_ID, THESIS_CLAIM
 
     long = BOOK_LONG
     lines = []
@@ -60,28 +58,40 @@ def first_screen(scale: str, board: list[dict] | None, boards: dict[str, list[di
         lines.append(tex(f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), that "
                          f"{BY_ID[THESIS_CLAIM].short} (claim {THESIS_CLAIM}), {verdict} in the long run on new text "
                          f"(`{long}`): {_agreement(str(central['measured']))}."))
+    if not sweep.empty:
+        lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
+                     f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
+    lines.append("**Every claim** at every scale: under the figure, and in [chapter 9](09_claims.ipynb).")
+    body = "\n".join(f"- {line}" for line in lines)
+    return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+def claims_at_each_scale(scale: str, board: list[dict] | None, boards: dict[str, list[dict]]) -> str:
+    """The index page's claims at each scale (MyST): which hold, fail or are not decided at
+    this build's ``scale`` (``board``, None when chapter 9 did not run) and in each shipped
+    long run (``boards``: {run: its board}), by number, the book's long run with each claim
+    in a few words; a run whose trained claims all wait for models is said in one clause."""
+    from rflens.claims.checks import BY_ID, TRAINED
+
+    long = BOOK_LONG
     n = len(board) if board else 16
     said = [f"{_counts(_count(board))} at this build's scale (`{scale}`, {_tokens(_tokens_a_model(scale))} training "
-            f"tokens a model){_which(board)}"]
+            f"tokens a model){_which(board)}."]
     waiting = []
-    for run, rows in boards.items():
+    for run, rows in sorted(boards.items(), key=lambda kv: kv[0] != long):  # the book's long run first
         if run == scale:
             continue
         if all(c["result"] == "not run" for c in rows if BY_ID[int(c["id"])].evidence == TRAINED):
             waiting.append(f"`{run}`")  # nothing trained is read yet: its models are still training
             continue
         said.append(f"{_counts(_count(rows))} in the long run (`{run}`, {_tokens(_tokens_a_model(run))} tokens a "
-                    f"model){_which(rows, named=run == long)}")
-    lines.append(f"**Verdicts** ([chapter 9](09_claims.ipynb)). Of the paper's {n} claims, which it reports all hold "
-                 f"for models of {get(PAPER).model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} tokens "
-                 "each:\n" + "\n".join(f"  - {tex(part)};" for part in said)[:-1] + "."
-                 + (f"\n  - the claims of {_join(waiting)} wait for models still training "
-                    "([chapter 10](10_long_runs.ipynb))." if waiting else ""))
-    if not sweep.empty:
-        lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
-                     f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
-    body = "\n".join(f"- {line}" for line in lines)
-    return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+                    f"model){_which(rows, named=run == long)}.")
+    if waiting:
+        said.append(f"The claims of {_join(waiting)} wait for models still training ([chapter 10](10_long_runs.ipynb)).")
+    body = "\n".join(f"- {tex(part)}" for part in said)
+    return (f":::{{admonition}} The claims at each scale\n:class: note\nOf the paper's {n} claims, which it reports "
+            f"all hold for models of {get(PAPER).model.n_layer} layers trained on {_tokens(_tokens_a_model(PAPER))} "
+            f"tokens each ([chapter 9](09_claims.ipynb)):\n\n{body}\n:::\n")
 
 
 def reading_notes(scale: str, params: dict[str, tuple[int, int]]) -> str:

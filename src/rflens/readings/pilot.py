@@ -119,7 +119,7 @@ def seed_spread(path=None) -> dict[str, pd.DataFrame]:
     claims_rows = [{"claim": int(cid), "seed": int(seed), "result": v["result"] if today(cid) else "not decided again",
                     "measured": v["measured"],
                     "criterion": "today's" if today(cid) else
-                    f"an earlier one, under which it read {v['result']}: `python bench/seeds.py run` decides it"}
+                    f"an earlier one, under which it read {v['result']}: rerunning python bench/seeds.py run decides it"}
                    for cid, by_seed in res["claims"].items() for seed, v in by_seed.items()]
     from rflens.setup.scales import get
 

@@ -188,6 +188,7 @@ class Scale:
     eval: EvalConfig
     sweeps: Sweeps
     about: str = ""
+    title: str = ""  # the preset in a few words, where a figure or a table names a run
     shipped: bool = False  # its models are read from the shipped bundle (rflens.experiments.from_bundle): the book never trains them
     # the corpus each of the book's corpora (prose, code, math: the paper's OpenWebText2,
     # GitHub and ArXiv) is at this preset; a corpus not named is itself
@@ -243,8 +244,9 @@ def _smoke() -> Scale:
         eval=EvalConfig(n_segments=16, erf_samples=4, batch_size=8),
         # one point on each side of every phenomenon, so the book's code paths all run
         sweeps=Sweeps(
-            # the ends of the paper's grids, mapped to L_tr = 16 (mapped_exponents)
-            slope_shift=mapped_exponents((-3, 8), 16),
+            # the ends of the paper's grids, mapped to L_tr = 16 (mapped_exponents), and its Δ = 0:
+            # ALiBi as the paper trains it, which claim 3 reads from Table 1
+            slope_shift=mapped_exponents((-3, 0, 8), 16),
             same_slope=mapped_exponents((0, 8), 16),
             window=[4, 16],  # R * w = 8 < L_tr = 16 and R * w = 32 > L_tr
             d_bar=[32, 128],
@@ -329,6 +331,7 @@ def _long() -> Scale:
     l_tr, batch = tiny.train.l_tr, tiny.train.batch_size
     return Scale(
         name="long",
+        title="second long run (new text)",
         about="the tiny model trained on 33.6M tokens (55x the book's) of corpora it repeats at most 4 times, "
               "measured at 7 points from 0.5M, the models that decide claims from 3 seeds: shipped in "
               "reference/long (python -m rflens emergence --list: the plan and its cost)",
@@ -371,7 +374,7 @@ EXTENDED = ("alibi_slope_shift=4", "alibi_slope_shift=4_seed=1", "alibi_slope_sh
 def _long_extended() -> Scale:
     long = _long()
     return dataclasses.replace(
-        long, name="long-extended",
+        long, name="long-extended", title="the long run, trained further",
         about="the long run's models still rising at 33.6M tokens trained on to 49.15M (prose-wide at 4 epochs), "
               "measured again at 33.6M and at 49.15M: the test of the forecast sealed in reference/long",
         train=long.train.replace(steps=EXTENDED_STEPS), points=(LONG_STEPS, EXTENDED_STEPS), extends="long",
@@ -391,7 +394,7 @@ def _deep() -> Scale:
     batch = long.train.batch_size * long.train.l_tr // l_tr  # 1024 tokens a step, as the long run
     w160, d6 = mapped_windows((160,), DEEP_LAYERS, l_tr)[0], mapped_exponents((6,), l_tr)[0]  # Table 2's models
     return dataclasses.replace(
-        long, name="deep",
+        long, name="deep", title="the paper's depth (12 layers)",
         about="the paper's depth: 12 layers at the long run's width, tokens and corpora, L_tr = 64, so that the "
               "paper's windows and slopes map by L_tr alone; shipped in reference/deep (python -m rflens "
               "emergence --scale deep --list: the plan, why each model is there, and its cost)",
@@ -433,6 +436,7 @@ def _long_repeated() -> Scale:
     tiny = _tiny()
     return Scale(
         name="long-repeated",
+        title="first long run (repeated text)",
         about="the first long run, kept as a control: the embedded corpora, which 33.6M tokens repeat "
               "(prose 11 times, math 95, code 3.9); one seed a model; read-only, in reference/long-repeated",
         model=tiny.model,
