@@ -374,12 +374,8 @@ def key_figure(sweep, names: list[str], run: str):
     the paper's Δ (:func:`rflens.longrun.compare.paper_labels`)."""
     from rflens.figures import results as fr
     from rflens.longrun.compare import paper_labels
-    from rflens.measure.criterion import EXTRAPOLATION_HORIZON
-    from rflens.setup.scales import FAMILIES
 
-    title = (f"{FAMILIES['slope_shift'].title}, the paper's Δ (chapter 10): r({EXTRAPOLATION_HORIZON} L_tr) as "
-             "training grows")
-    return fr.emergence_figure(paper_labels(sweep, run), names, title=title)
+    return fr.emergence_figure(paper_labels(sweep, run), names, title="ALiBi's Δ sweep in the long run, the paper's Δ")
 
 
 def book_config() -> dict:
