@@ -142,12 +142,13 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
     reproduce.write_this_build(index, "smoke")
     text = index.read_text()
     assert text.startswith("# The book\n\n:::{admonition} What this book finds") and text.endswith("Its first paragraph.\n")
-    # then the key figure (the long run's Δ sweep, from its bundle), then the details
+    # then the key figure (the long run's Δ sweep, from its bundle), then the claims, the numbers, the details
     assert text.index("What this book finds") < text.index("{raw} html") < text.index("plotly-graph-div") < \
+        text.index("The claims at each scale") < text.index("Reading the numbers") < \
         text.index(":::{admonition} This build")
     assert "2 pass, 1 fail, 1 not decided, 1 not run at this build's scale" in text
     # smoke's model is not the long run's: both are counted, each once
-    assert "At this build's scale, R = 2 layers" in text and "in the long run, R = 4 layers" in text
+    assert "At this build (`smoke`): R = 2 layers" in text and "in the long run (`long`): R = 4 layers" in text
     # the shipped bundles, zipped beside the index, are linked from it
     zips = reproduce.bundle_downloads(tmp_path)
     assert set(zips) == {name for name in scales.SCALES if scales.get(name).shipped and bundle.entries(name)}
