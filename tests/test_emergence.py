@@ -203,8 +203,9 @@ def test_the_control_bundle_is_never_trained_into(stores):
         emergence.run(plan.LongModel("nope"), CONTROL, progress=False)
 
 
-# every shipped model of the repository's long runs, as (preset, name)
-SHIPPED = {(sc, name): path for sc in (CONTROL, "long") for name, path in bundle.entries(sc).items()}
+# every shipped model of the repository's long runs (the deep run's unfinished ones too), as (preset, name)
+RUNS = (CONTROL, "long", "deep")
+SHIPPED = {(sc, name): path for sc in RUNS for name, path in bundle.entries(sc).items()}
 
 
 def _shipped(names) -> list:
@@ -213,7 +214,7 @@ def _shipped(names) -> list:
 
 @pytest.mark.skipif(not SHIPPED_NAMES, reason="no long-run bundle in this checkout")
 def test_the_shipped_bundle_holds_exactly_what_its_manifest_lists():
-    for scale in (CONTROL, "long"):
+    for scale in RUNS:
         top = bundle.bundle_dir(scale)
         if not top.is_dir():
             continue
@@ -239,7 +240,7 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name
         assert p["nll"].shape == (len(result["eval"]["length_mults"]), result["eval"]["n_segments"])
         assert p["tokens"] == p["steps"] * train_cfg.batch_size * train_cfg.l_tr
         assert np.isfinite(p["nll"]).all() and sum(p["normalized"]) == pytest.approx(1, abs=1e-3)
-    if scale == "long":  # the second run records the document of each segment, for its intervals
+    if scale != CONTROL:  # the later runs record the document of each segment, for their intervals
         assert len(result["segment_docs"]) == result["eval"]["n_segments"]
     for path in SHIPPED[scale, name].iterdir():
         assert path.stat().st_size < 2 * 2**20, f"{path} is over 2 MB"
