@@ -60,14 +60,18 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
 
     dp = pd.DataFrame([
         {"the paper's": "w = 160", "layers": 4, "L_tr": 32, "tokens": 33_554_432, "finished": True, "ERF": 93,
-         "ERF / w": 3.1, "r(16 L_tr)": 1.51, "low": 1.44, "high": 1.60, "state": "rises"},
+         "ERF / w": 3.1, "ERF / w, same tokens": 2.27, "r(16 L_tr)": 1.51, "low": 1.44, "high": 1.60,
+         "state": "rises"},
         {"the paper's": "w = 160", "layers": 12, "L_tr": 64, "tokens": 2_097_152, "finished": False, "ERF": 48,
-         "ERF / w": 2.4, "r(16 L_tr)": 1.0, "low": 1.0, "high": 1.0, "state": "extrapolates"}])
+         "ERF / w": 2.4, "ERF / w, same tokens": None, "r(16 L_tr)": 1.0, "low": 1.0, "high": 1.0,
+         "state": "extrapolates"}])
     boards = {"long": [{"id": 1, "result": "fail"}, {"id": 2, "result": "fail"}, {"id": 13, "result": "pass"}],
               "deep": [{"id": 1, "result": "pass"}, {"id": 2, "result": "not run"}, {"id": 13, "result": "pass"}]}
     text = checking.two_depths(dp, boards)
     assert "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers (1 of its 1 windows still training)" in text
     assert "the paper's is 4.8 to 6.4 at 12 layers" in text
+    # a deep model still training is set beside the shallow one at the same size too
+    assert "At the sizes the 12-layer windows have reached, the same settings at 4 layers read 2.3 to 2.3." in text
     assert "w = 160: rises at 4 layers (1.51 [1.44, 1.60], ERF 93 against $L_{tr}$ = 32" in text
     assert "extrapolates at 12 layers" in text
     assert "still training" in text
@@ -83,3 +87,23 @@ def test_the_plans_listing_says_each_models_state_and_why(tmp_path, monkeypatch)
     assert list(table.index) == [m.name for m in plan.models("deep")]
     assert set(table["state"]) == {"to train"} and set(table["sizes measured"]) == {"0 of 7"}
     assert table.loc["window_window=40_seed=2", "why"] == "Seeds 1, 2: claim 2: the widest window"
+
+
+def test_the_depths_table_reads_the_shallow_run_at_the_size_the_deep_run_reached(monkeypatch):
+    import pandas as pd
+
+    from rflens.longrun import compare
+
+    def curve(key, model, erfs, tokens):
+        return pd.DataFrame([{"name": key, "model": model, "label": "w = 160", "l_tr": 32, "tokens": t, "erf": e,
+                              "complete": True, "r_horizon": 1.0, "r_horizon_lo": 1.0, "r_horizon_hi": 1.0}
+                             for e, t in zip(erfs, tokens)])
+
+    tables = {"long": curve("window=160", "window_window=30", [47, 54, 68, 93], [2**19, 2**20, 2**21, 2**25]),
+              "deep": curve("window=160", "window_window=20", [36, 48], [2**19, 2**21]).assign(l_tr=64, complete=False)}
+    monkeypatch.setattr(compare, "by_paper_setting", lambda scale: tables[scale])
+    dp = compare.depths()
+    shallow, deep = dp.iloc[0], dp.iloc[1]
+    assert (shallow["layers"], deep["layers"]) == (4, 12)
+    assert shallow["ERF / w"] == round(93 / 30, 2) and shallow["ERF / w, same tokens"] == round(68 / 30, 2)
+    assert deep["ERF / w"] == 2.4 and pd.isna(deep["ERF / w, same tokens"]) and not deep["finished"]

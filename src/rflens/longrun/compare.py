@@ -304,20 +304,29 @@ def by_paper_setting(scale: str) -> pd.DataFrame:
 def depths(shallow: str = SECOND, deep: str = DEEP) -> pd.DataFrame:
     """The Table 1 models of both depths at their last measured size, by the paper's setting:
     the window or exponent each trains, its ERF, ERF / w for a window (the paper's are 4.8 to
-    6.4 at R = 12), ERF / L_tr and the state of r(16 L_tr). One row a (setting, depth)."""
+    6.4 at R = 12), ERF / L_tr and the state of r(16 L_tr); for the shallow run, also its
+    ERF / w at the size the deep run's model has reached (``ERF / w, same tokens``), so that
+    a deep model still training is set beside the shallow one at the same size. One row a
+    (setting, depth)."""
+    ems = {scale: by_paper_setting(scale) for scale in (shallow, deep)}
+    reached = ems[deep].groupby("name")["tokens"].max() if not ems[deep].empty else pd.Series(dtype=float)
     out = []
-    for scale in (shallow, deep):
-        em = by_paper_setting(scale)
+    for scale, em in ems.items():
         if em.empty:
             continue
         sc = scales.get(scale)
         for key, d in em.groupby("name", sort=False):
-            last = d.sort_values("tokens").iloc[-1]
+            d = d.sort_values("tokens")
+            last = d.iloc[-1]
             setting, value = str(last["model"]).split("_", 1)[1].split("=")
+            window = setting == "window"
+            then = d[d["tokens"] <= reached[key]] if scale == shallow and key in reached.index else d.iloc[0:0]
             out.append({"the paper's": last["label"], "layers": sc.model.n_layer, "L_tr": int(last["l_tr"]),
                         "trained as": f"{scales.FAMILIES[setting].symbol} = {value}", "tokens": int(last["tokens"]),
                         "finished": bool(last["complete"]), "ERF": int(last["erf"]),
-                        "ERF / w": round(last["erf"] / float(value), 2) if setting == "window" else None,
+                        "ERF / w": round(last["erf"] / float(value), 2) if window else None,
+                        "ERF / w, same tokens": round(then["erf"].iloc[-1] / float(value), 2)
+                        if window and len(then) else None,
                         "ERF / L_tr": round(last["erf"] / last["l_tr"], 2),
                         "r(16 L_tr)": float(last["r_horizon"]), "low": float(last["r_horizon_lo"]),
                         "high": float(last["r_horizon_hi"]), "state": state(last)})

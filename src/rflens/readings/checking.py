@@ -429,6 +429,10 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
             said.append(f"A window's receptive field over its width, ERF / w, at the last measured size: "
                         f"{_join(ratios)}; the paper's is {min(theirs):.1f} to {max(theirs):.1f} at "
                         f"{paper.N_LAYER} layers.")
+        same = dp["ERF / w, same tokens"].dropna() if "ERF / w, same tokens" in dp else pd.Series(dtype=float)
+        if len(same):
+            said.append(f"At the sizes the {paper.N_LAYER}-layer windows have reached, the same settings at "
+                        f"{int(dp.loc[same.index, 'layers'].iloc[0])} layers read {same.min():.1f} to {same.max():.1f}.")
         both = [key for key, d in dp.groupby("the paper's", sort=False) if d["layers"].nunique() == 2]
         rows = []
         for key in both:
