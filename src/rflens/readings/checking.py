@@ -448,7 +448,11 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     moved = [f"claim {i} ({a[i]} at `{shallow}`, {b[i]} at `{deep}`)" for i in a if a[i] in decided and b.get(i) in decided
              and a[i] != b[i]]
     same = [str(i) for i in a if a[i] in decided and b.get(i) == a[i]]
-    waiting = [str(i) for i in a if b.get(i) == "not run"]
+    from rflens.setup.scales import get
+
+    planned = set(get(deep).decides) or set(a)
+    waiting = [str(i) for i in a if b.get(i) == "not run" and i in planned]
+    outside = [str(i) for i in a if b.get(i) == "not run" and i not in planned]
     if moved:
         said.append(f"The verdict changes with depth for {_join(moved)}.")
     if same:
@@ -456,4 +460,7 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     if waiting:
         said.append(f"Not yet checked at {paper.N_LAYER} layers (their models are still to be trained): "
                     f"claim{'s' * (len(waiting) > 1)} {_join(waiting)}.")
+    if outside:
+        said.append(f"Outside the `{deep}` run's plan (read at four layers only): "
+                    f"claim{'s' * (len(outside) > 1)} {_join(outside)}.")
     return Prose(tex(" ".join(said)) if said else f"The `{deep}` run has no model shipped yet.")

@@ -199,6 +199,8 @@ class Scale:
     # a run that trains models of another run further (its name), and which of them, in order
     extends: str = ""
     models: tuple[str, ...] = ()
+    # the claims a long run's plan is made to decide (empty: every claim its models allow)
+    decides: tuple[int, ...] = ()
 
     def text(self, corpus: str) -> str:
         """The data corpus that stands for the book's ``corpus`` at this preset."""
@@ -394,7 +396,7 @@ def _deep() -> Scale:
     batch = long.train.batch_size * long.train.l_tr // l_tr  # 1024 tokens a step, as the long run
     w160, d6 = mapped_windows((160,), DEEP_LAYERS, l_tr)[0], mapped_exponents((6,), l_tr)[0]  # Table 2's models
     return dataclasses.replace(
-        long, name="deep", title="the paper's depth (12 layers)",
+        long, name="deep", title="the paper's depth (12 layers)", decides=(1, 2, 4, 5, 6, 7, 8),
         about="the paper's depth: 12 layers at the long run's width, tokens and corpora, L_tr = 64, so that the "
               "paper's windows and slopes map by L_tr alone; shipped in reference/deep (python -m rflens "
               "emergence --scale deep --list: the plan, why each model is there, and its cost)",
