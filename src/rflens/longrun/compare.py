@@ -292,8 +292,8 @@ def by_paper_setting(scale: str) -> pd.DataFrame:
     """The shipped Table 1 models of ``scale`` (rows of :func:`rflens.store.bundle.table`), each
     named by the paper's setting it maps to (:func:`rflens.setup.scales.paper_value`): ``key``
     "window=100", ``label`` "w = 100", so that two presets of other depths or L_tr line up."""
-    rows = _paper_names(scale)
-    names = [n for n, _, _ in rows if n in bundle.complete(scale) or n in bundle.entries(scale)]
+    rows, shipped = _paper_names(scale), bundle.entries(scale)  # finished or still training
+    names = [n for n, _, _ in rows if n in shipped]
     em = bundle.table(scale, names=names) if names else pd.DataFrame()
     if em.empty:
         return em
