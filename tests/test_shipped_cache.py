@@ -21,3 +21,48 @@ def test_an_edited_shipped_model_is_never_served_its_old_cached_numbers(tmp_path
     edited = shipped.ShippedRun(run.path)
     monkeypatch.setattr(storage, "sha256_file", lambda path, sample=False: "0" * 64)  # its files (and manifest) changed
     assert edited.cached("probe", params, compute) == {"value": 2}
+
+
+def test_a_shipped_board_is_read_from_the_cache_until_anything_it_reads_changes(tmp_path, monkeypatch):
+    from rflens.claims import checks, scoreboard
+    from rflens.measure.criterion import levels
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    for run in ("long", "long-repeated"):  # the real bundles, behind a folder this test may add to
+        (reference / run).symlink_to(bundle.bundle_dir(run), target_is_directory=True)
+    monkeypatch.setenv("RFLENS_REFERENCE", str(reference))
+    calls = []
+
+    def check_shipped(scale, corpus="prose"):
+        calls.append(scale)
+        return [{"id": 1, "result": "pass", "seeds": {0: "pass", 1: "fail"}}]
+
+    monkeypatch.setattr(checks, "check_shipped", check_shipped)
+    first = scoreboard.shipped_board("long")
+    assert first == [{"id": 1, "result": "pass", "seeds": {0: "pass", 1: "fail"}}]  # seeds stay numbers
+    assert scoreboard.shipped_board("long") == first and len(calls) == 1
+    with levels(breaks=3.0):
+        scoreboard.shipped_board("long")
+    assert len(calls) == 2  # another level: another board
+    with shipped.at_size(2**20):
+        scoreboard.shipped_board("long")
+        scoreboard.shipped_board("long")
+    assert len(calls) == 4  # a size is computed each time, never cached
+    (reference / "another").mkdir()
+    storage.write_json(reference / "another" / "manifest.json", {"models": {}})
+    scoreboard.shipped_board("long")
+    assert len(calls) == 5  # a bundle changed
+    scoreboard.shipped_board("long-repeated")
+    assert len(calls) == 6
+
+
+def test_a_cached_board_is_the_board_computed_afresh(tmp_path, monkeypatch):
+    from rflens.claims import checks, scoreboard
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    computed = checks.check_shipped("long-repeated")
+    scoreboard.shipped_board("long-repeated")
+    monkeypatch.setattr(checks, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
+    assert scoreboard.shipped_board("long-repeated") == computed

@@ -312,6 +312,15 @@ def cached_file(path: Path, name: str, params: dict, compute: Callable[[], dict]
     return result, False
 
 
+def files_digest(paths) -> str:
+    """sha256 over ``paths`` (sorted), each named and read whole: one value that changes when
+    any of them is added, removed or edited."""
+    h = hashlib.sha256()
+    for path in sorted(Path(p) for p in paths):
+        h.update(str(path).encode() + b"\0" + sha256_file(path).encode() + b"\0")
+    return h.hexdigest()
+
+
 def _digest(result) -> str:
     """sha256 of a cached result's canonical JSON: an edited or damaged entry is recomputed."""
     return hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()

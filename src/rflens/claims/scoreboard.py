@@ -114,8 +114,31 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
     "not run"."""
     from rflens.setup.scales import get, SCALES
 
-    return {name: checks.check_shipped(name, corpus) for name in SCALES
+    return {name: shipped_board(name, corpus) for name in SCALES
             if name != exclude and get(name).shipped and not get(name).extends}  # an extension is read with its run
+
+
+def shipped_board(scale: str, corpus: str = "prose") -> list[dict]:
+    """:func:`rflens.claims.checks.check_shipped`, cached in the run store (``boards/``) and
+    keyed by all it reads: the package's code, every bundle's and every corpus's manifest and
+    the levels in force. A board read inside :func:`rflens.store.shipped.at_size` or
+    ``at_seed`` is computed, never cached."""
+    from rflens.measure.criterion import breaks_level, tol_level
+    from rflens.store.shipped import served_seed, served_size
+
+    compute = lambda: {"board": checks.check_shipped(scale, corpus)}  # noqa: E731
+    if served_size() is not None or served_seed() != 0:
+        return compute()["board"]
+    key = {"scale": scale, "corpus": corpus, "tol": tol_level(), "breaks": breaks_level(),
+           "code": storage.files_digest(Path(checks.__file__).parents[1].rglob("*.py")),
+           "bundles": storage.files_digest(storage.reference_dir().glob("*/manifest.json")),
+           "corpora": storage.files_digest(storage.data_dir().glob("*/*/manifest.json"))}
+    path = storage.cache_entry(storage.runs_dir() / "boards", f"board-{scale}-{corpus}", key)
+    board = storage.cached_file(path, "board", key, compute)[0]["board"]
+    for row in board:  # JSON names a seed by a string
+        if "seeds" in row:
+            row["seeds"] = {int(seed): result for seed, result in row["seeds"].items()}
+    return board
 
 
 def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:

@@ -62,6 +62,11 @@ def served_seed() -> int:
     return _SEED.get()
 
 
+def served_size() -> int | None:
+    """The size :func:`at_size` serves now (None outside it: each model's finished point)."""
+    return _SIZE.get()
+
+
 class ShippedRun(TrainedModel):
     """A finished model of the shipped bundle, read like a :class:`rflens.store.runs.Run`."""
 
