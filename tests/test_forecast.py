@@ -96,12 +96,23 @@ def test_the_outcome_reading_counts_what_fell_inside_and_what_broke():
     out = pd.DataFrame({"model": ["a", "b", "c", "d"], "tokens": "49.2M", "measured": ["2.5 [2.2, 2.8]", "2.1 [1.9, 2.3]",
                         "1.5 [1.4, 1.6]", "not trained yet"], "r": [2.5, 2.1, 1.5, np.nan], "r low": [2.2, 1.9, 1.4, np.nan],
                         "r high": [2.8, 2.3, 1.6, np.nan], "inside (power)": [True, False, True, None],
-                        "inside (decelerating)": [True, True, False, None]})
+                        "inside (decelerating)": [True, True, False, None],
+                        "growth before": [2.0, 1.8, 1.5, np.nan], "growth in the test": [1.5, 1.2, 1.6, np.nan]})
     text = str(rd.forecast_outcome(out))
     assert "3 of the 4 models" in text and "power law's range for 2 of 3" in text
     assert "decelerating model's for 2 of 3" in text and "Broken by 49.2M" in text
     assert "Still below 2: c" in text
+    assert "a median ×1.50 in the test's last step, against ×1.80" in text and "slower for 2 of the 3" in text
+    assert "The rise is slowing" in text
+    faster = str(rd.forecast_outcome(out.assign(**{"growth in the test": [2.5, 1.9, 1.0, np.nan]})))
+    assert "slower for 1 of the 3" in faster and "is not slowing" in faster
     assert "trained to 49.2M yet" in str(rd.forecast_outcome(out.assign(r=np.nan)))
+
+
+def test_growth_per_doubling_is_the_geometric_factor_of_r_minus_1():
+    assert forecast.growth_per_doubling(2**20, 1.1, 2**22, 1.4) == pytest.approx(2.0)  # 0.1 -> 0.4 over two doublings
+    assert forecast.growth_per_doubling(2**20, 1.2, 1.5 * 2**20, 1.2) == pytest.approx(1.0)
+    assert math.isnan(forecast.growth_per_doubling(2**20, 1.0, 2**21, 1.3))  # r - 1 = 0 has no growth factor
 
 
 def test_the_pilot_and_the_runs_are_read_one_knob_at_a_time():

@@ -292,12 +292,22 @@ def table(scale: str = "long") -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
+def growth_per_doubling(t0: float, r0: float, t1: float, r1: float) -> float:
+    """The factor by which r - 1 grew per doubling of tokens from (t0, r0) to (t1, r1),
+    geometric over the span; NaN where r - 1 is not above 0 at both ends."""
+    if r0 <= 1 or r1 <= 1 or t1 <= t0:
+        return float("nan")
+    return float(((r1 - 1) / (r0 - 1)) ** (1 / math.log2(t1 / t0)))
+
+
 def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
     """Each model the forecast named for its test, beside what the test measured: the r
     forecast at each test size (point and range under each curve model), the r measured
     there with its paired interval (as text, and as the numbers ``r``, ``r low``, ``r high``),
-    whether it fell inside each range, and the model's 33.6M-token point measured again
-    against the shipped one. A model not trained yet reads so."""
+    whether it fell inside each range, the model's 33.6M-token point measured again
+    against the shipped one, and the growth of r - 1 per doubling of tokens over the sizes the
+    forecast fitted (``growth before``) and over the test's last step (``growth in the test``,
+    from the test's own curve). A model not trained yet reads so."""
     import pandas as pd
 
     f = read(scale)
@@ -315,7 +325,8 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
                 row[f"forecast ({cm})"] = f"{at['r']:.2f} [{at['range'][0]:.2f}, {at['range'][1]:.2f}]"
             if name not in shipped:
                 row |= {"measured": "not trained yet", "inside (power)": None, "inside (decelerating)": None,
-                        "again at 33.6M": "", "r": np.nan, "r low": np.nan, "r high": np.nan}
+                        "again at 33.6M": "", "r": np.nan, "r low": np.nan, "r high": np.nan,
+                        "growth before": np.nan, "growth in the test": np.nan}
                 rows.append(row)
                 continue
             res = bundle.load(name, test)
@@ -331,5 +342,7 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
             old_t, old_r, _ = curve(bundle.load(name, scale))
             j = int(np.argmin(abs(tokens - old_t[-1])))
             row["again at 33.6M"] = f"{r[j]:.3f} (shipped {old_r[-1]:.3f})"
+            row["growth before"] = growth_per_doubling(old_t[-FIT_SIZES], old_r[-FIT_SIZES], old_t[-1], old_r[-1])
+            row["growth in the test"] = growth_per_doubling(tokens[j], r[j], tokens[k], r[k])
             rows.append(row)
     return pd.DataFrame(rows)

@@ -330,7 +330,28 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
                     f"{_join([f'{tex(m)} ({v})' for m, v in rising[['model', 'measured']].itertuples(index=False)])}.")
     if len(below):
         text.append(f"Still below {BREAKS:g}: {_join([f'{tex(m)} ({v})' for m, v in below[['model', 'measured']].itertuples(index=False)])}.")
+    text += _growth(done)
     return Prose(" ".join(text))
+
+
+def _growth(done: pd.DataFrame) -> list[str]:
+    """What the curves say of when failure comes: r - 1's growth per doubling of tokens in the
+    test's step against the sizes the forecast fitted (:func:`rflens.longrun.forecast.outcome`)."""
+    g = done.dropna(subset=["growth before", "growth in the test"])
+    if g.empty:
+        return []
+    slower = int((g["growth in the test"] < g["growth before"]).sum())
+    k = len(g)
+    said = [f"Per doubling of tokens, $r - 1$ grew by a median ×{g['growth in the test'].median():.2f} in the test's "
+            f"last step, against ×{g['growth before'].median():.2f} over the sizes the forecast fitted; slower for "
+            f"{slower} of the {k} models."]
+    if 2 * slower > k:
+        said.append("The rise is slowing: where these models break, they break later than a constant growth "
+                    "per doubling would put it, which is the decelerating curve's premise.")
+    elif 2 * slower < k:
+        said.append("The rise is not slowing: a constant growth per doubling, the power law's premise, "
+                    "is the nearer description.")
+    return said
 
 
 def pilot_and_runs(pilot: pd.DataFrame | None, runs: tuple[str, ...] = ("long-repeated", "long"),
