@@ -130,3 +130,14 @@ def test_the_extension_has_no_board_of_its_own(capsys):
     assert main(["claims", "--scale", "long-extended"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--scale long" in err[0]
+
+
+def test_the_outcome_names_each_model_by_the_papers_setting():
+    from rflens.longrun.compare import paper_label
+
+    assert paper_label("alibi_slope_shift=4_seed=2", "long") == "ALiBi Δ = 8, seed 2"
+    assert paper_label("window_window=19", "long") == "window w = 100"
+    assert paper_label("nope", "long") == "NoPE"
+    assert paper_label("alibi_slope_shift=3", "deep") == "ALiBi Δ = 6"  # the same setting, mapped by L_tr alone
+    named = forecast.outcome("long")["the paper's"]
+    assert "ALiBi Δ = 8, seed 1" in set(named) and "window w = 160" in set(named)

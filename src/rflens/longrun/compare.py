@@ -281,11 +281,23 @@ def _paper_names(scale: str) -> list[tuple[str, str, str]]:
     return rows
 
 
+def paper_label(name: str, scale: str) -> str:
+    """A model of ``scale`` named by the paper's setting it maps to, and its seed where not the
+    first ("ALiBi Δ = 8, seed 2" for the long run's ``alibi_slope_shift=4_seed=2``); a model
+    that maps to none is named by its scheme's title, or keeps its name."""
+    model, _, seed = name.partition("_seed=")
+    label = {n: f"{'window' if lab.startswith('w') else 'ALiBi'} {lab}" for n, _, lab in _paper_names(scale)}
+    from rflens.setup.schemes import title
+
+    return label.get(model, title(model)) + (f", seed {seed}" if seed else "")
+
+
 def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Rows of :func:`rflens.store.bundle.table` with each Table 1 model labelled by the paper's
     setting ("ALiBi Δ = 8" for the long run's Δ = 4); other models keep their labels."""
-    label = {n: f"{'window' if lab.startswith('w') else 'ALiBi'} {lab}" for n, _, lab in _paper_names(scale)}
-    return em.assign(label=[label.get(n, old) for n, old in zip(em["name"], em["label"])]) if not em.empty else em
+    labels = {n for n, _, _ in _paper_names(scale)}
+    return em.assign(label=[paper_label(n, scale) if n in labels else old
+                            for n, old in zip(em["name"], em["label"])]) if not em.empty else em
 
 
 def by_paper_setting(scale: str) -> pd.DataFrame:

@@ -275,11 +275,14 @@ def table(scale: str = "long") -> "pd.DataFrame":
     test size. Empty when the bundle has no forecast."""
     import pandas as pd
 
+    from rflens.longrun.compare import paper_label
+
     f = read(scale)
     rows = []
     for model, m in (f or {}).get("models", {}).items():
         for seed, s in m["seeds"].items():
-            row = {"model": _seed_name(model, seed), "tested": _seed_name(model, seed) in f.get("tested", []),
+            name = _seed_name(model, seed)
+            row = {"model": name, "the paper's": paper_label(name, scale), "tested": name in f.get("tested", []),
                    "r now": s["last_r"], "r now low": s["last_r_low"]}
             for cm in MODELS:
                 row[f"r = 2 at ({cm})"] = _fmt_tokens(s[cm]["tokens_to_break"])
@@ -310,6 +313,8 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
     from the test's own curve). A model not trained yet reads so."""
     import pandas as pd
 
+    from rflens.longrun.compare import paper_label
+
     f = read(scale)
     if f is None:
         return pd.DataFrame()
@@ -319,7 +324,7 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
         model, _, seed = name.partition("_seed=")
         s = f["models"][model]["seeds"][seed or "0"]
         for t in map(str, f["test_tokens"]):
-            row = {"model": name, "tokens": f"{int(t) / 1e6:.1f}M"}
+            row = {"model": name, "the paper's": paper_label(name, scale), "tokens": f"{int(t) / 1e6:.1f}M"}
             for cm in MODELS:
                 at = s[cm]["at"][t]
                 row[f"forecast ({cm})"] = f"{at['r']:.2f} [{at['range'][0]:.2f}, {at['range'][1]:.2f}]"

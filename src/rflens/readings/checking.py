@@ -305,6 +305,7 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
     which broke (the lower end of the interval at 2 or above) and which did not."""
     if out is None or out.empty:
         return Prose("The long run carries no forecast.")
+    out = out.assign(model=out["the paper's"]) if "the paper's" in out else out  # named as the paper's settings
     done = out[out["r"].notna()]
     n, tokens = len(out), out["tokens"].iloc[0]
     if done.empty:
