@@ -303,6 +303,25 @@ def _board(results: dict[int, str]) -> list[dict]:
     return [{"id": i, "result": r, "statement": f"claim {i}", "measured": f"measured {i}"} for i, r in results.items()]
 
 
+def test_the_first_screen_says_what_training_further_did_to_the_rising_models():
+    import numpy as np
+
+    out = pd.DataFrame({"model": ["a", "a_seed=2", "n", "w", "w_seed=1", "x"], "tokens": "49.2M",
+                        "the paper's": ["ALiBi Δ = 8", "ALiBi Δ = 8, seed 2", "NoPE", "window w = 160",
+                                        "window w = 160, seed 1", "window w = 80"],
+                        "r": [2.1, 2.4, 2.9, 1.6, 1.7, np.nan], "r low": [1.9, 2.1, 2.5, 1.5, 1.6, np.nan],
+                        "growth before": [1.6, 1.9, 1.7, 1.7, 1.6, np.nan],
+                        "growth in the test": [1.5, 1.2, 2.0, 1.3, 1.4, np.nan]})
+    line = rd.index_box.more_training(out)
+    assert "5 trained on to 49.2M tokens (1 still training)" in line
+    assert "1 broke (NoPE); 2 reached 2" not in line  # seed 2 of Δ = 8 broke too
+    assert "2 broke (ALiBi Δ = 8 (seed 2) and NoPE)" in line
+    assert "1 reached 2 with an interval still below it (ALiBi Δ = 8)" in line
+    assert "2 stayed below 2 (window w = 160 (seeds 0 and 1))" in line and "for 4 of 5" in line
+    assert line in rd.first_screen({}, pd.DataFrame(), out)
+    assert "More training" not in rd.first_screen({}, pd.DataFrame(), out.assign(r=np.nan))
+
+
 def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_sources():
     rows = [("alibi_slope_shift=4", "ALiBi Δ=4", t, lo) for t, lo in [(1_048_576, 1.5), (2_097_152, 2.2), (4_194_304, 2.6)]]
     rows += [("alibi_slope_shift=2", "ALiBi Δ=2", t, lo) for t, lo in [(1_048_576, 1.01), (4_194_304, 1.3)]]

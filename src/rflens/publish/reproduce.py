@@ -357,9 +357,10 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     table = bundle.table(long)
     family, names = plan.sweep(long)
     sweep = table[table["name"].isin(names)] if not table.empty else table
+    from rflens.longrun import forecast
     from rflens.longrun.compare import paper_labels
 
-    first = first_screen(boards, paper_labels(sweep, long))
+    first = first_screen(boards, paper_labels(sweep, long), forecast.outcome(long))
     figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(key_figure(sweep, names, long))}\n```\n\n"
     box = this_build(scale, counts, table, len(plan.models(long)), trained, second,
                      {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)

@@ -320,9 +320,7 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
                if not (a and b)]
     if outside:
         text.append(f"Outside at least one range: {_join(outside)}.")
-    broke = done[done["r low"] >= BREAKS]
-    rising = done[(done["r low"] < BREAKS) & (done["r"] >= BREAKS)]
-    below = done[done["r"] < BREAKS]
+    broke, rising, below = forecast_groups(done)
     if len(broke):
         text.append(f"Broken by {tokens} (the interval's lower end at {BREAKS:g} or above): "
                     f"{_join([tex(m) for m in broke['model']])}.")
@@ -335,14 +333,28 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
     return Prose(" ".join(text))
 
 
+def forecast_groups(done: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The trained rows of :func:`rflens.longrun.forecast.outcome` in three: broken (the
+    interval's lower end at :data:`BREAKS` or above), at or above it with an interval that
+    still reaches below, and below it."""
+    return (done[done["r low"] >= BREAKS], done[(done["r low"] < BREAKS) & (done["r"] >= BREAKS)],
+            done[done["r"] < BREAKS])
+
+
+def slowed(done: pd.DataFrame) -> tuple[int, int]:
+    """(how many of the trained rows grew more slowly per doubling in the test than before it,
+    how many both growths are known for)."""
+    g = done.dropna(subset=["growth before", "growth in the test"])
+    return int((g["growth in the test"] < g["growth before"]).sum()), len(g)
+
+
 def _growth(done: pd.DataFrame) -> list[str]:
     """What the curves say of when failure comes: r - 1's growth per doubling of tokens in the
     test's step against the sizes the forecast fitted (:func:`rflens.longrun.forecast.outcome`)."""
     g = done.dropna(subset=["growth before", "growth in the test"])
     if g.empty:
         return []
-    slower = int((g["growth in the test"] < g["growth before"]).sum())
-    k = len(g)
+    slower, k = slowed(done)
     said = [f"Per doubling of tokens, $r - 1$ grew by a median ×{g['growth in the test'].median():.2f} in the test's "
             f"last step, against ×{g['growth before'].median():.2f} over the sizes the forecast fitted; slower for "
             f"{slower} of the {k} models."]

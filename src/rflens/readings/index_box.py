@@ -1,8 +1,9 @@
 """The index page's first screen.
 
 :func:`first_screen`: what the book finds at each scale beside what the paper reports, the
-model (its parameters, corpora and tokens) and the key figure's reading (:func:`sweep_states`,
-which chapter 10 prints under the same figure), in three lines.
+model (its parameters, corpora and tokens), the key figure's reading (:func:`sweep_states`,
+which chapter 10 prints under the same figure) and what training further did to the models
+still rising (:func:`more_training`), a line each.
 :func:`this_build`: the details under it: at which scale the book was built, how the claims
 scored at that scale, and how far the long run has got, with the number of training tokens
 its first model needed to break.
@@ -41,12 +42,13 @@ def _model(preset: str, params: tuple[int, int]) -> str:
             f"({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {sc.train.l_tr} on {corpora}")
 
 
-def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame) -> str:
+def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd.DataFrame | None = None) -> str:
     """The lines under the index page's title (MyST): the paper's central claim as the book's
     long run on new text (:data:`BOOK_LONG`, from ``boards``: {run: its board}) decides it, and
     what the key figure under them shows, read from ``sweep``: the rows of
-    :func:`rflens.store.bundle.table` of the long run's Δ sweep. :func:`claims_at_each_scale` and
-    :func:`reading_notes` follow the figure."""
+    :func:`rflens.store.bundle.table` of the long run's Δ sweep; and what training further did to
+    the models still rising at the long run's end (``outcome``: :func:`rflens.longrun.forecast.outcome`,
+    None or empty: not said). :func:`claims_at_each_scale` and :func:`reading_notes` follow the figure."""
     from rflens.claims.checks import BY_ID, THESIS_CLAIM
 
     long = BOOK_LONG
@@ -61,9 +63,42 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame) -> str:
     if not sweep.empty:
         lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
                      f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
+    if outcome is not None and not outcome.empty and outcome["r"].notna().any():
+        lines.append(more_training(outcome))
     lines.append("**Every claim** at every scale: under the figure, and in [chapter 9](09_claims.ipynb).")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+def more_training(outcome: pd.DataFrame) -> str:
+    """One line: the long run's rising models trained on (the rows of
+    :func:`rflens.longrun.forecast.outcome`), how many broke, reached the level without breaking,
+    or stayed below it, named by the paper's settings, and whether their rise slowed."""
+    from rflens.readings.checking import forecast_groups, slowed
+
+    named = outcome.assign(model=outcome["the paper's"]) if "the paper's" in outcome else outcome
+    done = named[named["r"].notna()]
+    tokens = done["tokens"].iloc[0]
+    parts = []
+    for rows, what in zip(forecast_groups(done), ("broke", f"reached {BREAKS:g} with an interval still below it",
+                                                  f"stayed below {BREAKS:g}")):
+        if len(rows):
+            parts.append(f"{len(rows)} {what} ({_join(_by_setting(rows['model']))})")
+    slower, k = slowed(done)
+    pending = len(named) - len(done)
+    return (f"**More training** ([chapter 10](10_long_runs.ipynb)): of the long run's models still rising at its "
+            f"end, {len(done)} trained on to {tokens} tokens" + (f" ({pending} still training)" if pending else "")
+            + f": {'; '.join(parts)}. Their $r - 1$ grew more slowly per doubling of tokens than over the long run's last sizes for "
+            f"{slower} of {k}.")
+
+
+def _by_setting(names) -> list[str]:
+    """Models named "ALiBi Δ = 8, seed 2" gathered by setting: "ALiBi Δ = 8 (seeds 0 and 2)"."""
+    seeds: dict[str, list[str]] = {}
+    for name in names:
+        base, _, seed = str(name).partition(", seed ")
+        seeds.setdefault(base, []).append(seed or "0")
+    return [base if s == ["0"] else f"{base} (seed{'s' if len(s) > 1 else ''} {_join(s)})" for base, s in seeds.items()]
 
 
 def claims_at_each_scale(scale: str, board: list[dict] | None, boards: dict[str, list[dict]]) -> str:
