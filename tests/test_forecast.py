@@ -107,6 +107,7 @@ def test_the_outcome_reading_counts_what_fell_inside_and_what_broke():
     faster = str(rd.forecast_outcome(out.assign(**{"growth in the test": [2.5, 1.9, 1.0, np.nan]})))
     assert "slower for 1 of the 3" in faster and "is not slowing" in faster
     assert "trained to 49.2M yet" in str(rd.forecast_outcome(out.assign(r=np.nan)))
+    assert "All 4 models the forecast named are trained to 49.2M." in str(rd.forecast_outcome(out.assign(r=2.5)))
 
 
 def test_growth_per_doubling_is_the_geometric_factor_of_r_minus_1():

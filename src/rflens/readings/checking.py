@@ -312,7 +312,8 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
         return Prose(f"None of the {n} models the forecast named is trained to {tokens} yet: the test is still to come.")
     k = len(done)
     power, decel = int(done["inside (power)"].sum()), int(done["inside (decelerating)"].sum())
-    text = [f"{k} of the {n} models the forecast named {'are' if k > 1 else 'is'} trained to {tokens} so far."]
+    text = [f"All {n} models the forecast named are trained to {tokens}." if k == n else
+            f"{k} of the {n} models the forecast named {'are' if k > 1 else 'is'} trained to {tokens} so far."]
     text.append(f"Their measured r(16 $L_{{tr}}$) fell inside the power law's range for {power} of {k} and inside the "
                 f"decelerating model's for {decel} of {k}.")
     outside = [f"{tex(m)} ({v})" for m, v, a, b in done[["model", "measured", "inside (power)",
