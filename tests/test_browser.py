@@ -391,10 +391,11 @@ def verdicts_of(text: str, tables: list) -> set[tuple]:
             ids = part[len(word):]
             if word in RESULT_WORDS:
                 found |= {(m[1], i, RESULT_WORDS[word]) for i in _ids(ids)}
-    for m in re.finditer(r"Claims? ([\d, and]+): (held|not held) at ([\w-]+)(?:,| and still) (held|not held) in ([\w-]+)",
-                         text):
+    held = {"held": "pass", "not held": "fail", "not decided": "not decided"}
+    for m in re.finditer(r"Claims? ([\d, and]+): (held|not held|not decided) at ([\w-]+)(?:,| and still) "
+                         r"(held|not held|not decided) in ([\w-]+)", text):
         for i in _ids(m[1]):
-            found |= {(m[3], i, "pass" if m[2] == "held" else "fail"), (m[5], i, "pass" if m[4] == "held" else "fail")}
+            found |= {(m[3], i, held[m[2]]), (m[5], i, held[m[4]])}
     for m in re.finditer(r"Claims? ([\d, and]+) (?:holds?|held) by construction", text):
         found |= {("*", i, "pass") for i in _ids(m[1])}
     return found
@@ -431,6 +432,11 @@ def test_the_fact_reader_finds_each_kind_of_contradiction_planted_in_a_page():
     # "still fail" for a claim that held at the build's scale
     still = {**clean, "03": verdicts_of("Claims 1 and 3: not held at tiny and still not held in long.", [])}
     assert ("tiny", 1) in verdict_contradictions(still)
+    # a claim not decided at the build's scale is read as not decided, never as failed
+    undecided = {**clean, "03": verdicts_of("Claim 1: not decided at tiny, not held in long.", [])}
+    assert verdicts_of("Claim 1: not decided at tiny, not held in long.", []) == {("tiny", 1, "not decided"),
+                                                                                  ("long", 1, "fail")}
+    assert ("tiny", 1) in verdict_contradictions(undecided)  # the board says pass
     # "by construction" for a claim the board fails
     built = {**clean, "07": verdicts_of("Claim 12 holds by construction, at any scale.", [])}
     assert {("tiny", 12), ("long", 12)} <= set(verdict_contradictions(built))

@@ -379,6 +379,9 @@ def test_a_chapter_opens_with_its_claims_at_each_scale():
     assert len(table) == 2 + len(here)  # only this chapter's claims
     # each move named by what it is: never "still fails" for a claim that held at the build's scale
     assert "Claim 4: not held at `tiny`, held in `long-repeated`, as the paper reports." in text
+    undecided = rd.at_each_scale(here, "tiny", {"long-repeated": rows({5: "pass", 1: "not decided"})})
+    assert "Claim 5: not decided at `tiny`, held in `long-repeated`, as the paper reports." in undecided
+    assert "Claim 1: held at `tiny`, not decided in `long-repeated`." in undecided  # never "not held" for either
     assert "Claim 1: held at `tiny`, not held in `long-repeated`." in text
     assert "Claim 3: not held at `tiny` and still not held in `long-repeated`." in text
     assert "Claim 12 rests on a closed form, not on training: the same verdict at every scale." in text

@@ -35,6 +35,9 @@ def verdicts(rows: list[dict], scale: str) -> Prose:
     return Prose("\n".join(out))
 
 
+_HELD = {"pass": "held", "fail": "not held", "not decided": "not decided"}  # a verdict in a clause
+
+
 def at_each_scale(rows: list[dict], scale: str, runs: dict[str, list[dict]]) -> Prose:
     """A chapter's opening summary (MyST): each of its claims with its verdict at this build's
     ``scale`` and in every shipped long run (``runs``: {run: its board or the same claims read
@@ -63,14 +66,10 @@ def at_each_scale(rows: list[dict], scale: str, runs: dict[str, list[dict]]) -> 
     here = {int(c["id"]): c["result"] for c in rows}
     for run, there in ((run, {cid: c["result"] for cid, c in b.items()}) for run, b in by.items()):
         trained = [i for i in ids if BY_ID[i].evidence == TRAINED]
-        groups = {
-            "turned": [i for i in trained if here[i] in ("fail", "not decided") and there.get(i) == "pass"],
-            "lost": [i for i in trained if here[i] == "pass" and there.get(i) in ("fail", "not decided")],
-            "still": [i for i in trained if here[i] == "fail" and there.get(i) == "fail"],
-        }
-        words = {"turned": f"not held at `{scale}`, held in `{run}`, as the paper reports",
-                 "lost": f"held at `{scale}`, not held in `{run}`",
-                 "still": f"not held at `{scale}` and still not held in `{run}`"}
+        moves = [(a, "pass") for a in ("fail", "not decided")] + [("pass", b) for b in ("fail", "not decided")]
+        groups = {(a, b): [i for i in trained if here[i] == a and there.get(i) == b] for a, b in moves + [("fail", "fail")]}
+        words = {(a, b): f"{_HELD[a]} at `{scale}`, {_HELD[b]} in `{run}`" + (", as the paper reports" if b == "pass" else "")
+                 for a, b in moves} | {("fail", "fail"): f"not held at `{scale}` and still not held in `{run}`"}
         said += [f"Claim{'s' * (len(v) > 1)} {_join([str(i) for i in v])}: {words[k]}." for k, v in groups.items() if v]
     built = [str(i) for i in ids if BY_ID[i].evidence == CONSTRUCTION]
     if built:
