@@ -492,12 +492,18 @@ def _results(browser, server, query: str) -> list[dict]:
     with Visit(browser, f"{server}/search.html?q={query}") as visit:
         page = visit.page
         page.wait_for_selector("#search-results li", timeout=30_000)
-        # every result's snippet fetched, and no equation left as TeX (if one is, the test says so)
+        # every result's snippet fetched, and no equation left as TeX (if one is, the test says so):
+        # the list unchanged for 0.7 s (Sphinx's own "finished" state is not reached here: its title
+        # stays "Searching" and its pulse keeps running after the last result)
         try:
             page.wait_for_function("""() => { const r = document.getElementById('search-results');
                 const items = r.querySelectorAll('li'), snippets = r.querySelectorAll('li p.context');
-                return Search._pulse_status < 0 && items.length === snippets.length &&
-                    Array.from(snippets).every(p => !p.textContent.includes('\\\\(')); }""", timeout=30_000)
+                const ready = items.length > 0 && items.length === snippets.length &&
+                    Array.from(snippets).every(p => !p.textContent.includes('\\\\('));
+                const now = Date.now();
+                if (!ready || window.__rflensShown !== items.length) {
+                    window.__rflensShown = ready ? items.length : -1; window.__rflensSince = now; return false; }
+                return now - window.__rflensSince > 700; }""", timeout=30_000)
         except Exception:  # noqa: BLE001 - the assertions below name what is left
             pass
         found = page.locator("#search-results li").evaluate_all(RESULTS_JS)
