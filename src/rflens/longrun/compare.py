@@ -13,6 +13,8 @@ and otherwise it *rises* without breaking.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -285,17 +287,22 @@ def paper_label(name: str, scale: str) -> str:
     """A model of ``scale`` named by the paper's setting it maps to, and its seed where not the
     first ("ALiBi Δ = 8, seed 2" for the long run's ``alibi_slope_shift=4_seed=2``); a model
     that maps to none is named by its scheme's title, or keeps its name."""
-    model, _, seed = name.partition("_seed=")
-    label = {n: f"{'window' if lab.startswith('w') else 'ALiBi'} {lab}" for n, _, lab in _paper_names(scale)}
     from rflens.setup.schemes import title
 
-    return label.get(model, title(model)) + (f", seed {seed}" if seed else "")
+    model, _, seed = name.partition("_seed=")
+    return _labels(scale).get(model, title(model)) + (f", seed {seed}" if seed else "")
+
+
+@functools.lru_cache(maxsize=None)  # presets are frozen: one map a preset
+def _labels(scale: str) -> dict[str, str]:
+    """{model: "ALiBi Δ = 8"} for every Table 1 model of the preset that maps to a setting of the paper's."""
+    return {n: f"{'window' if lab.startswith('w') else 'ALiBi'} {lab}" for n, _, lab in _paper_names(scale)}
 
 
 def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Rows of :func:`rflens.store.bundle.table` with each Table 1 model labelled by the paper's
     setting ("ALiBi Δ = 8" for the long run's Δ = 4); other models keep their labels."""
-    labels = {n for n, _, _ in _paper_names(scale)}
+    labels = _labels(scale)
     return em.assign(label=[paper_label(n, scale) if n in labels else old
                             for n, old in zip(em["name"], em["label"])]) if not em.empty else em
 

@@ -305,7 +305,7 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
     which broke (the lower end of the interval at 2 or above) and which did not."""
     if out is None or out.empty:
         return Prose("The long run carries no forecast.")
-    out = out.assign(model=out["the paper's"]) if "the paper's" in out else out  # named as the paper's settings
+    out = named_by_paper(out)
     done = out[out["r"].notna()]
     n, tokens = len(out), out["tokens"].iloc[0]
     if done.empty:
@@ -334,6 +334,11 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
     return Prose(" ".join(text))
 
 
+def named_by_paper(out: pd.DataFrame) -> pd.DataFrame:
+    """Rows of :func:`rflens.longrun.forecast.outcome` with each model named by the paper's setting."""
+    return out.assign(model=out["the paper's"]) if "the paper's" in out else out
+
+
 def forecast_groups(done: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The trained rows of :func:`rflens.longrun.forecast.outcome` in three: broken (the
     interval's lower end at :data:`BREAKS` or above), at or above it with an interval that
@@ -345,17 +350,21 @@ def forecast_groups(done: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.
 def slowed(done: pd.DataFrame) -> tuple[int, int]:
     """(how many of the trained rows grew more slowly per doubling in the test than before it,
     how many both growths are known for)."""
-    g = done.dropna(subset=["growth before", "growth in the test"])
+    g = _with_growth(done)
     return int((g["growth in the test"] < g["growth before"]).sum()), len(g)
+
+
+def _with_growth(done: pd.DataFrame) -> pd.DataFrame:
+    return done.dropna(subset=["growth before", "growth in the test"])
 
 
 def _growth(done: pd.DataFrame) -> list[str]:
     """What the curves say of when failure comes: r - 1's growth per doubling of tokens in the
     test's step against the sizes the forecast fitted (:func:`rflens.longrun.forecast.outcome`)."""
-    g = done.dropna(subset=["growth before", "growth in the test"])
+    g = _with_growth(done)
     if g.empty:
         return []
-    slower, k = slowed(done)
+    slower, k = slowed(g)
     said = [f"Per doubling of tokens, $r - 1$ grew by a median ×{g['growth in the test'].median():.2f} in the test's "
             f"last step, against ×{g['growth before'].median():.2f} over the sizes the forecast fitted; slower for "
             f"{slower} of the {k} models."]

@@ -74,9 +74,9 @@ def more_training(outcome: pd.DataFrame) -> str:
     """One line: the long run's rising models trained on (the rows of
     :func:`rflens.longrun.forecast.outcome`), how many broke, reached the level without breaking,
     or stayed below it, named by the paper's settings, and whether their rise slowed."""
-    from rflens.readings.checking import forecast_groups, slowed
+    from rflens.readings.checking import forecast_groups, named_by_paper, slowed
 
-    named = outcome.assign(model=outcome["the paper's"]) if "the paper's" in outcome else outcome
+    named = named_by_paper(outcome)
     done = named[named["r"].notna()]
     tokens = done["tokens"].iloc[0]
     parts = []
@@ -88,8 +88,8 @@ def more_training(outcome: pd.DataFrame) -> str:
     pending = len(named) - len(done)
     return (f"**More training** ([chapter 10](10_long_runs.ipynb)): of the long run's models still rising at its "
             f"end, {len(done)} trained on to {tokens} tokens" + (f" ({pending} still training)" if pending else "")
-            + f": {'; '.join(parts)}. Their $r - 1$ grew more slowly per doubling of tokens than over the long run's last sizes for "
-            f"{slower} of {k}.")
+            + f": {'; '.join(parts)}. Their $r - 1$ grew more slowly per doubling of tokens than over the long "
+            f"run's last sizes for {slower} of {k}.")
 
 
 def _by_setting(names) -> list[str]:
