@@ -257,6 +257,65 @@ def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkey
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_adopt_joins_an_unfinished_model_and_replaces_it_by_its_continuation_only(tmp_path, monkeypatch, capsys):
+    """A worker stopped at its deadline ships the sizes it measured: they join the bundle,
+    and the same run trained on to its end replaces them. A finished model is never
+    replaced, and a run that does not continue the bundle's sizes is refused in one line."""
+    from rflens import storage
+    from rflens.store import bundle
+    from rflens.training import trainer as training
+    from rflens.training.trainer import OutOfTime
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
+    spec = plan.LongModel("alibi", WSD)
+    monkeypatch.setattr(plan, "models", lambda scale="long": [spec])
+    checks = iter(range(100))
+    monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
+    monkeypatch.setattr(training, "_late", lambda deadline: False)  # the checkpoints alone decide here
+    with pytest.raises(OutOfTime):
+        emergence.run(spec, "smoke", progress=False, deadline=1.0)
+    worker = tmp_path / "worker" / "smoke" / spec.name
+    early = bundle.read_result(worker)
+    assert not early["complete"] and 0 < len(early["points"]) < len(plan.measured_steps("smoke", _train_cfg(spec)))
+    adopt = ["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    assert main(adopt) == 0 and "unfinished" in capsys.readouterr().out
+    assert set(bundle.entries("smoke")) == {spec.name} and bundle.complete("smoke") == set()
+    assert main(adopt) == 0 and "0 model(s) joined" in capsys.readouterr().out  # no further along: nothing
+    shutil.copytree(worker, tmp_path / "stopped")
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
+    monkeypatch.setattr(training, "_past", lambda deadline: False)
+    emergence.run(spec, "smoke", progress=False)  # resumed from the kept state to its end
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    assert main(adopt) == 0 and "(finished)" in capsys.readouterr().out
+    assert bundle.complete("smoke") == {spec.name}
+    assert bundle.read_result(bundle.entries("smoke")[spec.name])["points"][:len(early["points"])] == early["points"]
+    bundle.check("smoke")
+    assert not [p for p in (tmp_path / "reference" / "smoke").iterdir() if p.name.startswith(".")]
+    assert main(adopt) == 0 and "0 model(s) joined" in capsys.readouterr().out  # a finished model stays
+    # the bundle unfinished again, and a worker's run that changed its first size: refused, nothing replaced
+    shutil.rmtree(tmp_path / "reference" / "smoke" / spec.name)
+    shutil.copytree(tmp_path / "stopped", tmp_path / "reference" / "smoke" / spec.name)
+    bundle.seal("smoke")
+    result = bundle.read_result(worker)
+    result["points"][0] = {**result["points"][0], "erf": result["points"][0]["erf"] + 1}
+    storage.write_json(worker / bundle.RESULT, result, newline=True)
+    listed = storage.read_json(worker / bundle.MANIFEST)
+    listed["sha256"][bundle.RESULT] = storage.sha256_file(worker / bundle.RESULT)
+    storage.write_json(worker / bundle.MANIFEST, listed, newline=True)
+    assert main(adopt) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not continue it" in err[0], err
+    assert bundle.complete("smoke") == set() and bundle.read_result(bundle.entries("smoke")[spec.name]) == early
+
+
+def _train_cfg(spec):
+    from rflens.setup.settings import resolve
+
+    return resolve("smoke", spec.pos, spec.corpus, spec.settings())[3]
+
+
 def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_path, monkeypatch, capsys):
     """A worker's folder renamed (or its result.json's name edited with a manifest to match)
     would join the bundle as another model of the plan: refused in one line, nothing joins."""

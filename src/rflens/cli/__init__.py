@@ -167,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --check: keep the retrained models' bundles (with weights) in DIR/SCALE/NAME/ instead "
                         "of a temporary folder (not inside reference/)")
     p.add_argument("--adopt", default=None, metavar="DIR",
-                   help="join the finished models a worker shipped to DIR/SCALE/ (its own RFLENS_REFERENCE) to the "
-                        "bundle, each checked against its manifest")
+                   help="join the models a worker shipped to DIR/SCALE/ (its own RFLENS_REFERENCE) to the bundle, "
+                        "each checked against its manifest: finished or not, each replacing the bundle's copy it "
+                        "continues")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])

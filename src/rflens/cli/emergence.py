@@ -24,8 +24,8 @@ def _deadline(minutes: float | None) -> float | None:
 
 
 def _adopt(args) -> int:
-    """Join every finished model of ``args.adopt``/SCALE/ that the bundle lacks (the
-    selection of --only, if given) to the bundle."""
+    """Join every model of ``args.adopt``/SCALE/ (the selection of --only, if given) that the
+    bundle lacks or holds at fewer sizes, finished or not, to the bundle."""
     from pathlib import Path
 
     if args.list or args.check is not None or args.minutes is not None:
@@ -36,19 +36,21 @@ def _adopt(args) -> int:
     if not top.is_dir():
         raise UserError(f"{top} does not exist: give the folder a worker had as RFLENS_REFERENCE (it holds {args.scale}/)")
     wanted = set(dict.fromkeys(args.only)) if args.only else None
-    have = set(bundle.entries(args.scale))
+    have = bundle.entries(args.scale)
     joined = 0
     for folder in sorted(p for p in top.iterdir() if p.is_dir() and (p / bundle.MANIFEST).is_file()):
-        if folder.name in have or (wanted is not None and folder.name not in wanted):
+        if wanted is not None and folder.name not in wanted:
             continue
         result = bundle.read_result(folder)
-        if not result["complete"]:
-            print(f"{folder.name}: unfinished, left where it is")
-            continue
+        if folder.name in have:
+            shipped = bundle.read_result(have[folder.name])
+            if shipped["complete"] or len(result["points"]) <= len(shipped["points"]):
+                continue  # joined already, or no further along than the bundle's
         if result.get("name") != folder.name:
             raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
         plan.check_planned(result, args.scale, folder)
-        print(f"{folder.name}: joined the bundle in {bundle.adopt(args.scale, folder)}")
+        state = "finished" if result["complete"] else f"unfinished, {len(result['points'])} sizes measured"
+        print(f"{folder.name} ({state}): joined the bundle in {bundle.adopt(args.scale, folder)}")
         joined += 1
     print(f"{joined} model(s) joined the {args.scale} bundle")
     return 0

@@ -132,10 +132,12 @@ def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None,
 
 
 def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
-    """Copy a finished model that another bundle folder holds (a worker trained it with its
-    own ``$RFLENS_REFERENCE``) into this bundle, after checking its files against its
-    manifest (and that it holds no other file and no link) and that it is complete and of
-    this preset; then seal the bundle. Returns the model's folder here."""
+    """Copy a model that another bundle folder holds (a worker trained it with its own
+    ``$RFLENS_REFERENCE``) into this bundle, after checking its files against its manifest
+    (and that it holds no other file and no link) and that it is of this preset; then seal
+    the bundle. An unfinished model joins too; the same model further along (more sizes
+    measured, the bundle's sizes first and unchanged: the run it continues) replaces it.
+    Returns the model's folder here."""
     import shutil
 
     folder = Path(folder)
@@ -146,18 +148,33 @@ def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
             what = "a symbolic link" if entry.is_symlink() else "not a file its manifest lists"
             raise UserError(f"{entry} is {what}: a model joins the bundle with the files it was trained with only")
     result = read_result(folder)
-    if result["scale"] != scale or not result["complete"]:
-        what = f"a model of the {result['scale']} preset" if result["scale"] != scale else "an unfinished model"
-        raise UserError(f"{folder} holds {what}: only a finished {scale} model joins the {scale} bundle")
+    if result["scale"] != scale:
+        raise UserError(f"{folder} holds a model of the {result['scale']} preset: only a {scale} model joins the "
+                        f"{scale} bundle")
     path = bundle_dir(scale, root) / result["name"]
-    if path.exists():
-        raise UserError(f"the {scale} bundle already holds {result['name']}: {RESTORE} if it is damaged")
-    tmp = path.with_name(f".{path.name}.adopting")
-    shutil.rmtree(tmp, ignore_errors=True)
+    if path.exists() and not continues(read_result(path), result):
+        raise UserError(f"the {scale} bundle already holds {result['name']} and {folder} does not continue it "
+                        f"(more sizes, its own first): {RESTORE} if it is damaged")
+    tmp, old = path.with_name(f".{path.name}.adopting"), path.with_name(f".{path.name}.replaced")
+    for stale in (tmp, old):
+        shutil.rmtree(stale, ignore_errors=True)
     shutil.copytree(folder, tmp)
+    if path.exists():
+        path.rename(old)  # a crash from here on leaves hidden folders only, never half a model
     tmp.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
     seal(scale, root)
     return path
+
+
+def continues(shipped: dict, later: dict) -> bool:
+    """Whether ``later`` is the unfinished ``shipped`` model trained further: more sizes
+    measured, the shipped ones first and unchanged."""
+    def sizes(result):
+        return [(p["steps"], p["r"], p["erf"]) for p in result["points"]]
+
+    before, after = sizes(shipped), sizes(later)
+    return not shipped["complete"] and len(after) > len(before) and after[:len(before)] == before
 
 
 def rewrite_result(scale: str, name: str, result: dict, root: Path | None = None) -> Path:
