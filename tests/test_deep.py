@@ -29,7 +29,8 @@ def test_paper_value_undoes_each_presets_map(name):
         h + (9 - sc.train.l_tr.bit_length() + 1) for h in sc.sweeps.same_slope]
 
 
-def test_the_deep_plan_seeds_only_the_models_that_decide_a_claim_and_says_why():
+def test_the_deep_plan_seeds_only_the_models_that_decide_a_claim_and_says_why(monkeypatch):
+    monkeypatch.setattr(plan, "_failing", lambda spec, scale: None)  # no Table 1 model has failed
     names = [m.name for m in plan.models("deep")]
     assert "nope" not in names and "rotary" not in names  # no claim turns on them at this depth
     seeded = {n.rsplit("_seed=", 1)[0] for n in names if "_seed=" in n}
@@ -39,7 +40,7 @@ def test_the_deep_plan_seeds_only_the_models_that_decide_a_claim_and_says_why():
     assert set(why) == set(names)
     assert why["window_window=12_seed=1"].endswith("claim 1: the widest window the paper counts as stable")
     assert why["window_window=15"] == "Table 1: windowed attention of size w"
-    # Table 2 waits for its Table 1 model to be shipped and to fail (none is, in this checkout)
+    # Table 2 waits for its Table 1 model to be shipped and to fail
     assert not any("l_tr=" in n and n.startswith(("window_window=20_", "alibi_slope_shift=3_")) for n in names)
 
 
@@ -51,6 +52,10 @@ def test_a_retrained_model_at_the_papers_ratio_can_wait_for_its_failure(monkeypa
     monkeypatch.setattr(plan, "_failing", lambda spec, scale: 200 if spec.name == "window_window=20" else None)
     table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
     assert [s.name for s in table2] == ["window_window=20_batch_size=4_l_tr=256", "window_window=20_batch_size=8_l_tr=128"]
+    # a failing Δ = 6, whose ERF reaches its segment's end: at the paper's ratio (4 L_tr) alone, never at 16 L_tr
+    monkeypatch.setattr(plan, "_failing", lambda spec, scale: 1014 if spec.name == "alibi_slope_shift=3" else None)
+    table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
+    assert [s.name for s in table2] == ["alibi_slope_shift=3_batch_size=4_l_tr=256"]
 
 
 def test_two_depths_are_read_side_by_side_from_their_bundles():
