@@ -42,10 +42,8 @@ def _adopt(args) -> int:
         if wanted is not None and folder.name not in wanted:
             continue
         result = bundle.read_result(folder)
-        if folder.name in have:
-            shipped = bundle.read_result(have[folder.name])
-            if shipped["complete"] or len(result["points"]) <= len(shipped["points"]):
-                continue  # joined already, or no further along than the bundle's
+        if folder.name in have and not bundle.further(bundle.read_result(have[folder.name]), result):
+            continue  # joined already, or no further along than the bundle's
         if result.get("name") != folder.name:
             raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
         plan.check_planned(result, args.scale, folder)

@@ -167,14 +167,18 @@ def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
     return path
 
 
+def further(shipped: dict, later: dict) -> bool:
+    """Whether ``later`` has measured more sizes than the unfinished ``shipped`` model."""
+    return not shipped["complete"] and len(later["points"]) > len(shipped["points"])
+
+
 def continues(shipped: dict, later: dict) -> bool:
     """Whether ``later`` is the unfinished ``shipped`` model trained further: more sizes
-    measured, the shipped ones first and unchanged."""
+    measured (:func:`further`), the shipped ones first and unchanged."""
     def sizes(result):
         return [(p["steps"], p["r"], p["erf"]) for p in result["points"]]
 
-    before, after = sizes(shipped), sizes(later)
-    return not shipped["complete"] and len(after) > len(before) and after[:len(before)] == before
+    return further(shipped, later) and sizes(later)[:len(shipped["points"])] == sizes(shipped)
 
 
 def rewrite_result(scale: str, name: str, result: dict, root: Path | None = None) -> Path:
