@@ -261,6 +261,32 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
     assert core_cost.one_core_speed("smoke") is None
 
 
+def test_the_cost_of_a_stopped_model_is_what_is_left_of_it_from_its_kept_state(store):
+    """A model a sitting stopped costs the steps after its kept checkpoint and the sizes it has
+    not measured: nothing once every step and size is done, the whole run with no state (or a
+    damaged one), and the full cost whenever ``resumed`` is not asked for."""
+    from rflens import storage
+    from rflens.store.bundle import emergence_state
+
+    spec = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
+    at = core_cost.Speed(1e9, 2e9, 1, "a test")
+    full = core_cost.one_core_minutes([spec], "smoke", at)[0]
+    assert core_cost.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full  # nothing kept
+    work = emergence_state("smoke", spec.name)
+    _, model_cfg, _, train_cfg = settings.resolve("smoke", "alibi", "prose", dict(spec.overrides))
+    sizes = plan.measured_steps("smoke", train_cfg)
+    work.mkdir(parents=True)
+    storage.write_json(work / "checkpoint.json", {"step": train_cfg.steps})
+    storage.write_json(work / "points.json", [{"steps": s} for s in sizes])
+    assert core_cost.one_core_minutes([spec], "smoke", at, resumed=True) == [0.0]
+    storage.write_json(work / "checkpoint.json", {"step": train_cfg.steps // 2})
+    storage.write_json(work / "points.json", [{"steps": s} for s in sizes[:-1]])
+    assert 0 < core_cost.one_core_minutes([spec], "smoke", at, resumed=True)[0] < full
+    assert core_cost.one_core_minutes([spec], "smoke", at)[0] == full
+    (work / "points.json").write_text("{not json")
+    assert core_cost.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full
+
+
 @pytest.mark.parametrize("name", ["tiny", "full"])
 def test_model_plan_lists_every_model_of_the_book_once(name):
     """Chapter 11's plan comes from the experiments' own model lists: a model two experiments

@@ -68,7 +68,7 @@ def run(args) -> int:
         if args.check is not None:
             raise UserError("--list shows the plan and --check retrains shipped models: give one of them")
         at = one_core_speed(args.scale)
-        need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at) or []))
+        need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at, resumed=True) or []))
         if todo and scales.get(args.scale).read_only:  # nothing trains into a control: its models are missing
             for spec in specs:
                 print(f"{'shipped' if spec.name in have else 'missing':9s} {spec.name}")
@@ -79,7 +79,7 @@ def run(args) -> int:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
             print(f"{state:9s} {spec.name}{when}" + (f"  ({why[spec.name]})" if spec.name in why else ""))
-        print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at)}" if todo
+        print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at, resumed=True)}" if todo
               else f"nothing to train: the bundle holds every model of the plan ({len(specs)})")
         return 0
     deadline = _deadline(args.minutes)
@@ -115,7 +115,7 @@ def run(args) -> int:
     if scales.get(args.scale).read_only:
         raise UserError(f"{len(todo)} model(s) asked for are not shipped ({todo[0].name}"
                         f"{', ...' if len(todo) > 1 else ''}): {bundle.restore_fix(args.scale)}")
-    print(f"training {len(todo)} model(s): {one_core_cost(todo, args.scale)}"
+    print(f"training {len(todo)} model(s): {one_core_cost(todo, args.scale, resumed=True)}"
           + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
     for spec in todo:
         try:

@@ -153,7 +153,7 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
                         f"{scale} --check K` retrains its models into a temporary folder to compare)")
     ev = scales.get(scale).eval
     corpus = data.prepare(data_cfg, progress=progress)
-    work = storage.runs_dir() / "emergence" / scale / spec.name
+    work = bundle.emergence_state(scale, spec.name)
     if root is not None:
         work = work.with_name(f"{spec.name}.check")
     with hold(work, spec.name):

@@ -51,6 +51,12 @@ POINT_KEYS = ("steps", "tokens", "val_loss", "lengths", "normalized", "measure_s
               "erf", "erf_length", "share_in_ltr")
 
 
+def emergence_state(scale: str, name: str) -> Path:
+    """The folder where model ``name`` of the long-run preset ``scale`` keeps its training
+    state and measured sizes between sittings (removed when the model is shipped)."""
+    return storage.runs_dir() / "emergence" / scale / name
+
+
 def bundle_dir(scale: str = "long", root: Path | None = None) -> Path:
     return (storage.reference_dir() if root is None else Path(root)) / scale
 

@@ -14,13 +14,17 @@ from rflens.setup.config import EvalConfig, ModelConfig, TrainConfig
 from rflens.setup.settings import resolve
 from rflens.store import bundle
 from rflens.training import machine
-from rflens.training.trainer import cooldown_steps, point_steps
+from rflens.storage import read_json
+from rflens.training.trainer import CHECKPOINT_POINTER, cooldown_steps, point_steps
 
 
 @functools.lru_cache(maxsize=512)  # settings are frozen: the count is theirs
 def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig,
-              sizes: tuple[int, ...] | None = None) -> tuple[float, float]:
-    """(training, measuring) FLOPs of one model of the long run (:mod:`rflens.longrun.plan`).
+              sizes: tuple[int, ...] | None = None, done: int = 0,
+              measured: frozenset[int] = frozenset()) -> tuple[float, float]:
+    """(training, measuring) FLOPs of one model of the long run (:mod:`rflens.longrun.plan`),
+    or of what is left of it when a sitting stopped it at step ``done`` with the sizes
+    ``measured`` (in steps) measured (:func:`kept`).
 
     Training: the main run and the cool-down branches of its smaller sizes, at
     :meth:`rflens.model.transformer.TransformerLM.flops_per_token` for L_tr. Measuring, at each of its
@@ -37,12 +41,25 @@ def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig,
     with torch.device("meta"):  # sizes only
         model = TransformerLM(model_cfg)
     sizes = list(sizes) if sizes else point_steps(train_cfg)  # the measured steps (a run's own, when it names them)
-    steps = train_cfg.steps + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1])
+    steps = train_cfg.steps - done + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1] if s not in measured)
     train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
     lengths = [train_cfg.l_tr * m for m in ev.length_mults]
     erf_len = train_cfg.l_tr * ev.erf_length_mult
     one = last_token_flops(model, lengths, ev.n_segments) + ev.erf_samples * erf_len * model.flops_per_token(erf_len)
-    return train, one * len(sizes)
+    return train, one * len([s for s in sizes if s not in measured])
+
+
+def kept(scale: str, name: str) -> tuple[int, frozenset[int]]:
+    """(the step of the training state a stopped sitting kept for model ``name`` of ``scale``,
+    the sizes it measured, in steps): what the next sitting resumes from; (0, {}) when none
+    is kept (or it cannot be read: the run then starts again)."""
+    work = bundle.emergence_state(scale, name)
+    try:
+        step = int(read_json(work / CHECKPOINT_POINTER)["step"]) if (work / CHECKPOINT_POINTER).is_file() else 0
+        points = read_json(work / "points.json") if (work / "points.json").is_file() else []
+        return step, frozenset(int(p["steps"]) for p in points)
+    except (ValueError, KeyError, TypeError):
+        return 0, frozenset()
 
 
 @dataclass(frozen=True)
@@ -56,8 +73,8 @@ class Speed:
     where: str
 
     def minutes(self, model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig,
-                sizes: tuple[int, ...] | None = None) -> float:
-        train, measure = run_flops(model_cfg, train_cfg, ev, sizes)
+                sizes: tuple[int, ...] | None = None, done: int = 0, measured: frozenset[int] = frozenset()) -> float:
+        train, measure = run_flops(model_cfg, train_cfg, ev, sizes, done, measured)
         return (train / self.train + measure / self.measure) / 60.0
 
 
@@ -107,9 +124,11 @@ def one_core_speed(scale: str = "long") -> Speed | None:
     return _speed(pool, f"{here} CPUs like this one" if here in pools else "other machines")
 
 
-def one_core_minutes(specs: list, scale: str = "long", at: Speed | None = None) -> list[float] | None:
+def one_core_minutes(specs: list, scale: str = "long", at: Speed | None = None, *,
+                     resumed: bool = False) -> list[float] | None:
     """The one-core minutes of each model of ``specs`` at ``at`` (default :func:`one_core_speed`,
-    the shipped models' speed on this kind of CPU); None when no model is shipped to time."""
+    the shipped models' speed on this kind of CPU), or, with ``resumed``, of what is left of
+    each from its kept state (:func:`kept`); None when no model is shipped to time."""
     at = at or one_core_speed(scale)
     if at is None:
         return None
@@ -117,19 +136,20 @@ def one_core_minutes(specs: list, scale: str = "long", at: Speed | None = None) 
     out = []
     for spec in specs:
         r = resolve(scale, spec.pos, spec.corpus, spec.settings())
-        out.append(at.minutes(r.model, r.train, preset.eval, preset.points or None))
+        out.append(at.minutes(r.model, r.train, preset.eval, preset.points or None,
+                              *(kept(scale, spec.name) if resumed else ())))
     return out
 
 
-def one_core_cost(specs: list, scale: str = "long", at: Speed | None = None) -> str:
-    """One line: the time ``specs`` take to train, on one core and on two, and the speed
-    that times them."""
+def one_core_cost(specs: list, scale: str = "long", at: Speed | None = None, *, resumed: bool = False) -> str:
+    """One line: the time ``specs`` take to train (with ``resumed``, what is left of them from
+    their kept states), on one core and on two, and the speed that times them."""
     if not specs:
         return "nothing: no model is left to train"
     at = at or one_core_speed(scale)
     if at is None:
         return "not timed: no finished model shipped yet"
-    minutes = one_core_minutes(specs, scale, at)
+    minutes = one_core_minutes(specs, scale, at, resumed=resumed)
     hours = sum(minutes) / 60
     two = max(hours / 2, max(minutes) / 60)  # a model trains on one core: two workers share whole models
     return (f"about {hours:.1f} hours on one core, {two:.1f} on 2 (one worker per core; each model's FLOPs at "
