@@ -51,7 +51,7 @@ def test_a_branch_is_the_finished_shorter_run(stores):
     point = next(p for p in shipped["points"] if p["steps"] == 16)
     assert np.array_equal(m["nll"].astype(np.float32), point["nll"].astype(np.float32))
     assert json.loads((out / "manifest.json").read_text())["sha256"].keys() == {"result.json", "nll.npz"}
-    assert not (storage.runs_dir() / "emergence" / "smoke" / spec.name).exists()  # the work folder is gone
+    assert not bundle.emergence_state("smoke", spec.name).exists()  # the work folder is gone
 
 
 def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, monkeypatch):
@@ -289,6 +289,14 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
     # each model with why the plan trains it: the experiments it answers
     assert out.splitlines()[0] == "to train  alibi_slope_shift=4  (Table 1: ALiBi, slope exponents shifted by Δ)"
     assert "no finished model shipped yet" in out
+    # a model a sitting stopped says where the next one resumes it
+    work = bundle.emergence_state("long", "alibi_slope_shift=4")
+    work.mkdir(parents=True)
+    storage.write_json(work / "checkpoint.json", {"step": 1200})
+    storage.write_json(work / "points.json", [{"steps": 512}, {"steps": 1024}])
+    assert main(["emergence", "--list"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == ("to train  alibi_slope_shift=4  resumes at step 1,200, 2 size(s) "
+                                                       "measured  (Table 1: ALiBi, slope exponents shifted by Δ)")
     out = emergence.run(plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke",
                         progress=False)
     # a speed needs training time beyond the measuring: an 8-step model's wall times are too short to be sure of it

@@ -74,7 +74,6 @@ def test_a_model_another_process_trains_is_one_line_and_not_trained_twice(tmp_pa
 def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monkeypatch, damage):
     import shutil
 
-    from rflens import storage
     from rflens.store import bundle
     from rflens.training import trainer as training
     from rflens.training.trainer import OutOfTime
@@ -86,7 +85,7 @@ def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monk
     with pytest.raises(OutOfTime):
         emergence.run(spec, "smoke", progress=False, deadline=1.0)
     monkeypatch.setattr(training, "_past", lambda deadline: False)
-    work = storage.runs_dir() / "emergence" / "smoke" / spec.name
+    work = bundle.emergence_state("smoke", spec.name)
     if damage == "checkpoint":
         target = work / training.read_checkpoint_pointer(work)["file"]
     else:

@@ -9,7 +9,7 @@ from rflens.errors import UserError
 from rflens.longrun import emergence, plan, recheck
 from rflens.setup import scales
 from rflens.store import bundle
-from rflens.store.core_cost import one_core_cost, one_core_minutes, one_core_speed
+from rflens.store.core_cost import kept, one_core_cost, one_core_minutes, one_core_speed
 from rflens.training.trainer import OutOfTime
 
 
@@ -78,6 +78,9 @@ def run(args) -> int:
         for spec in specs:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
+            step, measured = kept(args.scale, spec.name) if spec.name not in have else (0, ())
+            if step or measured:  # a sitting stopped it: the next one resumes it
+                when += f"  resumes at step {step:,}, {len(measured)} size(s) measured"
             print(f"{state:9s} {spec.name}{when}" + (f"  ({why[spec.name]})" if spec.name in why else ""))
         print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at, resumed=True)}" if todo
               else f"nothing to train: the bundle holds every model of the plan ({len(specs)})")
