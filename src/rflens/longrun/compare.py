@@ -278,8 +278,9 @@ def _paper_names(scale: str) -> list[tuple[str, str, str]]:
         for value in getattr(sc.sweeps, family.setting):
             theirs = scales.paper_value(family.setting, value, sc.model.n_layer, sc.train.l_tr)
             if theirs is not None:
+                shared = " (one slope for every head)" if family.setting == "same_slope" else ""
                 rows.append((f"{family.pos}_{family.setting}={value}", f"{family.setting}={theirs}",
-                             f"{family.symbol} = {theirs}" + (" (one h)" if family.setting == "same_slope" else "")))
+                             f"{family.symbol} = {theirs}{shared}"))
     return rows
 
 
