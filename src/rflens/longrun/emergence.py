@@ -189,7 +189,7 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
 
     fix = f"remove {work} to train {spec.name} from its start"
     points: list[dict] = []
-    partial = work / "points.json"
+    partial = work / bundle.KEPT_POINTS
     arrays = {}
     try:
         if partial.is_file():

@@ -51,6 +51,9 @@ POINT_KEYS = ("steps", "tokens", "val_loss", "lengths", "normalized", "measure_s
               "erf", "erf_length", "share_in_ltr")
 
 
+KEPT_POINTS = "points.json"  # in a model's emergence state: the sizes measured so far
+
+
 def emergence_state(scale: str, name: str) -> Path:
     """The folder where model ``name`` of the long-run preset ``scale`` keeps its training
     state and measured sizes between sittings (removed when the model is shipped)."""

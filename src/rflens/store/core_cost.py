@@ -56,7 +56,7 @@ def kept(scale: str, name: str) -> tuple[int, frozenset[int]]:
     work = bundle.emergence_state(scale, name)
     try:
         step = int(read_json(work / CHECKPOINT_POINTER)["step"]) if (work / CHECKPOINT_POINTER).is_file() else 0
-        points = read_json(work / "points.json") if (work / "points.json").is_file() else []
+        points = read_json(work / bundle.KEPT_POINTS) if (work / bundle.KEPT_POINTS).is_file() else []
         return step, frozenset(int(p["steps"]) for p in points)
     except (ValueError, KeyError, TypeError):
         return 0, frozenset()
