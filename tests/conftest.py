@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker gets its share of the cores (one thread each on two
+    cores): torch's default of every core per process would put two threads on each core,
+    and the workers would slow each other. Subprocesses (chapters, the CLI) inherit it."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    threads = str(max(1, len(os.sched_getaffinity(0)) // int(workers)))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture

@@ -340,6 +340,25 @@ def test_table3_stored_keeps_the_complete_corpora_and_names_the_others(monkeypat
         ex.table3_stored("smoke", progress=False)
 
 
+def test_a_shipped_table3_reads_its_recorded_speeds_and_times_nothing(monkeypatch, store):
+    from rflens.experiments.speed import load_speed_record
+
+    monkeypatch.setattr(ex, "training_speed", lambda *a, **k: pytest.fail("a shipped Table 3 was timed"))
+    t3 = ex.table3_stored("long", progress=False)
+    record = load_speed_record("long")
+    for _, row in t3.iterrows():
+        assert row.tokens_per_s_rounds == record["tokens_per_s"][row.pos]
+        assert row.speed_source == f"recorded on {record['machine']}, {record['recorded']}"
+    # a record that lacks one of the table's schemes is not read: the speeds are timed now
+    timed = []
+    monkeypatch.setattr(ex, "training_speed", lambda scale, positions, **k: timed.append(positions) or
+                        {p: [1.0, 2.0] for p in positions})
+    t3 = ex.table3("long", "prose", train=False, progress=False,
+                   record={"machine": "m", "recorded": "then", "tokens_per_s": {"alibi": [5.0, 6.0]}})
+    assert timed and set(t3["speed_source"]) == {"timed when the table was made"}
+    assert t3.query("pos == 'alibi'")["tokens_per_s_rounds"].iloc[0] == [1.0, 2.0]
+
+
 def test_claim16_not_run_without_speeds():
     t3 = t3_table()
     t3["tokens_per_s"] = math.nan

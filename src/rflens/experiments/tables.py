@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from rflens import paper
 from rflens.errors import UserError
-from rflens.experiments.speed import training_speed
+from rflens.experiments.speed import load_speed_record, training_speed
 from rflens.measure.columns import add_erf_columns, add_ppl_columns, lengths_of, segment_nlls
 from rflens.measure.criterion import EXTRAPOLATION_HORIZON, flag
 from rflens.measure.receptive import gradient_jump
@@ -345,16 +345,22 @@ def table3_models(scale, corpora=None, seed: int | None = None, positions=None) 
 
 
 def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True,
-           seed: int | None = None, positions=None) -> pd.DataFrame:
+           seed: int | None = None, positions=None, record: dict | None = None) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
-    extrapolates, learnable or not, and training tokens/s (:func:`training_speed`).
+    extrapolates, learnable or not, and training tokens/s: timed now (:func:`training_speed`),
+    or read from ``record`` (:func:`rflens.experiments.speed.record_speed`) when it has every
+    scheme; ``speed_source`` says which.
     ``seed``: the models trained from another seed (the preset's by default);
     ``positions``: the schemes (default: the preset's Table 3 ones)."""
     rows = []
     specs = table3_models(scale, corpora, seed, positions)
     if not specs:
         raise UserError(f"the {get_scale(scale).name} preset trains no Table 3 model (its sweeps name no scheme for it)")
-    speed = training_speed(scale, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
+    speed = (record or {}).get("tokens_per_s", {})
+    source = f"recorded on {record.get('machine')}, {record.get('recorded')}" if record else None
+    if any(s.pos not in speed for s in specs):
+        speed = training_speed(scale, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
+        source = "timed when the table was made"
     for spec in progress_bar(specs, "Table 3", progress):
         run = run_of(scale, spec, train=train, progress=progress)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
@@ -365,6 +371,7 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
         row["segment_docs"] = res.get("segment_docs")  # ... which resample whole documents
         row["tokens_per_s"] = float(np.median(speed[spec.pos]))  # measured side by side (training_speed)
         row["tokens_per_s_rounds"] = list(speed[spec.pos])
+        row["speed_source"] = source
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -372,13 +379,16 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
 def table3_stored(scale: str = scales.DEFAULT_SCALE, *, progress: bool = True) -> pd.DataFrame:
     """Table 3 over the corpora whose models are all trained or shipped, training nothing;
     ``attrs["lacking_corpora"]`` names the others, so that a claim over every corpus is not
-    decided on part of them. No corpus complete: the first one's NotStored."""
+    decided on part of them. No corpus complete: the first one's NotStored. Its speeds are
+    the preset's recorded ones (:func:`rflens.experiments.speed.load_speed_record`: a shipped
+    bundle's, measured where its models were) where there is a record, timed now where not."""
     from rflens.store.runs import NotStored
 
+    record = load_speed_record(scale)
     parts, lacking, first = [], [], None
     for corpus in corpora_of(scale):
         try:
-            parts.append(table3(scale, corpus, progress=progress, train=False))
+            parts.append(table3(scale, corpus, progress=progress, train=False, record=record))
         except NotStored as err:
             lacking.append(corpus)
             first = first or err
