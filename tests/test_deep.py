@@ -58,6 +58,29 @@ def test_a_retrained_model_at_the_papers_ratio_can_wait_for_its_failure(monkeypa
     assert [s.name for s in table2] == ["alibi_slope_shift=3_batch_size=4_l_tr=256"]
 
 
+def test_a_deep_model_at_another_l_tr_is_measured_at_its_last_size_alone():
+    from rflens.setup.settings import resolve
+    from rflens.store import core_cost
+    from rflens.training.trainer import point_steps
+
+    def train(scale, name):
+        spec = plan.named(name, scale)
+        return resolve(scale, spec.pos, spec.corpus, spec.settings()).train
+
+    sinusoidal_128 = train("deep", "sinusoidal_batch_size=8_l_tr=128")
+    assert plan.measured_steps("deep", sinusoidal_128) == [sinusoidal_128.steps]
+    # the deep run's own L_tr, and the long run at every L_tr: every size
+    for scale, name in [("deep", "sinusoidal"), ("deep", "window_window=20"), ("long", "sinusoidal_batch_size=16_l_tr=64")]:
+        cfg = train(scale, name)
+        assert plan.measured_steps(scale, cfg) == point_steps(cfg) and len(point_steps(cfg)) == 7
+    # and its cost is timed so: no cool-down branch, one measurement
+    at = core_cost.Speed(1e9, 1e9, 1, "a test")
+    spec = plan.named("sinusoidal_batch_size=8_l_tr=128", "deep")
+    every = at.minutes(*(lambda r: (r.model, r.train))(resolve("deep", spec.pos, spec.corpus, spec.settings())),
+                       scales.get("deep").eval)
+    assert core_cost.one_core_minutes([spec], "deep", at)[0] < every
+
+
 def test_two_depths_are_read_side_by_side_from_their_bundles():
     import pandas as pd
 

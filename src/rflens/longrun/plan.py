@@ -206,11 +206,12 @@ def models(scale: str = "long") -> list[LongModel]:
 
 
 def measured_steps(scale: str, train_cfg: TrainConfig) -> list[int]:
-    """The steps at which a model of the ``scale`` run is branched and measured: the preset's
-    ``points`` where it names them (a run extending another), else
+    """The steps at which a model of the ``scale`` run is branched and measured: where the
+    preset fixes them (:meth:`rflens.setup.scales.Scale.measured_points`: a run extending
+    another, a model at another L_tr measured at its end), else
     :func:`rflens.training.trainer.point_steps`."""
-    points = scales.get(scale).points
-    return [p for p in points if p <= train_cfg.steps] if points else point_steps(train_cfg)
+    points = scales.get(scale).measured_points(train_cfg)
+    return list(points) if points else point_steps(train_cfg)
 
 
 def sizes(scale: str = "long") -> list[int]:

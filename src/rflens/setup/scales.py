@@ -196,6 +196,9 @@ class Scale:
     read_only: bool = False  # a shipped control: its bundle is read, never trained into
     # a long run measured at these steps (empty: the budget / 2^k, rflens.training.trainer.point_steps)
     points: tuple[int, ...] = ()
+    # a long run's models at another L_tr than the preset's (Table 2's retrainings, Figure 7's
+    # second L_tr) measured at their last size alone: what their claims read
+    other_l_tr_at_end: bool = False
     # a run that trains models of another run further (its name), and which of them, in order
     extends: str = ""
     models: tuple[str, ...] = ()
@@ -218,6 +221,16 @@ class Scale:
                 over["batch_size"] = max(1, self.train.batch_size * base // int(l_tr))
             out.append((int(l_tr), over))
         return out
+
+    def measured_points(self, train: TrainConfig) -> tuple[int, ...] | None:
+        """The steps at which a long-run model of this preset trained with ``train`` is measured,
+        where the preset fixes them (:attr:`points`, or the last step alone under
+        :attr:`other_l_tr_at_end`); None: the budget / 2^k (:func:`rflens.training.trainer.point_steps`)."""
+        if self.points:
+            return tuple(p for p in self.points if p <= train.steps)
+        if self.other_l_tr_at_end and train.l_tr != self.train.l_tr:
+            return (train.steps,)
+        return None
 
     @property
     def lengths(self) -> list[int]:
@@ -402,6 +415,9 @@ def _deep() -> Scale:
               "emergence --scale deep --list: the plan, why each model is there, and its cost)",
         model=long.model.replace(n_layer=DEEP_LAYERS),
         train=long.train.replace(l_tr=l_tr, batch_size=batch),
+        # the models at 2 and 4 L_tr are read at their last size; measuring every size would
+        # cost them 3.2 one-core hours more (lengths up to 16 x 256 through 12 layers)
+        other_l_tr_at_end=True,
         # The plan (python -m rflens emergence --scale deep --list) fits about 30 one-core hours
         # at the cost its first models measured (about 77 one-core minutes a model at L_tr = 64,
         # measuring included; 115 at 128): every window (the thesis), the Δ sweep's ends and its

@@ -136,7 +136,7 @@ def one_core_minutes(specs: list, scale: str = "long", at: Speed | None = None, 
     out = []
     for spec in specs:
         r = resolve(scale, spec.pos, spec.corpus, spec.settings())
-        out.append(at.minutes(r.model, r.train, preset.eval, preset.points or None,
+        out.append(at.minutes(r.model, r.train, preset.eval, preset.measured_points(r.train),
                               *(kept(scale, spec.name) if resumed else ())))
     return out
 
