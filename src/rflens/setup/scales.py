@@ -420,7 +420,7 @@ def _deep() -> Scale:
         other_l_tr_at_end=True,
         # The plan (python -m rflens emergence --scale deep --list) fits about 30 one-core hours
         # at the cost its first models measured (about 77 one-core minutes a model at L_tr = 64,
-        # measuring included; 115 at 128): every window (the thesis), the Δ sweep's ends and its
+        # measuring included): every window (the thesis), the Δ sweep's ends and its
         # Table 2 model, the shared slope's ends, Sinusoidal at two L_tr; further seeds only where
         # a claim is decided, Sinusoidal's at L_tr alone (one at 2 L_tr costs one and a half).
         sweeps=Sweeps(
