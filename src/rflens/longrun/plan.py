@@ -100,7 +100,8 @@ def listing(scale: str = "long"):
     for spec in models(scale):
         measured = len(bundle.load(spec.name, scale)["points"]) if spec.name in started else 0
         state = "shipped" if spec.name in done else "training" if measured else "to train"
-        rows.append({"model": spec.name, "state": state, "sizes measured": f"{measured} of {len(sizes(scale))}",
+        planned = len(measured_steps(scale, resolve(scale, spec.pos, spec.corpus, spec.settings()).train))
+        rows.append({"model": spec.name, "state": state, "sizes measured": f"{measured} of {planned}",
                      "why": why.get(spec.name, "")})
     return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame(columns=["state", "sizes measured", "why"])
 
