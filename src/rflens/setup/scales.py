@@ -422,7 +422,7 @@ def _deep() -> Scale:
         # at the cost its first models measured (about 77 one-core minutes a model at L_tr = 64,
         # measuring included): every window (the thesis), the Δ sweep's ends and its
         # Table 2 model, the shared slope's ends, Sinusoidal at two L_tr; further seeds only where
-        # a claim is decided, Sinusoidal's at L_tr alone (one at 2 L_tr costs one and a half).
+        # a claim is decided, Sinusoidal's at L_tr alone (the budget).
         sweeps=Sweeps(
             # claim 4's ends (the paper's -3 and 8) and its Δ = 6, Table 2's
             slope_shift=mapped_exponents((-3, 6, 8), l_tr),
