@@ -86,6 +86,20 @@ def test_table2_plan_retrains_only_listed_failures():
         ("w=16", {"l_tr": 64, "batch_size": 2}), ("Δ=6", {"l_tr": 64})]
 
 
+def test_table2_entries_that_come_to_the_same_model_give_one_pair():
+    smoke = scales.get("smoke")
+    batch = smoke.train.batch_size
+    sc = dataclasses.replace(smoke, sweeps=dataclasses.replace(smoke.sweeps, table2=[
+        scales.Retrain("window", 16),  # the L_tr that covers its ERF (50): 4 x 16 = 64
+        scales.Retrain("window", 16, l_tr_mult=4, batch_size=max(1, batch // 4)),  # the same model
+        scales.Retrain("window", 16, l_tr_mult=8, batch_size=max(1, batch // 8)),  # another one
+    ]))
+    t1 = synthetic_t1().assign(l_tr=16)
+    pairs = ex._table2_plan(sc, t1)
+    assert [over for _, over in pairs] == [{"l_tr": 64, "batch_size": max(1, batch // 4)},
+                                          {"l_tr": 128, "batch_size": max(1, batch // 8)}]
+
+
 # ----------------------------------------------------------------------------- figures
 def _menus_use_title_text(fig):
     for menu in list(fig.layout.updatemenus) + list(fig.layout.sliders):

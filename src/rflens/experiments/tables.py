@@ -217,9 +217,11 @@ def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
     Each entry names one Table 1 model (its family and value) and the longer training
     length, as the paper does for w = 160 and Delta = 6. Only models that fail in Table 1
     at this scale are retrained: a model that already extrapolates has nothing to fix, and
-    one the scale's Table 1 does not have is left out.
+    one the scale's Table 1 does not have is left out. Two entries that come to the same
+    model (an L_tr that covers the ERF is also the paper's ratio) give one pair: one model
+    is one comparison.
     """
-    plan = []
+    plan, seen = [], set()
     for entry in sc.sweeps.table2:
         row = _table1_row(t1, entry.family, entry.value)
         if row is None:
@@ -227,7 +229,11 @@ def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
         ext = row["extrapolates"]
         if ext is None or (isinstance(ext, float) and math.isnan(ext)) or bool(ext):
             continue  # extrapolates already (or was not measured): nothing to fix
-        plan.append((row, entry.training(int(row["l_tr"]), sc.train.batch_size, int(row["erf"]))))
+        over = entry.training(int(row["l_tr"]), sc.train.batch_size, int(row["erf"]))
+        key = (entry.family, float(entry.value), tuple(sorted(over.items())))
+        if key not in seen:
+            seen.add(key)
+            plan.append((row, over))
     return plan
 
 
