@@ -112,6 +112,31 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
     assert "Not yet checked at 12 layers (their models are still to be trained): claim 2." in text
     assert "Outside the `deep` run's plan (read at four layers only): claim 15." in text
     assert checking.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."
+    peaks = pd.DataFrame([{"layers": 4, "L_tr": 32, "peak at": 30, "peak - L_tr": -2},
+                          {"layers": 12, "L_tr": 64, "peak at": 41, "peak - L_tr": -23}])
+    assert ("Sinusoidal's largest gradient outside the most recent tokens sits at absolute position 30 at 4 layers "
+            "with $L_{tr}$ = 32 (-2) and 41 at 12 layers with $L_{tr}$ = 64 (-23); the paper finds it at $L_{tr}$."
+            in checking.two_depths(dp, boards, peaks=peaks))
+    assert "Sinusoidal" not in text
+
+
+def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch):
+    import numpy as np
+
+    from rflens.longrun import compare
+    from rflens.store import bundle
+
+    g = np.full(1024, 1e-4)
+    g[1023 - 41] = 1e-2  # normalized[i]: the token i before the last, so absolute position 41
+    point = {"tokens": 2048, "lengths": [64, 128, 256], "r": [1.0, 2.0, 3.0], "r_low": [1.0, 1.5, 2.5],
+             "r_high": [1.0, 2.5, 3.5], "normalized": g.tolist()}
+    results = {"sinusoidal": {"train": {"l_tr": 64}, "points": [{**point, "tokens": 1024}, point]},
+               "sinusoidal_seed=1": {"train": {"l_tr": 64}, "points": [point]}}
+    monkeypatch.setattr(bundle, "complete", lambda scale: list(results) if scale == "deep" else [])
+    monkeypatch.setattr(bundle, "load", lambda name, scale: results[name])
+    peaks = compare.sinusoidal_peaks(("long", "deep"))
+    assert peaks.to_dict("records") == [{"run": "deep", "layers": 12, "L_tr": 64, "tokens": 2048, "peak at": 41,
+                                         "peak - L_tr": -23, "r(4 L_tr)": 3.0, "low": 2.5, "high": 3.5}]
 
 
 def test_the_plans_listing_says_each_models_state_and_why(tmp_path, monkeypatch):

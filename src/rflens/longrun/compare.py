@@ -18,7 +18,7 @@ import functools
 import numpy as np
 import pandas as pd
 
-from rflens.longrun.plan import by_experiment, further_seeds, LongModel, named as emergence_named, seeded
+from rflens.longrun.plan import by_experiment, further_seeds, LongModel, models, named as emergence_named, seeded
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_TOLERANCE
 from rflens.setup import scales
 from rflens.setup.config import DataConfig
@@ -356,3 +356,28 @@ def depths(shallow: str = SECOND, deep: str = DEEP) -> pd.DataFrame:
     order = {key: i for i, key in enumerate(dict.fromkeys(df["the paper's"]))}  # each setting's depths together
     return df.sort_values(["the paper's", "layers"], key=lambda col: col.map(order) if col.name == "the paper's"
                           else col, kind="stable").reset_index(drop=True)
+
+
+def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
+    """Where Sinusoidal's gradient peaks at each depth (claim 8, Figure 7): every finished
+    Sinusoidal model on prose of ``runs``, from the first seed, at its last measured size: the
+    absolute position of its largest normalised gradient outside the most recent few tokens
+    (:func:`rflens.measure.receptive.gradient_jump`) against its L_tr (the paper finds it at
+    L_tr), and r(4 L_tr) with its paired interval. One row a model."""
+    from rflens.measure.receptive import gradient_jump
+
+    rows = []
+    for scale in runs:
+        done = set(bundle.complete(scale))
+        for spec in models(scale):
+            if spec.pos != "sinusoidal" or spec.corpus != "prose" or "seed" in spec.settings() or spec.name not in done:
+                continue
+            res = bundle.load(spec.name, scale)
+            point, l_tr = res["points"][-1], int(res["train"]["l_tr"])
+            at = list(point["lengths"]).index(4 * l_tr)
+            peak = gradient_jump(point["normalized"], l_tr)["jump_abs_pos"]
+            rows.append({"run": scale, "layers": scales.get(scale).model.n_layer, "L_tr": l_tr,
+                         "tokens": int(point["tokens"]), "peak at": peak, "peak - L_tr": peak - l_tr,
+                         "r(4 L_tr)": float(point["r"][at]), "low": float(point["r_low"][at]),
+                         "high": float(point["r_high"][at])})
+    return pd.DataFrame(rows)

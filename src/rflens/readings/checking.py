@@ -451,12 +451,14 @@ def pilot_reconciled(table: pd.DataFrame) -> Prose:
     return Prose(text)
 
 
-def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep") -> Prose:
+def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep",
+               peaks: pd.DataFrame | None = None) -> Prose:
     """Chapter 10: the long run at four layers against the paper's depth (``dp``: rows of
     :func:`rflens.longrun.compare.depths`; ``boards``: {run: its board}): ERF / w of the
     windows at each depth beside the paper's, each paper's setting trained at both depths
-    with its state, and the claims whose verdict changes with depth, stays, or waits for the
-    deep run's models."""
+    with its state, where Sinusoidal's gradient peaks at each depth and L_tr (``peaks``: rows
+    of :func:`rflens.longrun.compare.sinusoidal_peaks`), and the claims whose verdict changes
+    with depth, stays, or waits for the deep run's models."""
     from rflens import paper
 
     theirs = [e / w for w, e in paper.WINDOW_ERF.items()]
@@ -487,6 +489,11 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
             rows.append(f"{key}: {_join(parts)}")
         if rows:
             said.append("Trained at both depths: " + "; ".join(rows) + ".")
+    if peaks is not None and not peaks.empty:
+        where = [f"{int(r['peak at'])} at {r['layers']} layers with L_tr = {r['L_tr']} ({int(r['peak - L_tr']):+d})"
+                 for _, r in peaks.iterrows()]
+        said.append(f"Sinusoidal's largest gradient outside the most recent tokens sits at absolute position "
+                    f"{_join(where)}; the paper finds it at L_tr.")
     a, b = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (shallow, deep))
     decided = ("pass", "fail")
     moved = [f"claim {i} ({a[i]} at `{shallow}`, {b[i]} at `{deep}`)" for i in a if a[i] in decided and b.get(i) in decided
