@@ -168,3 +168,18 @@ def test_the_depths_table_reads_the_shallow_run_at_the_size_the_deep_run_reached
     assert (shallow["layers"], deep["layers"]) == (4, 12)
     assert shallow["ERF / w"] == round(93 / 30, 2) and shallow["ERF / w, same tokens"] == round(68 / 30, 2)
     assert deep["ERF / w"] == 2.4 and pd.isna(deep["ERF / w, same tokens"]) and not deep["finished"]
+
+
+def test_figure_7_holds_the_models_the_preset_trains_and_claim_8_reads_sinusoidal_alone():
+    from rflens.claims import checks
+    from rflens.errors import UserError
+    from rflens.experiments import tables as ex
+
+    assert [s.pos for s in ex.figure7_models("deep")] == ["sinusoidal", "sinusoidal"]  # no Rotary at this depth
+    assert [s.pos for s in ex.figure7_models("long")][-1] == "rotary"
+    with pytest.raises(UserError, match="--scale long"):
+        ex.rotary_model("deep")
+    f7 = checks.figure7_curves("deep", "prose", ex.figure7("deep", progress=False, train=False))
+    (row,) = checks.check({"figure7": f7, "corpus": "prose", "scale": "deep"}, [8])
+    assert row["result"] in ("pass", "fail", "not decided")  # decided on the bundle, not "not run" for want of Rotary
+    assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128: step at L_tr" in row["measured"]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from rflens.setup import scales
-from rflens.experiments.tables import (Spec, figure7_models, get_scale, measure_erf, progress_bar, run_of, table3,
+from rflens.experiments.tables import (Spec, get_scale, measure_erf, progress_bar, rotary_model, run_of, table3,
     table3_models)
 from rflens.measure.columns import add_erf_columns, add_ppl_columns
 from rflens.measure.criterion import erf_within_l_tr
@@ -49,7 +49,7 @@ def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *,
     from rflens.measure.receptive import receptive_field
 
     sc = get_scale(scale)
-    spec = next(s for s in figure7_models(sc, corpus) if s.pos == "rotary")
+    spec = rotary_model(sc, corpus)
     run = run_of(scale, spec, train=train, progress=progress)
     l_tr, ev = int(run.train_cfg.l_tr), eval_config(run)
     rows, plain = [], None
@@ -77,7 +77,7 @@ def rope_curves(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, tra
     from rflens.measure.perplexity import eval_config
     from rflens.measure.receptive import receptive_field
 
-    spec = next(s for s in figure7_models(get_scale(scale), corpus) if s.pos == "rotary")
+    spec = rotary_model(scale, corpus)
     run = run_of(scale, spec, train=train)
     out = {}
     for method in ROPE_METHODS:

@@ -298,14 +298,27 @@ def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.D
 # Figure 7 (Section 5): Sinusoidal at two L_tr, and Rotary
 # --------------------------------------------------------------------------------------
 def figure7_models(scale, corpus: str = "prose") -> list[Spec]:
+    """Figure 7's models: Sinusoidal at each L_tr of the sweep, and Rotary at the preset's
+    L_tr where the preset trains it (``"rotary"`` in its ``sweeps.beside_figure7``)."""
     sc = get_scale(scale)
     base = sc.train.l_tr
     specs = []
     for l_tr, over in sc.sinusoidal_runs():
         specs.append(make_spec(f"Sinusoidal, L_tr={int(l_tr)}", "sinusoidal", corpus, family="sinusoidal",
                                value=int(l_tr), **over))
-    specs.append(make_spec(f"Rotary, L_tr={base}", "rotary", corpus, family="rotary", value=base))
+    if "rotary" in sc.sweeps.beside_figure7:
+        specs.append(make_spec(f"Rotary, L_tr={base}", "rotary", corpus, family="rotary", value=base))
     return specs
+
+
+def rotary_model(scale, corpus: str = "prose") -> Spec:
+    """Figure 7's Rotary model; a one-line error where the preset trains none."""
+    sc = get_scale(scale)
+    spec = next((s for s in figure7_models(sc, corpus) if s.pos == "rotary"), None)
+    if spec is None:
+        raise UserError(f"the {sc.name} preset trains no Rotary model (its sweeps.beside_figure7 leaves it out): "
+                        f"choose a preset that does, e.g. --scale long")
+    return spec
 
 
 def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
