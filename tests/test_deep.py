@@ -95,7 +95,8 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
         {"the paper's": "w = 160", "layers": 12, "L_tr": 64, "tokens": 2_097_152, "finished": False, "ERF": 48,
          "ERF / w": 2.4, "ERF / w, same tokens": None, "r(16 L_tr)": 1.0, "low": 1.0, "high": 1.0,
          "state": "extrapolates"}])
-    boards = {"long": [{"id": 1, "result": "fail"}, {"id": 2, "result": "fail"}, {"id": 13, "result": "pass"},
+    boards = {"long": [{"id": 1, "result": "fail", "measured": "w=15: r = 1.31 [1.25, 1.38]"}, {"id": 2, "result": "fail"},
+                       {"id": 13, "result": "pass"},
                        {"id": 15, "result": "not decided"}],
               "deep": [{"id": 1, "result": "pass"}, {"id": 2, "result": "not run"}, {"id": 13, "result": "pass"},
                        {"id": 15, "result": "not run"}]}
@@ -107,7 +108,7 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
     assert "w = 160: rises at 4 layers (1.51 [1.44, 1.60], ERF 93 against $L_{tr}$ = 32" in text
     assert "extrapolates at 12 layers" in text
     assert "still training" in text
-    assert "The verdict changes with depth for claim 1 (fail at `long`, pass at `deep`)." in text
+    assert "Claim 1 changes with depth: fail at `long` (w=15: r = 1.31 [1.25, 1.38]); pass at `deep`." in text
     assert "The same verdict at both depths: claim 13." in text
     assert "Not yet checked at 12 layers (their models are still to be trained): claim 2." in text
     assert "Outside the `deep` run's plan (read at four layers only): claim 15." in text

@@ -458,7 +458,8 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     windows at each depth beside the paper's, each paper's setting trained at both depths
     with its state, where Sinusoidal's gradient peaks at each depth and L_tr (``peaks``: rows
     of :func:`rflens.longrun.compare.sinusoidal_peaks`), and the claims whose verdict changes
-    with depth, stays, or waits for the deep run's models."""
+    with depth (one sentence each, with what each depth measured), stays, or waits for the
+    deep run's models."""
     from rflens import paper
 
     theirs = [e / w for w, e in paper.WINDOW_ERF.items()]
@@ -495,17 +496,22 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
         said.append(f"Sinusoidal's largest gradient outside the most recent tokens sits at absolute position "
                     f"{_join(where)}; the paper finds it at L_tr.")
     a, b = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (shallow, deep))
+    measured = {run: {int(c["id"]): c.get("measured") for c in boards.get(run, [])} for run in (shallow, deep)}
     decided = ("pass", "fail")
-    moved = [f"claim {i} ({a[i]} at `{shallow}`, {b[i]} at `{deep}`)" for i in a if a[i] in decided and b.get(i) in decided
-             and a[i] != b[i]]
+
+    def reading(run: str, i: int, result: str) -> str:
+        m = measured[run].get(i)
+        return f"{result} at `{run}`" + (f" ({m})" if m else "")
+
+    moved = [f"Claim {i} changes with depth: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}."
+             for i in a if a[i] in decided and b.get(i) in decided and a[i] != b[i]]
     same = [str(i) for i in a if a[i] in decided and b.get(i) == a[i]]
     from rflens.setup.scales import get
 
     planned = set(get(deep).decides) or set(a)
     waiting = [str(i) for i in a if b.get(i) == "not run" and i in planned]
     outside = [str(i) for i in a if b.get(i) == "not run" and i not in planned]
-    if moved:
-        said.append(f"The verdict changes with depth for {_join(moved)}.")
+    said += moved
     if same:
         said.append(f"The same verdict at both depths: claim{'s' * (len(same) > 1)} {_join(same)}.")
     if waiting:
