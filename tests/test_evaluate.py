@@ -165,7 +165,7 @@ def test_a_kept_bootstrap_draw_gives_what_a_fresh_one_gives(monkeypatch):
     expected = (float(np.exp(nll.mean())), *map(float, np.quantile(boot, [0.025, 0.975])))
     kept = perplexity.bootstrap_ppl(nll, seed=5)
     assert kept == pytest.approx(expected, rel=1e-12) and perplexity.bootstrap_ppl(nll, seed=5) == kept
-    monkeypatch.setattr(perplexity, "_KEEP_DRAWS", 10)  # too large to keep: drawn afresh
+    monkeypatch.setattr(intervals, "KEEP_DRAWS", 10)  # too large to keep: drawn afresh
     assert perplexity.bootstrap_ppl(nll, seed=5) == kept
 
 

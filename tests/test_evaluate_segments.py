@@ -67,6 +67,15 @@ def test_cluster_sums_are_the_sums_of_the_drawn_segments():
     assert not np.allclose(intervals.cluster_bootstrap_sums(values, seed=3, n_boot=300, clusters=clusters), gathered)
 
 
+def test_a_kept_cluster_draw_gives_what_a_fresh_one_gives(monkeypatch):
+    rng = np.random.default_rng(6)
+    clusters, values = rng.integers(0, 17, size=80), rng.normal(size=(2, 80))
+    kept = intervals.cluster_bootstrap_sums(values, seed=4, n_boot=200, clusters=clusters)
+    assert intervals.cluster_bootstrap_sums(values, seed=4, n_boot=200, clusters=clusters).tobytes() == kept.tobytes()
+    monkeypatch.setattr(intervals, "KEEP_DRAWS", 10)  # too large to keep: drawn afresh, block by block
+    assert intervals.cluster_bootstrap_sums(values, seed=4, n_boot=200, clusters=clusters).tobytes() == kept.tobytes()
+
+
 def test_redrawn_segments_widen_the_interval_to_that_of_the_distinct_ones():
     """71 distinct values drawn 512 times: the plain bootstrap treats 512 observations as
     independent; the clustered one gives about the interval of the 71."""

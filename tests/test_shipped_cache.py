@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from rflens import storage
 from rflens.store import bundle, shipped
 
@@ -66,3 +70,20 @@ def test_a_cached_board_is_the_board_computed_afresh(tmp_path, monkeypatch):
     scoreboard.shipped_board("long-repeated")
     monkeypatch.setattr(checks, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
     assert scoreboard.shipped_board("long-repeated") == computed
+
+
+
+def test_the_board_by_size_is_cached_and_is_the_board_computed_afresh(tmp_path, monkeypatch):
+    from rflens.claims import checks, scoreboard
+    from rflens.longrun.plan import sizes
+    from rflens.setup import scales
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    grown = scoreboard.by_size("long-repeated")
+    assert list(grown.columns) == sizes("long-repeated")
+    monkeypatch.setattr(checks, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
+    assert scoreboard.by_size("long-repeated").equals(grown)
+    base = scales._BUILDERS["long-repeated"]
+    monkeypatch.setitem(scales._BUILDERS, "long-repeated", lambda: dataclasses.replace(base(), title="another"))
+    with pytest.raises(ZeroDivisionError):  # another preset of the same name is computed again
+        scoreboard.by_size("long-repeated")

@@ -119,41 +119,50 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
 
 
 def shipped_board(scale: str, corpus: str = "prose") -> list[dict]:
-    """:func:`rflens.claims.checks.check_shipped`, cached in the run store (``boards/``) and
-    keyed by all it reads: the package's code, every bundle's and every corpus's manifest and
-    the levels in force. A board read inside :func:`rflens.store.shipped.at_size` or
-    ``at_seed`` is computed, never cached."""
-    from rflens.measure.criterion import breaks_level, tol_level
-    from rflens.store.shipped import served_seed, served_size
-
-    compute = lambda: {"board": checks.check_shipped(scale, corpus)}  # noqa: E731
-    if served_size() is not None or served_seed() != 0:
-        return compute()["board"]
-    key = {"scale": scale, "corpus": corpus, "tol": tol_level(), "breaks": breaks_level(),
-           "code": storage.files_digest(Path(checks.__file__).parents[1].rglob("*.py")),
-           "bundles": storage.files_digest(storage.reference_dir().glob("*/manifest.json")),
-           "corpora": storage.files_digest(storage.data_dir().glob("*/*/manifest.json"))}
-    path = storage.cache_entry(storage.runs_dir() / "boards", f"board-{scale}-{corpus}", key)
-    board = storage.cached_file(path, "board", key, compute)[0]["board"]
+    """:func:`rflens.claims.checks.check_shipped`, cached in the run store (:func:`_cached`)."""
+    board = _cached("board", scale, corpus, lambda: {"board": checks.check_shipped(scale, corpus)})["board"]
     for row in board:  # JSON names a seed by a string
         if "seeds" in row:
             row["seeds"] = {int(seed): result for seed, result in row["seeds"].items()}
     return board
 
 
+def _cached(kind: str, scale: str, corpus: str, compute) -> dict:
+    """``compute()`` (a JSON-able dict read from the shipped bundles, nothing trained), cached
+    in the run store (``boards/``) and keyed by all it reads: the preset, the package's code,
+    every bundle's and every corpus's manifest and the levels in force. Read inside
+    :func:`rflens.store.shipped.at_size` or ``at_seed``, it is computed, never cached."""
+    from rflens.measure.criterion import breaks_level, tol_level
+    from rflens.setup.scales import get
+    from rflens.store.shipped import served_seed, served_size
+
+    if served_size() is not None or served_seed() != 0:
+        return compute()
+    key = {"scale": scale, "preset": repr(get(scale)), "corpus": corpus, "tol": tol_level(), "breaks": breaks_level(),
+           "code": storage.files_digest(Path(checks.__file__).parents[1].rglob("*.py")),
+           "bundles": storage.files_digest(storage.reference_dir().glob("*/manifest.json")),
+           "corpora": storage.files_digest(storage.data_dir().glob("*/*/manifest.json"))}
+    path = storage.cache_entry(storage.runs_dir() / "boards", f"{kind}-{scale}-{corpus}", key)
+    return storage.cached_file(path, kind, key, compute)[0]
+
+
 def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
     """The board of a shipped preset at each measured size of its models (each a finished
     run of that many tokens, :func:`rflens.store.shipped.at_size`; sizes from
-    :func:`rflens.longrun.plan.sizes`): one row a claim, one column a size, the result in each cell. Nothing is trained; a claim whose models are not shipped
-    is "not run" at every size."""
+    :func:`rflens.longrun.plan.sizes`): one row a claim, one column a size, the result in each
+    cell. Nothing is trained; a claim whose models are not shipped is "not run" at every size.
+    Cached in the run store (:func:`_cached`)."""
     from rflens.longrun.plan import sizes
     from rflens.store.shipped import at_size
 
-    columns = {}
-    for tokens in sizes(scale):
-        with at_size(tokens):
-            board = checks.check_shipped(scale, corpus)
-        columns[tokens] = [c["result"] for c in board]
+    def compute() -> dict:  # a list of sizes: JSON would sort a dict's keys as text
+        columns = []
+        for tokens in sizes(scale):
+            with at_size(tokens):
+                columns.append([tokens, [c["result"] for c in checks.check_shipped(scale, corpus)]])
+        return {"sizes": columns}
+
+    columns = dict((tokens, results) for tokens, results in _cached("by-size", scale, corpus, compute)["sizes"])
     df = pd.DataFrame(columns, index=pd.Index([c.id for c in checks.CLAIMS], name="claim"))
     df.columns.name = "training tokens"
     return df

@@ -11,6 +11,7 @@ rests on (``n_docs``; fewer than :data:`MIN_DOCS` are flagged, :func:`docs_note`
 from __future__ import annotations
 
 import contextlib
+import functools
 import contextvars
 
 import numpy as np
@@ -70,7 +71,36 @@ def _cluster_draws(n: int, seed: int, n_boot: int, clusters) -> tuple[np.ndarray
     rank = np.empty(first.size, dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(first.size)
     k = first.size
-    return rank[label.reshape(-1)], np.random.default_rng([seed, k]).integers(0, k, size=(n_boot, k))
+    return rank[label.reshape(-1)], (_kept_rows if k * n_boot <= KEEP_DRAWS else _rows)(seed, k, n_boot)
+
+
+KEEP_DRAWS = 1 << 22  # elements (32 MB) of a bootstrap draw worth keeping for the process's next call
+
+
+def _rows(seed: int, k: int, n_boot: int) -> np.ndarray:
+    """The (n_boot, k) clusters each replicate draws."""
+    return np.random.default_rng([seed, k]).integers(0, k, size=(n_boot, k))
+
+
+def draw_counts(rows: np.ndarray, k: int) -> np.ndarray:
+    """How often each replicate (row) of ``rows`` draws each of the k units, (len(rows), k), as
+    floats: a replicate's sum is then one product with the units' values, not a gather."""
+    counts = np.bincount((np.arange(len(rows))[:, None] * k + rows).ravel(), minlength=len(rows) * k)
+    return counts.reshape(len(rows), k).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=8)
+def _kept_rows(seed: int, k: int, n_boot: int) -> np.ndarray:
+    rows = _rows(seed, k, n_boot)
+    rows.flags.writeable = False  # shared by every caller
+    return rows
+
+
+@functools.lru_cache(maxsize=8)
+def _kept_counts(seed: int, k: int, n_boot: int) -> np.ndarray:
+    counts = draw_counts(_kept_rows(seed, k, n_boot), k)
+    counts.flags.writeable = False
+    return counts
 
 
 def cluster_bootstrap_sums(values: np.ndarray, clusters, seed: int = 0, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
@@ -83,13 +113,14 @@ def cluster_bootstrap_sums(values: np.ndarray, clusters, seed: int = 0, n_boot: 
     n = values.shape[-1]
     label, rows = _cluster_draws(n, seed, n_boot, clusters)
     k = rows.shape[1]
+    kept = k * n_boot <= KEEP_DRAWS  # a book's evaluation: the counts are kept with the draw
+    counts = _kept_counts(seed, k, n_boot) if kept else None
     flat = values.reshape(-1, n)
     per_cluster = np.stack([np.bincount(label, weights=v, minlength=k) for v in flat])  # (m, k)
     out = np.empty((flat.shape[0], n_boot))
-    for start in range(0, n_boot, _BLOCK):  # a block of replicates at a time: memory stays O(n)
-        block = rows[start:start + _BLOCK]
-        counts = np.bincount((np.arange(len(block))[:, None] * k + block).ravel(), minlength=len(block) * k)
-        out[:, start:start + len(block)] = per_cluster @ counts.reshape(len(block), k).T
+    for start in range(0, n_boot, _BLOCK):  # a block of replicates at a time: a large draw's counts stay O(n)
+        block = counts[start:start + _BLOCK] if kept else draw_counts(rows[start:start + _BLOCK], k)
+        out[:, start:start + len(block)] = per_cluster @ block.T
     return out.reshape(*values.shape[:-1], n_boot)
 
 

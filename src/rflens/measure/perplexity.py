@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 from rflens.data.corpus import draw_segments, eval_region_start, segment_ends
 from rflens.errors import UserError
 from rflens.measure import resources
+from rflens.measure import intervals
 from rflens.measure.intervals import CI_LEVEL, cluster_bootstrap_sums, N_BOOTSTRAP
 from rflens.model import positional
 from rflens.setup.config import ConfigError, EvalConfig, PROTOCOLS
@@ -212,30 +213,25 @@ def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     if clusters is not None and np.unique(clusters).size < nll_sum.size:
         sums = cluster_bootstrap_sums(np.stack([nll_sum, count]), clusters, seed, n_boot)
         boot = np.exp(sums[0] / sums[1])
-    else:
-        idx = _plain_draw(seed, nll_sum.size, n_boot)  # (n_boot, U)
-        boot = np.exp(nll_sum[idx].sum(1) / count[idx].sum(1))
+    else:  # a book's evaluation: the draw is kept; a large one is drawn now and not held after
+        small = nll_sum.size * n_boot <= intervals.KEEP_DRAWS
+        drawn = (_kept_counts if small else _draw_counts)(seed, nll_sum.size, n_boot)  # (n_boot, U)
+        boot = np.exp((drawn @ nll_sum) / (drawn @ count))
     lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return ppl, float(lo), float(hi)
 
 
-def _plain_draw(seed: int, n: int, n_boot: int) -> np.ndarray:
-    """The units each replicate of :func:`bootstrap_ppl` draws, (n_boot, n): drawn once a
-    process for each (seed, n, n_boot) while small (a book's evaluation), else each time,
-    so that a large evaluation's draw is not held after it."""
-    if n * n_boot > _KEEP_DRAWS:
-        return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    return _kept_draw(seed, n, n_boot)
-
-
-_KEEP_DRAWS = 1 << 22  # elements (32 MB) of a draw worth keeping
+def _draw_counts(seed: int, n: int, n_boot: int) -> np.ndarray:
+    """How often each replicate of :func:`bootstrap_ppl` draws each of the n units, (n_boot, n)."""
+    return intervals.draw_counts(np.random.default_rng(seed).integers(0, n, size=(n_boot, n)), n)
 
 
 @functools.lru_cache(maxsize=8)
-def _kept_draw(seed: int, n: int, n_boot: int) -> np.ndarray:
-    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    idx.flags.writeable = False  # shared by every caller
-    return idx
+def _kept_counts(seed: int, n: int, n_boot: int) -> np.ndarray:
+    """:func:`_draw_counts`, drawn once a process for each (seed, n, n_boot)."""
+    counts = _draw_counts(seed, n, n_boot)
+    counts.flags.writeable = False  # shared by every caller
+    return counts
 
 
 def draw(tokens, n: int, length: int, seed: int = 0, what: str = "the token stream") -> tuple[np.ndarray, dict]:

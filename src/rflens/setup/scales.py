@@ -24,6 +24,7 @@ the only place the experiments read their grids from.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -553,4 +554,10 @@ def get(name: str) -> Scale:
     """The preset called ``name`` (one of :data:`SCALES`)."""
     if name not in _BUILDERS:
         raise UserError(f"unknown scale {name!r}: choose one of {', '.join(SCALES)}")
-    return _BUILDERS[name]()
+    return _built(_BUILDERS[name])
+
+
+@functools.cache
+def _built(build) -> Scale:
+    """A preset, built once a process (presets are frozen: every caller may share one)."""
+    return build()

@@ -33,13 +33,9 @@ def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig,
     (forward and backward). The measurement grows with L_tr squared: at L_tr = 512 a size's measurement
     costs as much as about 3M training tokens.
     """
-    import torch
-
     from rflens.measure.perplexity import last_token_flops
-    from rflens.model.transformer import TransformerLM
 
-    with torch.device("meta"):  # sizes only
-        model = TransformerLM(model_cfg)
+    model = _meta_model(model_cfg)
     sizes = list(sizes) if sizes else point_steps(train_cfg)  # the measured steps (a run's own, when it names them)
     steps = train_cfg.steps - done + sum(cooldown_steps(train_cfg, s) for s in sizes[:-1] if s not in measured)
     train = model.flops_per_token(train_cfg.l_tr) * steps * train_cfg.batch_size * train_cfg.l_tr
@@ -47,6 +43,17 @@ def run_flops(model_cfg: ModelConfig, train_cfg: TrainConfig, ev: EvalConfig,
     erf_len = train_cfg.l_tr * ev.erf_length_mult
     one = last_token_flops(model, lengths, ev.n_segments) + ev.erf_samples * erf_len * model.flops_per_token(erf_len)
     return train, one * len([s for s in sizes if s not in measured])
+
+
+@functools.lru_cache(maxsize=64)
+def _meta_model(model_cfg: ModelConfig):
+    """The model of ``model_cfg`` on the meta device: its sizes, no memory (built once a config)."""
+    import torch
+
+    from rflens.model.transformer import TransformerLM
+
+    with torch.device("meta"):
+        return TransformerLM(model_cfg)
 
 
 def kept(scale: str, name: str) -> tuple[int, frozenset[int]]:
