@@ -87,3 +87,15 @@ def test_the_board_by_size_is_cached_and_is_the_board_computed_afresh(tmp_path, 
     monkeypatch.setitem(scales._BUILDERS, "long-repeated", lambda: dataclasses.replace(base(), title="another"))
     with pytest.raises(ZeroDivisionError):  # another preset of the same name is computed again
         scoreboard.by_size("long-repeated")
+
+
+def test_a_shipped_presets_level_sensitivity_is_cached_and_is_the_table_computed_afresh(tmp_path, monkeypatch):
+    from rflens.claims import checks, scoreboard
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    computed = checks.sensitivity("long-repeated", "tol")
+    assert scoreboard.sensitivity("long-repeated", "tol").equals(computed)
+    monkeypatch.setattr(checks, "sensitivity", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
+    assert scoreboard.sensitivity("long-repeated", "tol").equals(computed)
+    with pytest.raises(ZeroDivisionError):  # another level: computed
+        scoreboard.sensitivity("long-repeated", "breaks")

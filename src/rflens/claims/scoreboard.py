@@ -168,6 +168,18 @@ def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
     return df
 
 
+def sensitivity(scale: str, level: str, corpus: str = "prose") -> pd.DataFrame:
+    """:func:`rflens.claims.checks.sensitivity` at its stated range; for a shipped preset (its
+    bundle read, nothing trained) cached in the run store (:func:`_cached`)."""
+    from rflens.setup.scales import get
+
+    if level not in checks.SENSITIVITY or not get(scale).shipped:
+        return checks.sensitivity(scale, level, corpus)  # a one-line error, or the run store's models
+    table = _cached(f"sensitivity-{level}", scale, corpus,
+                    lambda: checks.sensitivity(scale, level, corpus).to_dict(orient="split"))
+    return pd.DataFrame(table["data"], index=pd.Index(table["index"], name="claim"), columns=table["columns"])
+
+
 def by_scale(boards: dict[str, list[dict]]) -> pd.DataFrame:
     """One row a claim, the result at each scale, then what was measured at each."""
     scales = list(boards)
