@@ -14,7 +14,9 @@ SCALE  ?= tiny
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-compile -r requirements.txt
+	@# byte-compiled on every core (pip compiles on one); a file that does not compile is skipped, as pip skips it
+	@$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	@touch $@
 
 setup: $(STAMP)
