@@ -49,8 +49,7 @@ from tqdm.auto import tqdm
 
 from rflens.data.corpus import draw_segments, eval_region_start, segment_ends
 from rflens.errors import UserError
-from rflens.measure import resources
-from rflens.measure import intervals
+from rflens.measure import intervals, resources
 from rflens.measure.intervals import CI_LEVEL, cluster_bootstrap_sums, N_BOOTSTRAP
 from rflens.model import positional
 from rflens.setup.config import ConfigError, EvalConfig, PROTOCOLS
