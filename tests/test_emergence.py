@@ -10,7 +10,7 @@ import pytest
 from rflens import storage
 from rflens.errors import UserError
 from rflens.longrun import emergence, plan
-from rflens.setup import settings
+from rflens.setup import scales, settings
 from rflens.setup.config import DataConfig
 from rflens.store import bundle, runs
 from rflens.training import machine, trainer as training
@@ -181,7 +181,6 @@ def test_the_plan_starts_with_the_thesis_models():
 
 
 def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_three_seeds():
-    from rflens.setup import scales
 
     names = [s.name for s in plan.models("long")]
     # the paper's Delta = 6 at 4 L_tr and w = 160 at 2 L_tr, mapped to L_tr = 32, each with 1024 tokens a step,
@@ -245,13 +244,13 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name
     if scale != CONTROL:  # the later runs record the document of each segment, for their intervals
         assert len(result["segment_docs"]) == result["eval"]["n_segments"]
     for path in SHIPPED[scale, name].iterdir():
-        limit = 4 if path.name == bundle.WEIGHTS else 2  # MB: a drift model of the 12-layer run weighs 3.3
-        assert path.stat().st_size < limit * 2**20, f"{path} is over {limit} MB"
+        assert path.stat().st_size < 2 * 2**20, f"{path} is over 2 MB"
+    kept = (SHIPPED[scale, name] / bundle.WEIGHTS).is_file()
+    assert kept == (name in scales.get(scale).drift_models), "weights are shipped for the drift models alone"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scale, name", _shipped(key for key in SHIPPED if key[1] in emergence.DRIFT_MODELS
-                                                  and (SHIPPED[key] / "model.safetensors").is_file()))
+@pytest.mark.parametrize("scale, name", _shipped(key for key in SHIPPED if key[1] in scales.get(key[0]).drift_models))
 def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(scale, name):
     """The drift test: a shipped model re-measured by today's evaluation code gives the NLLs
     of its last point to 1e-5 on a machine like the one that measured it (the same torch and
@@ -393,7 +392,6 @@ def test_every_model_of_the_long_run_has_a_colour_of_its_own():
 
 
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
-    from rflens.setup import scales
 
     flattest = plan.LongModel("alibi", (("slope_shift", max(scales.get(CONTROL).sweeps.slope_shift)),))
     monkeypatch.setattr(bundle, "complete", lambda scale="long": set())

@@ -132,10 +132,6 @@ def _git_commit() -> str | None:
         return None
 
 
-# shipped with weights and re-measured by the tests: the paper's Δ = 8 and NoPE at four layers, its h = 8 at twelve
-DRIFT_MODELS = ("alibi_slope_shift=4", "nope", "alibi_same_slope=5")
-
-
 def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, progress: bool = True,
         keep_weights: bool | None = None, root: Path | None = None) -> Path:
     """Train ``spec`` at ``scale`` with its emergence points and add it to the bundle (in
@@ -245,7 +241,7 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
         seconds=seconds, measured_steps=measured_steps(scale, train_cfg), curve=curve, points=points,
         segment_docs=final.get("docs") or corpus.segment_docs(ev.n_segments, max(points[-1]["lengths"]) + 1,
                                                               ev.seed).tolist())
-    keep = (spec.name in DRIFT_MODELS) if keep_weights is None else keep_weights
+    keep = (spec.name in scales.get(scale).drift_models) if keep_weights is None else keep_weights
     out = bundle.write_model(scale, spec.name, result, arrays, final.get("model") if keep else None, root)
     if interrupted is not None:
         raise interrupted

@@ -205,6 +205,8 @@ class Scale:
     models: tuple[str, ...] = ()
     # the claims a long run's plan is made to decide (empty: every claim its models allow)
     decides: tuple[int, ...] = ()
+    # a long run's models shipped with their weights, which the drift test re-measures
+    drift_models: tuple[str, ...] = ()
 
     def text(self, corpus: str) -> str:
         """The data corpus that stands for the book's ``corpus`` at this preset."""
@@ -342,6 +344,10 @@ def _long_train(tiny: Scale) -> TrainConfig:
         eval_interval=4096, ckpt_interval=1024)
 
 
+# shipped with weights (1.8 MB each) and re-measured by the drift test: the paper's Δ = 8 and NoPE at four layers
+DRIFT_MODELS = ("alibi_slope_shift=4", "nope")
+
+
 def _long() -> Scale:
     tiny = _tiny()
     l_tr, batch = tiny.train.l_tr, tiny.train.batch_size
@@ -371,6 +377,7 @@ def _long() -> Scale:
                             batch_size=batch // 2)],
             seeds=(1, 2)),
         shipped=True,
+        drift_models=DRIFT_MODELS,
         # corpora of 9.5M to 28M training tokens (data/README.md): 33.6M tokens repeat each at
         # most 3.5 times (rflens.data.capped_budget would shorten a run on a smaller one)
         texts=(("prose", "prose-wide"), ("code", "code-wide"), ("math", "math-tex")),
@@ -419,6 +426,9 @@ def _deep() -> Scale:
         # the models at 2 and 4 L_tr are read at their last size; measuring every size would
         # cost them 3.2 one-core hours more (lengths up to 16 x 256 through 12 layers)
         other_l_tr_at_end=True,
+        # no weights in the repository (3.3 MB a model): `emergence --scale deep --check 1`
+        # retrains a shipped model from scratch instead
+        drift_models=(),
         # The plan (python -m rflens emergence --scale deep --list) fits about 30 one-core hours
         # at the cost its first models measured (about 77 one-core minutes a model at L_tr = 64,
         # measuring included): every window (the thesis), the Δ sweep's ends and its
@@ -467,6 +477,7 @@ def _long_repeated() -> Scale:
         sweeps=dataclasses.replace(tiny.sweeps, same_tokens=False),
         shipped=True,
         read_only=True,
+        drift_models=DRIFT_MODELS,
     )
 
 
