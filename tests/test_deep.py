@@ -97,9 +97,11 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
          "state": "extrapolates"}])
     boards = {"long": [{"id": 1, "result": "fail", "measured": "w=15: r = 1.31 [1.25, 1.38]"}, {"id": 2, "result": "fail"},
                        {"id": 13, "result": "pass"},
-                       {"id": 15, "result": "not decided"}],
+                       {"id": 15, "result": "not decided"}, {"id": 4, "result": "not decided"},
+                       {"id": 7, "result": "fail", "measured": "w=30: r = 1.20"}],
               "deep": [{"id": 1, "result": "pass"}, {"id": 2, "result": "not run"}, {"id": 13, "result": "pass"},
-                       {"id": 15, "result": "not run"}]}
+                       {"id": 15, "result": "not run"}, {"id": 4, "result": "not decided"},
+                       {"id": 7, "result": "not decided", "measured": "w=20: max r = 1.00"}]}
     text = checking.two_depths(dp, boards)
     assert "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers (1 of its 1 windows still training)" in text
     assert "the paper's is 4.8 to 6.4 at 12 layers" in text
@@ -112,6 +114,9 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
     assert "The same verdict at both depths: claim 13." in text
     assert "Not yet checked at 12 layers (their models are still to be trained): claim 2." in text
     assert "Outside the `deep` run's plan (read at four layers only): claim 15." in text
+    assert ("Claim 7 is decided at one depth only: fail at `long` (w=30: r = 1.20); not decided at `deep` "
+            "(w=20: max r = 1.00)." in text)
+    assert "Not decided at either depth: claim 4." in text
     assert checking.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."
     peaks = pd.DataFrame([{"layers": 4, "L_tr": 32, "peak at": 30, "peak - L_tr": -2},
                           {"layers": 12, "L_tr": 64, "peak at": 41, "peak - L_tr": -23}])

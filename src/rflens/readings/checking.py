@@ -458,8 +458,8 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     windows at each depth beside the paper's, each paper's setting trained at both depths
     with its state, where Sinusoidal's gradient peaks at each depth and L_tr (``peaks``: rows
     of :func:`rflens.longrun.compare.sinusoidal_peaks`), and the claims whose verdict changes
-    with depth (one sentence each, with what each depth measured), stays, or waits for the
-    deep run's models."""
+    with depth or is decided at one depth only (one sentence each, with what each depth
+    measured), stays, is decided at neither, or waits for the deep run's models."""
     from rflens import paper
 
     theirs = [e / w for w, e in paper.WINDOW_ERF.items()]
@@ -506,14 +506,20 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     moved = [f"Claim {i} changes with depth: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}."
              for i in a if a[i] in decided and b.get(i) in decided and a[i] != b[i]]
     same = [str(i) for i in a if a[i] in decided and b.get(i) == a[i]]
+    run_at_both = [i for i in a if a[i] != "not run" and b.get(i, "not run") != "not run"]
+    one_side = [f"Claim {i} is decided at one depth only: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}."
+                for i in run_at_both if (a[i] in decided) != (b[i] in decided)]
+    neither = [str(i) for i in run_at_both if a[i] not in decided and b[i] not in decided]
     from rflens.setup.scales import get
 
     planned = set(get(deep).decides) or set(a)
     waiting = [str(i) for i in a if b.get(i) == "not run" and i in planned]
     outside = [str(i) for i in a if b.get(i) == "not run" and i not in planned]
-    said += moved
+    said += moved + one_side
     if same:
         said.append(f"The same verdict at both depths: claim{'s' * (len(same) > 1)} {_join(same)}.")
+    if neither:
+        said.append(f"Not decided at either depth: claim{'s' * (len(neither) > 1)} {_join(neither)}.")
     if waiting:
         said.append(f"Not yet checked at {paper.N_LAYER} layers (their models are still to be trained): "
                     f"claim{'s' * (len(waiting) > 1)} {_join(waiting)}.")
