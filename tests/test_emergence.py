@@ -181,7 +181,6 @@ def test_the_plan_starts_with_the_thesis_models():
 
 
 def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_three_seeds():
-
     names = [s.name for s in plan.models("long")]
     # the paper's Delta = 6 at 4 L_tr and w = 160 at 2 L_tr, mapped to L_tr = 32, each with 1024 tokens a step,
     # planned whatever the Table 1 model does, right after the thesis models with their Table 1 partners
@@ -392,7 +391,6 @@ def test_every_model_of_the_long_run_has_a_colour_of_its_own():
 
 
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
-
     flattest = plan.LongModel("alibi", (("slope_shift", max(scales.get(CONTROL).sweeps.slope_shift)),))
     monkeypatch.setattr(bundle, "complete", lambda scale="long": set())
     assert not any("l_tr=" in s.name for s in plan.models(CONTROL) if s.pos == "alibi")
