@@ -253,7 +253,8 @@ def test_index_page_says_how_to_rerun_with_papermill(browser, server):
 
 
 def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_screen(browser, server):
-    """The first screen: the paper's thesis as the long run decides it and what the key figure
+    """The first screen: the paper's thesis as the long run and the run at the paper's depth
+    decide it and what the key figure
     shows, the figure right under them; then the claims at each scale (the counts of the board
     that chapter 9 of this build wrote to the run store, and the long runs'), how to read the
     numbers with the models, and the "this build" box."""
@@ -270,6 +271,7 @@ def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_sc
         assert visit.errors == [] and visit.external == []
         first, text = box("What this book finds")
         assert "The paper's thesis" in text and "(claim 6)" in text and "Δ sweep" in text and "Δ = 8" in text, text
+        assert "At the paper's depth" in text and "Against 4 layers" in text, text  # the 12-layer run beside it
         assert first.bounding_box()["y"] < 300  # under the title
         figure = visit.page.locator(".js-plotly-plot .main-svg").first
         assert figure.bounding_box()["y"] < 1000  # the key figure, drawn, within the first screen and a bit

@@ -118,6 +118,10 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
             "(w=20: max r = 1.00)." in text)
     assert "Not decided at either depth: claim 4." in text
     assert checking.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."
+    assert checking.by_depth(boards) == ([1], [13])  # changes with depth; the same at both
+    # once every model is finished, ERF / w at the same tokens is the last size's: said once
+    done = checking.two_depths(dp.assign(finished=True), boards)
+    assert "windows have reached" not in done and "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers;" in done
     peaks = pd.DataFrame([{"layers": 4, "L_tr": 32, "peak at": 30, "peak - L_tr": -2},
                           {"layers": 12, "L_tr": 64, "peak at": 41, "peak - L_tr": -23}])
     assert ("Sinusoidal's largest gradient outside the most recent tokens sits at absolute position 30 at 4 layers "

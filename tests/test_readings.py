@@ -348,10 +348,11 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     board = rd.claims_at_each_scale("tiny", here, boards).replace("$L_{tr}$", "L_tr")
     assert "1 pass, 1 fail, 1 not decided, 1 not run at this build's scale (`tiny`, 0.6M training tokens a model): " \
            "hold 1; fail 2; not decided 6; not run 7." in board
-    assert "1 pass, 3 fail, 0 not decided, 0 not run in the long run (`long`, 33.6M tokens a model): hold 7 (an L_tr " \
+    assert "1 pass, 3 fail, 0 not decided, 0 not run in the long run (`long`, 4 layers, 33.6M tokens a model): " \
+           "hold 7 (an L_tr " \
            in board
     assert "fail 1 (windows up to w = 100 extrapolate), 2 (windows from w = 120 break)" in board
-    assert "in the long run (`long-repeated`, 33.6M tokens a model): hold 1, 2, 6, 7." in board
+    assert "in the long run (`long-repeated`, 4 layers, 33.6M tokens a model): hold 1, 2, 6, 7." in board
     assert board.index("(`long`") < board.index("(`long-repeated`")
     assert "12 layers trained on 819.2M tokens each" in board  # the full preset's tokens, the paper's setting
     assert "not computed in this build at this build's scale" in rd.claims_at_each_scale("smoke", None, {})
@@ -549,3 +550,21 @@ def test_the_first_screen_leaves_a_run_whose_models_are_still_training_to_one_cl
     screen = rd.claims_at_each_scale("tiny", None, {"deep": board})
     assert "in the long run (`deep`" not in screen
     assert "The claims of `deep` wait for models still training" in screen
+
+
+def test_the_first_screen_says_what_the_paper_s_depth_reads_beside_the_long_run():
+    long = _board({1: "fail", 4: "not decided", 6: "fail", 7: "fail", 8: "fail", 13: "pass", 15: "not decided"})
+    long[2]["measured"] = "every seed agrees: seed 0 fail: 10/15 models = 67% (x); seed 1 fail: 11/15 models = 73% (y)"
+    deep = _board({1: "pass", 4: "pass", 6: "pass", 7: "not decided", 8: "fail", 13: "pass", 15: "not run"})
+    deep[2]["measured"] = "10/11 models = 91% (mispredicted: h=-3 (paper's 0))"
+    line = rd.index_box.at_depth({"long": long, "deep": deep})
+    assert "in the run of 12 layers (`deep`, $L_{tr}$ = 64)" in line and "the thesis holds" in line
+    assert "for 10 of its 11 Table 1 models (91%), where the criterion asks 80%" in line
+    assert ("Against 4 layers (`long`): pass at 12 layers and fail at 4: claims 1 and 6; pass at 12 layers and not "
+            "decided at 4: claim 4; not decided at 12 layers and fail at 4: claim 7; the same at both depths: "
+            "claims 8 and 13.") in line
+    assert "15" not in line.split("Against")[1]  # not run at 12 layers: not read at both depths
+    assert line in rd.first_screen({"long": long, "deep": deep}, pd.DataFrame())
+    # the deep run says nothing while its thesis is not run, or without its board
+    assert rd.index_box.at_depth({"long": long, "deep": _board({6: "not run"})}) == ""
+    assert rd.index_box.at_depth({"long": long}) == "" and "paper's depth" not in rd.first_screen({"long": long}, pd.DataFrame())

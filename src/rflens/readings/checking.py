@@ -451,6 +451,14 @@ def pilot_reconciled(table: pd.DataFrame) -> Prose:
     return Prose(text)
 
 
+def by_depth(boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep") -> tuple[list[int], list[int]]:
+    """The claims decided (pass or fail) at both depths (``boards``: {run: its board}), in the
+    shallow board's order: those whose verdict changes with depth, and those it leaves alone."""
+    a, b = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (shallow, deep))
+    both = [i for i in a if a[i] in ("pass", "fail") and b.get(i) in ("pass", "fail")]
+    return [i for i in both if a[i] != b[i]], [i for i in both if a[i] == b[i]]
+
+
 def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep",
                peaks: pd.DataFrame | None = None) -> Prose:
     """Chapter 10: the long run at four layers against the paper's depth (``dp``: rows of
@@ -477,7 +485,7 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
                         f"{_join(ratios)}; the paper's is {min(theirs):.1f} to {max(theirs):.1f} at "
                         f"{paper.N_LAYER} layers.")
         same = dp["ERF / w, same tokens"].dropna() if "ERF / w, same tokens" in dp else pd.Series(dtype=float)
-        if len(same):
+        if len(same) and not dp["finished"].all():  # once every model is finished it is the sentence above
             said.append(f"At the sizes the {paper.N_LAYER}-layer windows have reached, the same settings at "
                         f"{int(dp.loc[same.index, 'layers'].iloc[0])} layers read {same.min():.1f} to {same.max():.1f}.")
         both = [key for key, d in dp.groupby("the paper's", sort=False) if d["layers"].nunique() == 2]
@@ -503,9 +511,9 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
         m = measured[run].get(i)
         return f"{result} at `{run}`" + (f" ({m})" if m else "")
 
-    moved = [f"Claim {i} changes with depth: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}."
-             for i in a if a[i] in decided and b.get(i) in decided and a[i] != b[i]]
-    same = [str(i) for i in a if a[i] in decided and b.get(i) == a[i]]
+    changed, kept = by_depth(boards, shallow, deep)
+    moved = [f"Claim {i} changes with depth: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}." for i in changed]
+    same = [str(i) for i in kept]
     run_at_both = [i for i in a if a[i] != "not run" and b.get(i, "not run") != "not run"]
     one_side = [f"Claim {i} is decided at one depth only: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}."
                 for i in run_at_both if (a[i] in decided) != (b[i] in decided)]

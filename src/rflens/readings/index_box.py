@@ -1,9 +1,9 @@
 """The index page's first screen.
 
-:func:`first_screen`: what the book finds at each scale beside what the paper reports, the
-model (its parameters, corpora and tokens), the key figure's reading (:func:`sweep_states`,
-which chapter 10 prints under the same figure) and what training further did to the models
-still rising (:func:`more_training`), a line each.
+:func:`first_screen`: what the book finds at each scale beside what the paper reports (at the
+paper's depth too, :func:`at_depth`), the model (its parameters, corpora and tokens), the key
+figure's reading (:func:`sweep_states`, which chapter 10 prints under the same figure) and what
+training further did to the models still rising (:func:`more_training`), a line each.
 :func:`this_build`: the details under it: at which scale the book was built, how the claims
 scored at that scale, and how far the long run has got, with the number of training tokens
 its first model needed to break.
@@ -44,11 +44,11 @@ def _model(preset: str, params: tuple[int, int]) -> str:
 
 def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd.DataFrame | None = None) -> str:
     """The lines under the index page's title (MyST): the paper's central claim as the book's
-    long run on new text (:data:`BOOK_LONG`, from ``boards``: {run: its board}) decides it, and
-    what the key figure under them shows, read from ``sweep``: the rows of
-    :func:`rflens.store.bundle.table` of the long run's Δ sweep; and what training further did to
-    the models still rising at the long run's end (``outcome``: :func:`rflens.longrun.forecast.outcome`,
-    None or empty: not said). :func:`claims_at_each_scale` and :func:`reading_notes` follow the figure."""
+    long run on new text (:data:`BOOK_LONG`, from ``boards``: {run: its board}) decides it and as
+    the run at the paper's depth does (:func:`at_depth`); what the key figure under them shows,
+    read from ``sweep``: the rows of :func:`rflens.store.bundle.table` of the long run's Δ sweep;
+    and what training further did to the models still rising at the long run's end
+    (``outcome``: :func:`rflens.longrun.forecast.outcome`, None or empty: not said). :func:`claims_at_each_scale` and :func:`reading_notes` follow the figure."""
     from rflens.claims.checks import BY_ID, THESIS_CLAIM
 
     long = BOOK_LONG
@@ -60,6 +60,9 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd
         lines.append(tex(f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), that "
                          f"{BY_ID[THESIS_CLAIM].short} (claim {THESIS_CLAIM}), {verdict} in the long run on new text "
                          f"(`{long}`): {_agreement(str(central['measured']))}."))
+    deep = at_depth(boards)
+    if deep:
+        lines.append(deep)
     if not sweep.empty:
         lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
                      f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
@@ -68,6 +71,36 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd
     lines.append("**Every claim** at every scale: under the figure, and in [chapter 9](09_claims.ipynb).")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+def at_depth(boards: dict[str, list[dict]]) -> str:
+    """One line: the paper's thesis in the run at the paper's depth (``boards``: {run: its
+    board}), and the claims read at both depths grouped by their two verdicts: those that differ
+    between the book's long run and it, then those that read the same
+    (:func:`rflens.readings.checking.by_depth`); empty while that run decides no trained claim."""
+    from rflens.claims.checks import THESIS_CLAIM
+    from rflens.longrun.compare import DEEP
+    from rflens.readings.checking import by_depth
+
+    central = {int(c["id"]): c for c in boards.get(DEEP, [])}.get(THESIS_CLAIM)
+    if central is None or central["result"] == "not run":
+        return ""
+    verdict = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided"}[central["result"]]
+    now, then = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (DEEP, BOOK_LONG))
+    deep, long = get(DEEP).model.n_layer, get(BOOK_LONG).model.n_layer
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for i in then:
+        if now.get(i, "not run") != "not run" and then[i] != "not run" and now[i] != then[i]:
+            pairs.setdefault((now[i], then[i]), []).append(str(i))
+    said = [f"{a} at {deep} layers and {b} at {long}: claim{'s' * (len(ids) > 1)} {_join(ids)}"
+            for (a, b), ids in pairs.items()]
+    kept = [str(i) for i in by_depth(boards, BOOK_LONG, DEEP)[1]]
+    if kept:
+        said.append(f"the same at both depths: claim{'s' * (len(kept) > 1)} {_join(kept)}")
+    return tex(f"**At the paper's depth** ([chapter 10](10_long_runs.ipynb)): in the run of {deep} layers "
+               f"(`{DEEP}`, L_tr = {get(DEEP).train.l_tr}), where the paper's windows and slopes map by L_tr alone, "
+               f"the thesis {verdict}: {_agreement(str(central['measured']))}."
+               + (f" Against {long} layers (`{BOOK_LONG}`): {'; '.join(said)}." if said else ""))
 
 
 def more_training(outcome: pd.DataFrame) -> str:
@@ -119,8 +152,8 @@ def claims_at_each_scale(scale: str, board: list[dict] | None, boards: dict[str,
         if all(c["result"] == "not run" for c in rows if BY_ID[int(c["id"])].evidence == TRAINED):
             waiting.append(f"`{run}`")  # nothing trained is read yet: its models are still training
             continue
-        said.append(f"{_counts(_count(rows))} in the long run (`{run}`, {_tokens(_tokens_a_model(run))} tokens a "
-                    f"model){_which(rows, named=run == long)}.")
+        said.append(f"{_counts(_count(rows))} in the long run (`{run}`, {get(run).model.n_layer} layers, "
+                    f"{_tokens(_tokens_a_model(run))} tokens a model){_which(rows, named=run == long)}.")
     if waiting:
         said.append(f"The claims of {_join(waiting)} wait for models still training ([chapter 10](10_long_runs.ipynb)).")
     body = "\n".join(f"- {tex(part)}" for part in said)
