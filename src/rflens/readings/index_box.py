@@ -48,7 +48,8 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd
     the run at the paper's depth does (:func:`at_depth`); what the key figure under them shows,
     read from ``sweep``: the rows of :func:`rflens.store.bundle.table` of the long run's Δ sweep;
     and what training further did to the models still rising at the long run's end
-    (``outcome``: :func:`rflens.longrun.forecast.outcome`, None or empty: not said). :func:`claims_at_each_scale` and :func:`reading_notes` follow the figure."""
+    (``outcome``: :func:`rflens.longrun.forecast.outcome`, None or empty: not said).
+    :func:`claims_at_each_scale` and :func:`reading_notes` follow the figure."""
     from rflens.claims.checks import BY_ID, THESIS_CLAIM
 
     long = BOOK_LONG
