@@ -118,7 +118,8 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
             "(w=20: max r = 1.00)." in text)
     assert "Not decided at either depth: claim 4." in text
     assert checking.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."
-    assert checking.by_depth(boards) == ([1], [13])  # changes with depth; the same at both
+    assert checking.by_depth(boards) == {1: ("fail", "pass"), 13: ("pass", "pass"), 4: ("not decided", "not decided"),
+                                         7: ("fail", "not decided")}  # read at both depths: not 2 and 15
     # once every model is finished, ERF / w at the same tokens is the last size's: said once
     done = checking.two_depths(dp.assign(finished=True), boards)
     assert "windows have reached" not in done and "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers;" in done

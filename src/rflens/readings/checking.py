@@ -451,12 +451,11 @@ def pilot_reconciled(table: pd.DataFrame) -> Prose:
     return Prose(text)
 
 
-def by_depth(boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep") -> tuple[list[int], list[int]]:
-    """The claims decided (pass or fail) at both depths (``boards``: {run: its board}), in the
-    shallow board's order: those whose verdict changes with depth, and those it leaves alone."""
+def by_depth(boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep") -> dict[int, tuple[str, str]]:
+    """Every claim read at both depths (not "not run" at either; ``boards``: {run: its board}),
+    in the shallow board's order, with its verdict at the shallow depth and at the deep one."""
     a, b = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (shallow, deep))
-    both = [i for i in a if a[i] in ("pass", "fail") and b.get(i) in ("pass", "fail")]
-    return [i for i in both if a[i] != b[i]], [i for i in both if a[i] == b[i]]
+    return {i: (a[i], b[i]) for i in a if a[i] != "not run" and b.get(i, "not run") != "not run"}
 
 
 def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "long", deep: str = "deep",
@@ -511,13 +510,13 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
         m = measured[run].get(i)
         return f"{result} at `{run}`" + (f" ({m})" if m else "")
 
-    changed, kept = by_depth(boards, shallow, deep)
-    moved = [f"Claim {i} changes with depth: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}." for i in changed]
-    same = [str(i) for i in kept]
-    run_at_both = [i for i in a if a[i] != "not run" and b.get(i, "not run") != "not run"]
-    one_side = [f"Claim {i} is decided at one depth only: {reading(shallow, i, a[i])}; {reading(deep, i, b[i])}."
-                for i in run_at_both if (a[i] in decided) != (b[i] in decided)]
-    neither = [str(i) for i in run_at_both if a[i] not in decided and b[i] not in decided]
+    pairs = by_depth(boards, shallow, deep)
+    moved = [f"Claim {i} changes with depth: {reading(shallow, i, x)}; {reading(deep, i, y)}."
+             for i, (x, y) in pairs.items() if x in decided and y in decided and x != y]
+    same = [str(i) for i, (x, y) in pairs.items() if x in decided and x == y]
+    one_side = [f"Claim {i} is decided at one depth only: {reading(shallow, i, x)}; {reading(deep, i, y)}."
+                for i, (x, y) in pairs.items() if (x in decided) != (y in decided)]
+    neither = [str(i) for i, (x, y) in pairs.items() if x not in decided and y not in decided]
     from rflens.setup.scales import get
 
     planned = set(get(deep).decides) or set(a)

@@ -76,9 +76,9 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd
 
 def at_depth(boards: dict[str, list[dict]]) -> str:
     """One line: the paper's thesis in the run at the paper's depth (``boards``: {run: its
-    board}), and the claims read at both depths grouped by their two verdicts: those that differ
-    between the book's long run and it, then those that read the same
-    (:func:`rflens.readings.checking.by_depth`); empty while that run decides no trained claim."""
+    board}), and the claims read at both depths (:func:`rflens.readings.checking.by_depth`)
+    grouped by their two verdicts: those that differ between the book's long run and it, then
+    those decided alike; empty while that run decides no trained claim."""
     from rflens.claims.checks import THESIS_CLAIM
     from rflens.longrun.compare import DEEP
     from rflens.readings.checking import by_depth
@@ -87,15 +87,16 @@ def at_depth(boards: dict[str, list[dict]]) -> str:
     if central is None or central["result"] == "not run":
         return ""
     verdict = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided"}[central["result"]]
-    now, then = ({int(c["id"]): c["result"] for c in boards.get(run, [])} for run in (DEEP, BOOK_LONG))
     deep, long = get(DEEP).model.n_layer, get(BOOK_LONG).model.n_layer
-    pairs: dict[tuple[str, str], list[str]] = {}
-    for i in then:
-        if now.get(i, "not run") != "not run" and then[i] != "not run" and now[i] != then[i]:
-            pairs.setdefault((now[i], then[i]), []).append(str(i))
+    groups: dict[tuple[str, str], list[str]] = {}
+    kept = []
+    for i, (then, now) in by_depth(boards, BOOK_LONG, DEEP).items():
+        if now != then:
+            groups.setdefault((now, then), []).append(str(i))
+        elif now in ("pass", "fail"):
+            kept.append(str(i))
     said = [f"{a} at {deep} layers and {b} at {long}: claim{'s' * (len(ids) > 1)} {_join(ids)}"
-            for (a, b), ids in pairs.items()]
-    kept = [str(i) for i in by_depth(boards, BOOK_LONG, DEEP)[1]]
+            for (a, b), ids in groups.items()]
     if kept:
         said.append(f"the same at both depths: claim{'s' * (len(kept) > 1)} {_join(kept)}")
     return tex(f"**At the paper's depth** ([chapter 10](10_long_runs.ipynb)): in the run of {deep} layers "
