@@ -33,7 +33,7 @@ from rflens.errors import UserError
 from rflens.setup.config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
 from rflens.setup.schemes import TABLE3
 
-SCALES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "deep", "small", "full")
+SCALES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "deep", "deep-d128", "small", "full")
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 # The long run the chapters read beside their own scale: the second run, on text it repeats at
 # most 4 times; chapter 10 sets the first (``long-repeated``, on text it repeats) beside it.
@@ -462,6 +462,37 @@ def _deep() -> Scale:
     )
 
 
+# The width ladder (what sets the clock of failure): `deep` at twice its width. At the same
+# tokens a wider model has seen fewer tokens per parameter; whether its windows and flat slopes
+# start to fail at the tokens of the d = 64 models or at their tokens per parameter is the
+# question. The models that decide the thesis at its ends, nothing else: the paper's w = 80,
+# 120 and 320, its Δ = 8, and one shared slope at h = 0 and 8.
+WIDTH_LADDER_D = 128
+
+
+def _deep_d128() -> Scale:
+    deep = _deep()
+    l_tr = DEEP_L_TR
+    w80, w120, w320 = mapped_windows((80, 120, 320), DEEP_LAYERS, l_tr)
+    d8 = mapped_exponents((8,), l_tr)[0]
+    return dataclasses.replace(
+        deep, name="deep-d128", title="the paper's depth at twice the width (d = 128)", decides=(2, 5),
+        about="the width ladder: the 12-layer run at d = 128, the models that decide the thesis at its ends, "
+              "on the same corpus, tokens, schedule and sizes; its outcome is read against predictions "
+              "sealed before it trained (python -m rflens emergence --scale deep-d128 --list)",
+        model=deep.model.replace(d_model=WIDTH_LADDER_D),
+        sweeps=Sweeps(
+            slope_shift=(d8,),  # claim 4's flattest slopes, the paper's Δ = 8
+            same_slope=mapped_exponents((0, 8), l_tr),  # claim 5's two ends
+            window=(w80, w120, w320),  # stable, the boundary, claim 2's widest
+            d_bar=deep.sweeps.d_bar, sinusoidal_l_tr=(), table2=(), table3_pos=(), corpora=("prose",),
+            beside_figure7=(), seeds=(1,),
+            # fixed before any of them trained: the two rises the clock question is about
+            seeded=((f"window_window={w320}", "claim 2: the widest window"),
+                    (f"alibi_slope_shift={d8}", "claim 4: the flattest slopes"))),
+    )
+
+
 def _long_repeated() -> Scale:
     tiny = _tiny()
     return Scale(
@@ -558,7 +589,7 @@ def _full() -> Scale:
 
 
 _BUILDERS = {"smoke": _smoke, "tiny": _tiny, "long": _long, "long-repeated": _long_repeated,
-             "long-extended": _long_extended, "deep": _deep, "small": _small, "full": _full}
+             "long-extended": _long_extended, "deep": _deep, "deep-d128": _deep_d128, "small": _small, "full": _full}
 
 
 def get(name: str) -> Scale:
