@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="join the models a worker shipped to DIR/SCALE/ (its own RFLENS_REFERENCE) to the bundle, "
                         "each checked against its manifest: finished or not, each replacing the bundle's copy it "
                         "continues")
+    p.add_argument("--predict", action="store_true",
+                   help="a ladder (deep-d128): seal what each clock of failure predicts for every model and size "
+                        "into its bundle, before its models train (written once, never rewritten)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("claims", help=COMMANDS["claims"], description=COMMANDS["claims"])

@@ -54,7 +54,26 @@ def _adopt(args) -> int:
     return 0
 
 
+def _predict(args) -> int:
+    """Seal the ladder's predictions (:mod:`rflens.longrun.clock`) into its bundle."""
+    from rflens.longrun import clock
+
+    if args.list or args.check is not None or args.minutes is not None or args.only or args.adopt is not None:
+        raise UserError("--predict seals a ladder's predictions: give it with --scale alone")
+    clock.base_of(args.scale)
+    trained = [name for name, path in bundle.entries(args.scale).items() if bundle.read_result(path)["points"]]
+    if trained:
+        raise UserError(f"{args.scale} has measured models ({', '.join(trained)}): predictions are sealed before "
+                        "any model of the ladder is joined to its bundle")
+    out = clock.seal(args.scale)
+    print(f"sealed {len(out['models'])} models' predictions at {len(plan.sizes(args.scale))} sizes into "
+          f"{bundle.bundle_dir(args.scale) / clock.PREDICTIONS}; commit it before the ladder's models are joined")
+    return 0
+
+
 def run(args) -> int:
+    if getattr(args, "predict", False):
+        return _predict(args)
     specs = plan.models(args.scale)
     if args.only:
         specs = [plan.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once

@@ -1,0 +1,205 @@
+"""What sets the clock of failure: predictions for a ladder of runs, sealed before it trains.
+
+The 12-layer run (``deep``) reads the paper's thesis as the paper does, but only late in
+training: its failing models break at 16.8M-33.6M tokens, 20-39 tokens per parameter, where
+the paper trained at about 6.6. Whether a model's failure follows the tokens it has seen or
+its tokens per parameter decides whether those verdicts transfer to the paper's regime. A
+ladder trains the same models at another width (``deep-d128``: d = 128, 3.4 times the
+parameters) and this module states, before any of its models trains past its pilot, what
+each clock predicts for r(16 L_tr) at every measured size:
+
+- ``tokens``: a model reads at D tokens what the base run's model of the same setting read
+  at D tokens;
+- ``tokens per parameter``: it reads what the base model read at D x N_base / N_ladder
+  tokens (the same tokens per parameter; N counts every parameter, embeddings included).
+
+A base curve is read between its measured sizes by linear interpolation in log2(tokens)
+(before its first size, the first size's value: such cells are marked). Each range holds
+the evaluation's noise and the training's: every document-bootstrap replicate of every
+seed of the base setting is a whole curve (:func:`rflens.longrun.forecast.replicate_r`),
+and the range runs from the lowest seed's 2.5% quantile to the highest seed's 97.5%.
+
+The rule that reads the outcome is sealed with the ranges (:data:`RULE`): a cell (model,
+size) decides between the clocks when their ranges do not overlap; the measured r agrees
+with a clock when it lies inside that clock's range; a clock holds when it agrees with at
+least :data:`WIN_SHARE` of the deciding cells (and there are at least :data:`MIN_DECIDING`);
+otherwise the ladder leaves the question not decided.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rflens.errors import UserError
+from rflens.longrun import forecast, plan
+from rflens.setup import scales
+from rflens.store import bundle
+
+PREDICTIONS = "predictions.json"  # in the ladder's bundle, written once, before its models train
+LEVEL = 0.95
+WIN_SHARE = 2 / 3
+MIN_DECIDING = 3
+CLOCKS = ("tokens", "tokens per parameter")
+# the base run each ladder is read against
+LADDERS = {"deep-d128": "deep"}
+RULE = (f"a cell (model, size) decides when the clocks' {LEVEL:.0%} ranges do not overlap; the measured "
+        f"r(16 L_tr) agrees with a clock when it lies inside that clock's range; a clock holds when it agrees "
+        f"with at least {WIN_SHARE:.0%} of the deciding cells, of which there are at least {MIN_DECIDING}; "
+        "otherwise not decided")
+
+
+def parameters(scale: str) -> int:
+    """Every parameter of the preset's model (embeddings and LM head included), counted on
+    the meta device."""
+    import torch
+
+    from rflens.model.transformer import TransformerLM
+
+    with torch.device("meta"):
+        return TransformerLM(scales.get(scale).model).num_params(non_embedding=False)
+
+
+def paper_tokens_per_parameter() -> float:
+    """The paper's tokens per parameter: the ``full`` preset's tokens over its parameters."""
+    t = scales.get("full").train
+    return t.steps * t.batch_size * t.l_tr / parameters("full")
+
+
+def base_of(ladder: str) -> str:
+    if ladder not in LADDERS:
+        raise UserError(f"{ladder!r} is not a ladder: choose one of {', '.join(LADDERS)}")
+    return LADDERS[ladder]
+
+
+def _seeds_of(setting: str, scale: str) -> list[str]:
+    """The shipped, finished models of ``scale`` with the setting ``setting`` (every seed)."""
+    done = bundle.complete(scale)
+    return [n for n in sorted(done) if n == setting or n.startswith(setting + "_seed=")]
+
+
+def _curves(name: str, scale: str, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log2 tokens, point r, replicate r (sizes, n_boot)) of a shipped model at 16 L_tr."""
+    path = bundle.entries(scale)[name]
+    result = bundle.read_result(path)
+    tokens, r, _ = forecast.curve(result)
+    return np.log2(tokens), r, forecast.replicate_r(result, bundle.point_nlls(path), n_boot)
+
+
+def _at(x: float, xs: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` (sizes, ...) read at log2 tokens ``x``: linear in log2 tokens between sizes,
+    the first size's value before it, the last's after it."""
+    v = values.reshape(len(xs), -1)
+    return np.array([np.interp(x, xs, v[:, j]) for j in range(v.shape[1])])
+
+
+def predict(ladder: str = "deep-d128", n_boot: int | None = None) -> dict:
+    """Each clock's r(16 L_tr) range at every measured size of every model of the ladder's
+    plan, read from the base run's shipped models of the same setting (every seed)."""
+    from rflens.measure.intervals import N_BOOTSTRAP
+
+    n_boot = N_BOOTSTRAP if n_boot is None else n_boot
+    base = base_of(ladder)
+    n_base, n_ladder = parameters(base), parameters(ladder)
+    ratio = n_base / n_ladder
+    sizes = plan.sizes(ladder)
+    first = min(plan.sizes(base))
+    models: dict[str, dict] = {}
+    cache: dict[str, tuple] = {}
+    for spec in plan.models(ladder):
+        setting = spec.name.rsplit("_seed=", 1)[0]
+        seeds = _seeds_of(setting, base)
+        if not seeds:
+            raise UserError(f"{setting} is not shipped finished in {base}: the ladder is read against it")
+        for s in seeds:
+            if s not in cache:
+                cache[s] = _curves(s, base, n_boot)
+        cells = {}
+        for tokens in sizes:
+            cell = {"tokens_per_parameter": round(tokens / n_ladder, 3)}
+            for clock, eq in (("tokens", tokens), ("tokens per parameter", tokens * ratio)):
+                x = math.log2(eq)
+                lows, highs, points = [], [], []
+                for s in seeds:
+                    xs, r, reps = cache[s]
+                    boot = _at(x, xs, reps)
+                    lo, hi = np.quantile(boot, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")
+                    lows.append(float(lo))
+                    highs.append(float(hi))
+                    points.append(float(_at(x, xs, r)[0]))
+                cell[clock] = {"base_tokens": int(round(eq)), "before_first_size": bool(eq < first),
+                               "range": [round(min(lows), 4), round(max(highs), 4)],
+                               "by_seed": [round(p, 4) for p in points]}
+            cell["decides"] = _disjoint(*(cell[c]["range"] for c in CLOCKS))
+            cells[str(tokens)] = cell
+        models[spec.name] = {"base": setting, "base_seeds": seeds, "sizes": cells}
+    return {"ladder": ladder, "base": base, "parameters": {base: n_base, ladder: n_ladder},
+            "paper_tokens_per_parameter": round(paper_tokens_per_parameter(), 3), "horizon": "16 L_tr",
+            "level": LEVEL, "n_boot": n_boot, "clocks": list(CLOCKS), "rule": RULE,
+            "win_share": WIN_SHARE, "min_deciding": MIN_DECIDING, "models": models}
+
+
+def _disjoint(a, b) -> bool:
+    return a[1] < b[0] or b[1] < a[0]
+
+
+def seal(ladder: str = "deep-d128") -> dict:
+    """Write the predictions into the ladder's bundle (:data:`PREDICTIONS`); refused once
+    they are written (sealed predictions are never rewritten) or once a model of the ladder
+    is measured past the sizes a pilot reaches."""
+    if read(ladder) is not None:
+        raise UserError(f"the {ladder} predictions are sealed already ({bundle.bundle_dir(ladder) / PREDICTIONS}): "
+                        "they are never rewritten")
+    out = predict(ladder)
+    bundle.write_file(ladder, PREDICTIONS, out)
+    return out
+
+
+def read(ladder: str = "deep-d128") -> dict | None:
+    """The sealed predictions of ``ladder``, or None."""
+    return bundle.read_file(ladder, PREDICTIONS)
+
+
+def outcome(ladder: str = "deep-d128") -> "pd.DataFrame":
+    """One row a model and size of the sealed predictions: each clock's range, whether the
+    cell decides, the r(16 L_tr) measured (NaN while the size is not measured) and the
+    clocks it agrees with."""
+    import pandas as pd
+
+    p = read(ladder)
+    if p is None:
+        return pd.DataFrame()
+    have = bundle.entries(ladder)
+    rows = []
+    for name, m in p["models"].items():
+        measured = {}
+        if name in have:
+            tokens, r, _ = forecast.curve(bundle.read_result(have[name]))
+            measured = {int(t): float(v) for t, v in zip(tokens, r)}
+        for t, cell in m["sizes"].items():
+            r = measured.get(int(t), math.nan)
+            row = {"model": name, "tokens": int(t), "tokens per parameter": cell["tokens_per_parameter"]}
+            for c in p["clocks"]:
+                row[f"{c}: range"] = tuple(cell[c]["range"])
+            row["decides"] = cell["decides"]
+            row["measured"] = r
+            row["agrees with"] = ", ".join(c for c in p["clocks"] if not math.isnan(r)
+                                           and cell[c]["range"][0] <= r <= cell[c]["range"][1]) or (
+                "" if math.isnan(r) else "neither")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict(ladder: str = "deep-d128") -> dict:
+    """The sealed rule applied to what is measured: per clock, the deciding cells measured
+    and how many agree; the clock that holds, or None (not decided)."""
+    p = read(ladder)
+    if p is None:
+        raise UserError(f"{ladder} has no sealed predictions")
+    t = outcome(ladder)
+    deciding = t[t["decides"] & t["measured"].notna()] if len(t) else t
+    agree = {c: int(sum(c in a.split(", ") for a in deciding["agrees with"])) for c in p["clocks"]}
+    n = len(deciding)
+    holds = [c for c, k in agree.items() if n >= p["min_deciding"] and k >= p["win_share"] * n]
+    return {"deciding": n, "agree": agree, "holds": holds[0] if len(holds) == 1 else None}

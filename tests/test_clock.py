@@ -1,0 +1,95 @@
+"""What sets the clock of failure: the width ladder's predictions, read from the 12-layer
+run's shipped curves, and the sealed rule that reads its outcome."""
+
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rflens import storage
+from rflens.errors import UserError
+from rflens.longrun import clock, forecast, plan
+from rflens.store import bundle
+
+LADDER = "deep-d128"
+
+
+@pytest.fixture(scope="module")
+def predicted():
+    return clock.predict(LADDER, n_boot=200)
+
+
+def test_a_wider_model_has_fewer_tokens_per_parameter_at_the_same_tokens(predicted):
+    n = predicted["parameters"]
+    assert n[LADDER] > 3 * n["deep"]  # d = 128 against d = 64 at 12 layers
+    assert 4 < predicted["paper_tokens_per_parameter"] < 7  # 819.2M tokens over the full preset's parameters
+
+
+def test_the_tokens_clock_reads_the_base_curve_at_the_same_tokens(predicted):
+    name = "window_window=40"
+    seeds = predicted["models"][name]["base_seeds"]
+    assert seeds == ["window_window=40", "window_window=40_seed=1", "window_window=40_seed=2"]
+    for tokens, cell in predicted["models"][name]["sizes"].items():
+        measured = []
+        for s in seeds:
+            t, r, _ = forecast.curve(bundle.load(s, "deep"))
+            measured.append(float(r[list(t).index(int(tokens))]))
+        assert cell["tokens"]["by_seed"] == pytest.approx(measured, abs=1e-4)
+        lo, hi = cell["tokens"]["range"]
+        assert lo <= min(measured) and max(measured) <= hi  # the range holds every seed's point
+
+
+def test_the_tokens_per_parameter_clock_reads_the_base_curve_earlier(predicted):
+    n = predicted["parameters"]
+    for tokens, cell in predicted["models"]["alibi_same_slope=5"]["sizes"].items():
+        eq = cell["tokens per parameter"]["base_tokens"]
+        assert eq == round(int(tokens) * n["deep"] / n[LADDER])
+        assert cell["tokens per parameter"]["before_first_size"] == (eq < min(plan.sizes("deep")))
+    # a rising curve read earlier reads lower: the two clocks part where the base model rises
+    last = predicted["models"]["alibi_same_slope=5"]["sizes"][str(max(plan.sizes(LADDER)))]
+    assert last["tokens per parameter"]["range"][1] < last["tokens"]["range"][0]
+    assert last["decides"]
+
+
+def test_a_flat_model_decides_nothing(predicted):
+    cells = predicted["models"]["window_window=10"]["sizes"].values()
+    assert not any(c["decides"] for c in cells)
+
+
+def test_interpolation_is_linear_in_log_tokens_and_held_outside():
+    xs = np.log2([2.0 ** 20, 2.0 ** 21])
+    values = np.array([1.0, 2.0])
+    assert clock._at(20.5, xs, values)[0] == pytest.approx(1.5)
+    assert clock._at(19.0, xs, values)[0] == 1.0 and clock._at(22.0, xs, values)[0] == 2.0
+
+
+def test_predictions_are_sealed_once(reference, monkeypatch):
+    shutil.copytree(storage.package_repo() / "reference" / "deep", reference / "deep")
+    out = clock.seal(LADDER)
+    assert clock.read(LADDER)["models"].keys() == out["models"].keys()
+    bundle.check(LADDER)
+    with pytest.raises(UserError, match="never rewritten"):
+        clock.seal(LADDER)
+
+
+def test_the_sealed_rule_names_the_clock_the_deciding_cells_agree_with(monkeypatch):
+    cells = {"decides": [True, True, True, False], "measured": [1.2, 1.3, 2.5, 1.0],
+             "agrees with": ["tokens per parameter", "tokens per parameter", "tokens", "tokens, tokens per parameter"]}
+    monkeypatch.setattr(clock, "read", lambda ladder: {"clocks": list(clock.CLOCKS), "min_deciding": 3,
+                                                       "win_share": 2 / 3})
+    monkeypatch.setattr(clock, "outcome", lambda ladder: pd.DataFrame(cells))
+    v = clock.verdict(LADDER)
+    assert v == {"deciding": 3, "agree": {"tokens": 1, "tokens per parameter": 2}, "holds": "tokens per parameter"}
+    cells["agrees with"][1] = "neither"
+    assert clock.verdict(LADDER)["holds"] is None  # 1 of 3 each: not decided
+    cells["measured"][2] = math.nan  # a size not measured yet does not count
+    assert clock.verdict(LADDER)["deciding"] == 2
+
+
+def test_the_sealed_predictions_are_what_the_code_computes_from_the_shipped_curves():
+    sealed = clock.read(LADDER)
+    if sealed is None:
+        pytest.skip(f"{LADDER} has no sealed predictions")
+    assert sealed == clock.predict(LADDER, n_boot=sealed["n_boot"])
