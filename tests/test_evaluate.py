@@ -146,15 +146,15 @@ def test_window_protocol_stops_at_the_end_of_the_stream():
 def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
     rng = np.random.default_rng(0)
     nll = rng.gamma(2.0, 1.5, size=200)
-    ppl, lo, hi = perplexity.bootstrap_ppl(nll, seed=3)
+    ppl, lo, hi = intervals.bootstrap_ppl(nll, seed=3)
     assert lo < ppl < hi
     assert ppl == pytest.approx(np.exp(nll.mean()))
-    assert perplexity.bootstrap_ppl(nll, seed=3) == (ppl, lo, hi)
+    assert intervals.bootstrap_ppl(nll, seed=3) == (ppl, lo, hi)
     # more segments, narrower interval
-    _, lo2, hi2 = perplexity.bootstrap_ppl(np.tile(nll, 16), seed=3)
+    _, lo2, hi2 = intervals.bootstrap_ppl(np.tile(nll, 16), seed=3)
     assert hi2 - lo2 < (hi - lo) / 2
     # token-weighted units: sum / count
-    ppl_w, _, _ = perplexity.bootstrap_ppl([10.0, 2.0], [5, 1])
+    ppl_w, _, _ = intervals.bootstrap_ppl([10.0, 2.0], [5, 1])
     assert ppl_w == pytest.approx(np.exp(12.0 / 6))
 
 
@@ -163,10 +163,10 @@ def test_a_kept_bootstrap_draw_gives_what_a_fresh_one_gives(monkeypatch):
     idx = np.random.default_rng(5).integers(0, 300, size=(1000, 300))
     boot = np.exp(nll[idx].mean(1))
     expected = (float(np.exp(nll.mean())), *map(float, np.quantile(boot, [0.025, 0.975])))
-    kept = perplexity.bootstrap_ppl(nll, seed=5)
-    assert kept == pytest.approx(expected, rel=1e-12) and perplexity.bootstrap_ppl(nll, seed=5) == kept
+    kept = intervals.bootstrap_ppl(nll, seed=5)
+    assert kept == pytest.approx(expected, rel=1e-12) and intervals.bootstrap_ppl(nll, seed=5) == kept
     monkeypatch.setattr(intervals, "KEEP_DRAWS", 10)  # too large to keep: drawn afresh
-    assert perplexity.bootstrap_ppl(nll, seed=5) == kept
+    assert intervals.bootstrap_ppl(nll, seed=5) == kept
 
 
 @pytest.mark.parametrize("pos", SCHEMES)

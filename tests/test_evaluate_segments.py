@@ -83,13 +83,13 @@ def test_redrawn_segments_widen_the_interval_to_that_of_the_distinct_ones():
     values = rng.normal(5.0, 1.0, size=71)
     ends = rng.integers(0, 71, size=512)
     nll = values[ends]
-    _, lo_plain, hi_plain = perplexity.bootstrap_ppl(nll, seed=0)
-    _, lo, hi = perplexity.bootstrap_ppl(nll, seed=0, clusters=ends)
-    _, lo71, hi71 = perplexity.bootstrap_ppl(values[np.unique(ends)], seed=0)
+    _, lo_plain, hi_plain = intervals.bootstrap_ppl(nll, seed=0)
+    _, lo, hi = intervals.bootstrap_ppl(nll, seed=0, clusters=ends)
+    _, lo71, hi71 = intervals.bootstrap_ppl(values[np.unique(ends)], seed=0)
     assert (hi - lo) > 2 * (hi_plain - lo_plain)
     assert 0.7 < (hi - lo) / (hi71 - lo71) < 1.4
     # all distinct: bitwise the plain interval
-    assert perplexity.bootstrap_ppl(nll, seed=0, clusters=np.arange(512)) == perplexity.bootstrap_ppl(nll, seed=0)
+    assert intervals.bootstrap_ppl(nll, seed=0, clusters=np.arange(512)) == intervals.bootstrap_ppl(nll, seed=0)
 
 
 # ----------------------------------------------------------------------------- the draw and what it says

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from rflens.measure import intervals
 from rflens.setup import scales
 from rflens.setup.config import ModelConfig, TrainConfig
 
@@ -99,13 +100,17 @@ def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: 
     return result
 
 
-def speed_ratio(a: list[float], b: list[float], level: float = 0.95, n_boot: int = 2000) -> tuple[float, float, float]:
+SPEED_BOOTSTRAP = 2000  # resamples of a speed ratio's rounds (a perplexity's interval takes N_BOOTSTRAP)
+
+
+def speed_ratio(a: list[float], b: list[float], level: float = 0.95,
+                n_boot: int = SPEED_BOOTSTRAP) -> tuple[float, float, float]:
     """The speed of a over b from paired rounds: the geometric mean of the per-round ratios
-    a_k / b_k and its percentile-bootstrap interval over rounds. Returns (ratio, low, high)."""
+    a_k / b_k and its percentile-bootstrap interval over rounds
+    (:func:`rflens.measure.intervals.mean_interval` of their logs). Returns (ratio, low, high)."""
     logs = np.log(np.asarray(a, dtype=float) / np.asarray(b, dtype=float))
-    idx = np.random.default_rng(0).integers(0, len(logs), size=(n_boot, len(logs)))
-    lo, hi = np.quantile(logs[idx].mean(1), [(1 - level) / 2, (1 + level) / 2])
-    return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))
+    mean, lo, hi = intervals.mean_interval(logs, seed=0, n_boot=n_boot, level=level)
+    return float(np.exp(mean)), float(np.exp(lo)), float(np.exp(hi))
 
 
 # ----------------------------------------------------------------------------- a record kept with the models

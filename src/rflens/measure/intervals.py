@@ -1,11 +1,14 @@
-"""Paired intervals: the bootstrap over segments or whole documents that every r(L) of the
-book rests on.
+"""Resampling: every interval of the book, a percentile bootstrap drawn here.
 
 r(L) and its interval are computed from the per-segment losses of the last-token protocol
 by :func:`paired_interval`: a paired bootstrap that resamples whole documents of the test
 split where the result records the document of each segment (``segment_docs``), since the
 segments of one document are not independent observations, and says how many documents it
-rests on (``n_docs``; fewer than :data:`MIN_DOCS` are flagged, :func:`docs_note`).
+rests on (``n_docs``; fewer than :data:`MIN_DOCS` are flagged, :func:`docs_note`). A
+perplexity's own interval is :func:`bootstrap_ppl`; the interval of a mean over a few
+paired rounds (the speed ratio of two schemes) is :func:`mean_interval`. Each draws its
+replicates with :func:`draw_rows`, seeded as it was first drawn, so that the numbers the
+book prints do not move.
 """
 
 from __future__ import annotations
@@ -34,6 +37,16 @@ MIN_DOCS = 20
 _OVER = contextvars.ContextVar("rflens_bootstrap_over", default="documents")
 
 
+def draw_rows(seed: int, n: int, n_boot: int = N_BOOTSTRAP, *, by_n: bool = True) -> np.ndarray:
+    """The (n_boot, n) units each replicate draws, with replacement.
+
+    Two seedings, each kept because printed numbers rest on it: the paired intervals seed
+    the generator with [seed, n] (``by_n``: n segments and n + 1 draw independently), a
+    perplexity's interval (:func:`bootstrap_ppl`) and a speed ratio (:func:`mean_interval`)
+    with ``seed`` alone."""
+    return np.random.default_rng([seed, n] if by_n else seed).integers(0, n, size=(n_boot, n))
+
+
 def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters=None):
     """Resampled segment indices: one draw per replicate, the same for every length and
     every model evaluated on the same n segments with the same seed.
@@ -47,7 +60,7 @@ def bootstrap_indices(n: int, seed: int = 0, n_boot: int = N_BOOTSTRAP, clusters
     unclustered draw, in the same order.
     """
     if clusters is None:
-        return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
+        return draw_rows(seed, n, n_boot)
     label, rows = _cluster_draws(n, seed, n_boot, clusters)
     order = np.argsort(label, kind="stable")  # the segments grouped by cluster
     size = np.bincount(label)  # (k,) segments a cluster
@@ -71,15 +84,11 @@ def _cluster_draws(n: int, seed: int, n_boot: int, clusters) -> tuple[np.ndarray
     rank = np.empty(first.size, dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(first.size)
     k = first.size
-    return rank[label.reshape(-1)], (_kept_rows if k * n_boot <= KEEP_DRAWS else _rows)(seed, k, n_boot)
+    rows = _kept_rows(seed, k, n_boot, True) if k * n_boot <= KEEP_DRAWS else draw_rows(seed, k, n_boot)
+    return rank[label.reshape(-1)], rows
 
 
 KEEP_DRAWS = 1 << 22  # elements (32 MB) of a bootstrap draw worth keeping for the process's next call
-
-
-def _rows(seed: int, k: int, n_boot: int) -> np.ndarray:
-    """The (n_boot, k) clusters each replicate draws."""
-    return np.random.default_rng([seed, k]).integers(0, k, size=(n_boot, k))
 
 
 def draw_counts(rows: np.ndarray, k: int) -> np.ndarray:
@@ -90,15 +99,16 @@ def draw_counts(rows: np.ndarray, k: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def _kept_rows(seed: int, k: int, n_boot: int) -> np.ndarray:
-    rows = _rows(seed, k, n_boot)
+def _kept_rows(seed: int, k: int, n_boot: int, by_n: bool) -> np.ndarray:
+    """:func:`draw_rows`, drawn once a process for each (seed, k, n_boot, by_n)."""
+    rows = draw_rows(seed, k, n_boot, by_n=by_n)
     rows.flags.writeable = False  # shared by every caller
     return rows
 
 
 @functools.lru_cache(maxsize=8)
-def _kept_counts(seed: int, k: int, n_boot: int) -> np.ndarray:
-    counts = draw_counts(_kept_rows(seed, k, n_boot), k)
+def _kept_counts(seed: int, k: int, n_boot: int, by_n: bool) -> np.ndarray:
+    counts = draw_counts(_kept_rows(seed, k, n_boot, by_n), k)
     counts.flags.writeable = False
     return counts
 
@@ -114,7 +124,7 @@ def cluster_bootstrap_sums(values: np.ndarray, clusters, seed: int = 0, n_boot: 
     label, rows = _cluster_draws(n, seed, n_boot, clusters)
     k = rows.shape[1]
     kept = k * n_boot <= KEEP_DRAWS  # a book's evaluation: the counts are kept with the draw
-    counts = _kept_counts(seed, k, n_boot) if kept else None
+    counts = _kept_counts(seed, k, n_boot, True) if kept else None
     flat = values.reshape(-1, n)
     per_cluster = np.stack([np.bincount(label, weights=v, minlength=k) for v in flat])  # (m, k)
     out = np.empty((flat.shape[0], n_boot))
@@ -125,6 +135,42 @@ def cluster_bootstrap_sums(values: np.ndarray, clusters, seed: int = 0, n_boot: 
 
 
 _BLOCK = 64
+
+
+def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
+                  level: float = CI_LEVEL, clusters=None) -> tuple[float, float, float]:
+    """exp(sum NLL / tokens) and its percentile-bootstrap interval over the units given.
+
+    ``nll_sum``: (U,) summed NLL of each unit (segment, chunk, window); ``count``: its number
+    of scored tokens (1 per unit if None). ``clusters`` (U,): units of one cluster (a
+    segment drawn twice: the same end position) are resampled together
+    (:func:`bootstrap_indices`); all distinct, or None, is the plain bootstrap, drawn with
+    ``seed`` alone (:func:`draw_rows`). Returns (ppl, ci_low, ci_high).
+    """
+    nll_sum = np.asarray(nll_sum, dtype=np.float64)
+    count = np.ones_like(nll_sum) if count is None else np.asarray(count, dtype=np.float64)
+    ppl = float(np.exp(nll_sum.sum() / count.sum()))
+    if clusters is not None and np.unique(clusters).size < nll_sum.size:
+        sums = cluster_bootstrap_sums(np.stack([nll_sum, count]), clusters, seed, n_boot)
+        boot = np.exp(sums[0] / sums[1])
+    else:  # a book's evaluation: the draw is kept; a large one is drawn now and not held after
+        n = nll_sum.size
+        drawn = (_kept_counts(seed, n, n_boot, False) if n * n_boot <= KEEP_DRAWS
+                 else draw_counts(draw_rows(seed, n, n_boot, by_n=False), n))  # (n_boot, U)
+        boot = np.exp((drawn @ nll_sum) / (drawn @ count))
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return ppl, float(lo), float(hi)
+
+
+def mean_interval(values, seed: int = 0, n_boot: int = N_BOOTSTRAP,
+                  level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """The mean of ``values`` (n,) and its percentile-bootstrap interval, each replicate the
+    mean of n values drawn with replacement (:func:`draw_rows`, seeded with ``seed`` alone).
+    Returns (mean, low, high)."""
+    values = np.asarray(values, dtype=np.float64)
+    rows = draw_rows(seed, values.size, n_boot, by_n=False)
+    lo, hi = np.quantile(values[rows].mean(1), [(1 - level) / 2, (1 + level) / 2])
+    return float(values.mean()), float(lo), float(hi)
 
 
 @contextlib.contextmanager

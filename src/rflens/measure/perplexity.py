@@ -28,10 +28,11 @@ between protocols on one model then comes from how they score, not from what the
 
 Confidence intervals: a 95% percentile bootstrap over the evaluation units (segments for
 the last-token protocol, chunks or windows for the others), 1000 resamples with a fixed
-seed; the perplexity of a resample is exp(sum of NLL / number of scored tokens). Segment
-ends are drawn with replacement, so a short text gives the same segment more than once: the
-bootstrap then resamples the distinct segments (each with all its draws), and the result
-says how many distinct segments its interval rests on, and when their contexts overlap.
+seed (:func:`rflens.measure.intervals.bootstrap_ppl`); the perplexity of a resample is
+exp(sum of NLL / number of scored tokens). Segment ends are drawn with replacement, so a
+short text gives the same segment more than once: the bootstrap then resamples the distinct
+segments (each with all its draws), and the result says how many distinct segments its
+interval rests on, and when their contexts overlap.
 
 Every number a measurement returns is finite, or the measurement stops with one line naming
 the setting (a length, or the scheme's bias) that made it not.
@@ -39,7 +40,6 @@ the setting (a length, or the scheme's bias) that made it not.
 
 from __future__ import annotations
 
-import functools
 import time
 
 import numpy as np
@@ -49,8 +49,8 @@ from tqdm.auto import tqdm
 
 from rflens.data.corpus import draw_segments, eval_region_start, segment_ends
 from rflens.errors import UserError
-from rflens.measure import intervals, resources
-from rflens.measure.intervals import CI_LEVEL, cluster_bootstrap_sums, N_BOOTSTRAP
+from rflens.measure import resources
+from rflens.measure.intervals import bootstrap_ppl, CI_LEVEL, N_BOOTSTRAP
 from rflens.model import positional
 from rflens.setup.config import ConfigError, EvalConfig, PROTOCOLS
 
@@ -194,43 +194,6 @@ def window_nll(model, tokens: np.ndarray, length: int, n: int, stride: int | Non
             scored[0] = nll[0].sum()  # the first window scores everything
         nll_sum[j:j + batch_size] = scored.cpu().numpy()
     return nll_sum, count
-
-
-def bootstrap_ppl(nll_sum, count=None, seed: int = 0, n_boot: int = N_BOOTSTRAP,
-                  level: float = CI_LEVEL, clusters=None) -> tuple[float, float, float]:
-    """exp(sum NLL / tokens) and its percentile-bootstrap interval over the units given.
-
-    ``nll_sum``: (U,) summed NLL of each unit (segment, chunk, window); ``count``: its number
-    of scored tokens (1 per unit if None). ``clusters`` (U,): units of one cluster (a
-    segment drawn twice: the same end position) are resampled together
-    (:func:`rflens.measure.intervals.bootstrap_indices`); all distinct, or None, is the plain
-    bootstrap. Returns (ppl, ci_low, ci_high).
-    """
-    nll_sum = np.asarray(nll_sum, dtype=np.float64)
-    count = np.ones_like(nll_sum) if count is None else np.asarray(count, dtype=np.float64)
-    ppl = float(np.exp(nll_sum.sum() / count.sum()))
-    if clusters is not None and np.unique(clusters).size < nll_sum.size:
-        sums = cluster_bootstrap_sums(np.stack([nll_sum, count]), clusters, seed, n_boot)
-        boot = np.exp(sums[0] / sums[1])
-    else:  # a book's evaluation: the draw is kept; a large one is drawn now and not held after
-        small = nll_sum.size * n_boot <= intervals.KEEP_DRAWS
-        drawn = (_kept_counts if small else _draw_counts)(seed, nll_sum.size, n_boot)  # (n_boot, U)
-        boot = np.exp((drawn @ nll_sum) / (drawn @ count))
-    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return ppl, float(lo), float(hi)
-
-
-def _draw_counts(seed: int, n: int, n_boot: int) -> np.ndarray:
-    """How often each replicate of :func:`bootstrap_ppl` draws each of the n units, (n_boot, n)."""
-    return intervals.draw_counts(np.random.default_rng(seed).integers(0, n, size=(n_boot, n)), n)
-
-
-@functools.lru_cache(maxsize=8)
-def _kept_counts(seed: int, n: int, n_boot: int) -> np.ndarray:
-    """:func:`_draw_counts`, drawn once a process for each (seed, n, n_boot)."""
-    counts = _draw_counts(seed, n, n_boot)
-    counts.flags.writeable = False  # shared by every caller
-    return counts
 
 
 def draw(tokens, n: int, length: int, seed: int = 0, what: str = "the token stream") -> tuple[np.ndarray, dict]:
