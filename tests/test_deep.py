@@ -60,7 +60,8 @@ def test_a_retrained_model_at_the_papers_ratio_can_wait_for_its_failure(monkeypa
 
 def test_a_deep_model_at_another_l_tr_is_measured_at_its_last_size_alone():
     from rflens.setup.settings import resolve
-    from rflens.store import core_cost
+    from rflens.store import shipped
+    from rflens.training import cost
     from rflens.training.trainer import point_steps
 
     def train(scale, name):
@@ -74,11 +75,11 @@ def test_a_deep_model_at_another_l_tr_is_measured_at_its_last_size_alone():
         cfg = train(scale, name)
         assert plan.measured_steps(scale, cfg) == point_steps(cfg) and len(point_steps(cfg)) == 7
     # and its cost is timed so: no cool-down branch, one measurement
-    at = core_cost.Speed(1e9, 1e9, 1, "a test")
+    at = cost.Speed(1e9, 1e9, 1, "a test")
     spec = plan.named("sinusoidal_batch_size=8_l_tr=128", "deep")
     every = at.minutes(*(lambda r: (r.model, r.train))(resolve("deep", spec.pos, spec.corpus, spec.settings())),
                        scales.get("deep").eval)
-    assert core_cost.one_core_minutes([spec], "deep", at)[0] < every
+    assert shipped.one_core_minutes([spec], "deep", at)[0] < every
     listed = plan.listing("deep")["sizes measured"]
     assert listed["sinusoidal_batch_size=8_l_tr=128"].endswith(" of 1") and listed["sinusoidal"].endswith(" of 7")
 

@@ -21,7 +21,8 @@ from rflens.measure import columns, receptive
 from rflens.readings import pilot
 from rflens.setup import scales, settings
 from rflens.setup.config import ModelConfig
-from rflens.store import core_cost
+from rflens.store import shipped
+from rflens.training import cost
 
 LENGTHS = [16, 32, 64, 128, 256]
 
@@ -249,30 +250,30 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
     from rflens.store import bundle
 
     spec = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
-    assert core_cost.one_core_speed("smoke") is None and "not timed" in core_cost.one_core_cost([spec], "smoke")
-    assert core_cost.one_core_cost([], "smoke") == "nothing: no model is left to train"  # a plan fully shipped
+    assert shipped.one_core_speed("smoke") is None and "not timed" in shipped.one_core_cost([spec], "smoke")
+    assert shipped.one_core_cost([], "smoke") == "nothing: no model is left to train"  # a plan fully shipped
     emergence.run(spec, "smoke", progress=False)
-    shipped = bundle.load(spec.name, "smoke")
+    result = bundle.load(spec.name, "smoke")
     # wall times fixed, as the run's own (rounded to 0.1 s) can read 0.0 s of measuring
-    timed = {**shipped, "train_seconds": 90.0, "points": [{**p, "measure_seconds": 2.5} for p in shipped["points"]]}
+    timed = {**result, "train_seconds": 90.0, "points": [{**p, "measure_seconds": 2.5} for p in result["points"]]}
     monkeypatch.setattr(bundle, "load", lambda name, scale: timed)
-    at = core_cost.one_core_speed("smoke")
+    at = shipped.one_core_speed("smoke")
     assert at.models == 1 and at.where.endswith("like this one") and at.measure != at.train
-    assert core_cost.one_core_minutes([spec], "smoke", at)[0] == pytest.approx(1.5, rel=1e-9)
+    assert shipped.one_core_minutes([spec], "smoke", at)[0] == pytest.approx(1.5, rel=1e-9)
     _, model_cfg, _, train_cfg = settings.resolve("smoke", "alibi", "prose", dict(spec.overrides))
-    ev = EvalConfig.from_dict(shipped["eval"])
-    train, measure = core_cost.run_flops(model_cfg, train_cfg, ev)
+    ev = EvalConfig.from_dict(result["eval"])
+    train, measure = cost.run_flops(model_cfg, train_cfg, ev)
     longer = train_cfg.replace(l_tr=4 * train_cfg.l_tr, batch_size=train_cfg.batch_size)
-    train4, measure4 = core_cost.run_flops(model_cfg, longer, ev)
+    train4, measure4 = cost.run_flops(model_cfg, longer, ev)
     assert train4 > 4 * train and measure4 > 4 * measure  # 4x the tokens, and longer attention
     # a model whose measurements took no measurable time is timed at the training speed
-    monkeypatch.setattr(bundle, "load", lambda name, scale: {**shipped, "points": [
-        {**p, "measure_seconds": 0.0} for p in shipped["points"]]})
-    flat = core_cost.one_core_speed("smoke")
+    monkeypatch.setattr(bundle, "load", lambda name, scale: {**result, "points": [
+        {**p, "measure_seconds": 0.0} for p in result["points"]]})
+    flat = shipped.one_core_speed("smoke")
     assert flat.measure == flat.train
     # a model trained on a GPU says nothing of a core's speed
     monkeypatch.setattr(bundle, "load", lambda name, scale: {**timed, "device": "NVIDIA H200"})
-    assert core_cost.one_core_speed("smoke") is None
+    assert shipped.one_core_speed("smoke") is None
 
 
 def test_the_cost_of_a_stopped_model_is_what_is_left_of_it_from_its_kept_state(store):
@@ -283,22 +284,22 @@ def test_the_cost_of_a_stopped_model_is_what_is_left_of_it_from_its_kept_state(s
     from rflens.store.bundle import emergence_state
 
     spec = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
-    at = core_cost.Speed(1e9, 2e9, 1, "a test")
-    full = core_cost.one_core_minutes([spec], "smoke", at)[0]
-    assert core_cost.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full  # nothing kept
+    at = cost.Speed(1e9, 2e9, 1, "a test")
+    full = shipped.one_core_minutes([spec], "smoke", at)[0]
+    assert shipped.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full  # nothing kept
     work = emergence_state("smoke", spec.name)
     _, model_cfg, _, train_cfg = settings.resolve("smoke", "alibi", "prose", dict(spec.overrides))
     sizes = plan.measured_steps("smoke", train_cfg)
     work.mkdir(parents=True)
     storage.write_json(work / "checkpoint.json", {"step": train_cfg.steps})
     storage.write_json(work / "points.json", [{"steps": s} for s in sizes])
-    assert core_cost.one_core_minutes([spec], "smoke", at, resumed=True) == [0.0]
+    assert shipped.one_core_minutes([spec], "smoke", at, resumed=True) == [0.0]
     storage.write_json(work / "checkpoint.json", {"step": train_cfg.steps // 2})
     storage.write_json(work / "points.json", [{"steps": s} for s in sizes[:-1]])
-    assert 0 < core_cost.one_core_minutes([spec], "smoke", at, resumed=True)[0] < full
-    assert core_cost.one_core_minutes([spec], "smoke", at)[0] == full
+    assert 0 < shipped.one_core_minutes([spec], "smoke", at, resumed=True)[0] < full
+    assert shipped.one_core_minutes([spec], "smoke", at)[0] == full
     (work / "points.json").write_text("{not json")
-    assert core_cost.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full
+    assert shipped.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full
 
 
 @pytest.mark.parametrize("name", ["tiny", "full"])
@@ -319,8 +320,8 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     beyond = [m for m in plan if m["experiment"] == "Beyond the paper"]
     assert [m["pos"] for m in beyond] == ["fire"] * len(sc.sweeps.corpora)
     assert all(m["overrides"].get("max_distance") == sc.train.l_tr for m in beyond)
-    cost = book_models.training_cost(name)
-    assert len(cost) == len(plan) and all(c["gpu_hours"] > 0 for c in cost)
+    rows = book_models.training_cost(name)
+    assert len(rows) == len(plan) and all(c["gpu_hours"] > 0 for c in rows)
 
 
 def _pilot_json(tmp_path, r16_fail, r_stable):

@@ -91,13 +91,13 @@ def test_keep_into_an_earlier_checks_kept_bundle_goes_on(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("points", ['[{"steps": "x"}]', '[{"steps": null}]', '[{"steps": true}]', '[{}]', '{"steps": 4}'])
 def test_a_kept_state_whose_points_are_not_points_is_one_line(points, store, reference, monkeypatch):
     from rflens.errors import UserError
-    from rflens.store import core_cost
+    from rflens.store import shipped
 
     spec = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8)))
     work = bundle.emergence_state("smoke", spec.name)
     work.mkdir(parents=True)
     (work / "points.json").write_text(points)
-    assert core_cost.kept("smoke", spec.name)[0] == 0  # timing it (`emergence --list`) does not fail on it
+    assert shipped.kept("smoke", spec.name)[0] == 0  # timing it (`emergence --list`) does not fail on it
     monkeypatch.setattr(emergence, "train", lambda *a, **k: pytest.fail("trained on a damaged state"))
     with pytest.raises(UserError, match=f"damaged.*remove {work}"):
         emergence.run(spec, "smoke", progress=False)

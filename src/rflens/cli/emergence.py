@@ -9,7 +9,7 @@ from rflens.errors import UserError
 from rflens.longrun import emergence, plan, recheck
 from rflens.setup import scales
 from rflens.store import bundle
-from rflens.store.core_cost import kept, one_core_cost, one_core_minutes, one_core_speed
+from rflens.store.shipped import kept, one_core_cost, one_core_minutes, one_core_speed
 from rflens.training.trainer import OutOfTime
 
 

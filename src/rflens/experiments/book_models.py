@@ -1,12 +1,13 @@
 """The book's plan: which experiments each chapter reads, every model the book trains at a
-scale (once each), and what training them costs on GPUs (Chapter 11, ``reproduce --plan``).
-What the long run's models cost on one core here is :mod:`rflens.store.core_cost`."""
+scale (once each), and what training them costs on GPUs (Chapter 11, ``reproduce --plan``;
+the arithmetic is :mod:`rflens.training.cost`'s)."""
 
 from __future__ import annotations
 
 from rflens.experiments import tables as ex
 from rflens.experiments.beyond import beyond_models
 from rflens.setup.settings import describe, resolve
+from rflens.training import cost
 
 
 # the experiments of model_plan each chapter reads (chapter 9 reads the claims of them all)
@@ -45,29 +46,19 @@ def model_plan(scale) -> list[dict]:
     return plan
 
 
-def training_cost(scale, *, gpu_tflops: float = 312.0, mfu: float = 0.4) -> list[dict]:
-    """FLOPs and GPU-hours of each model of :func:`model_plan`: training (steps x batch x
-    L_tr tokens at ``flops_per_token``) plus last-token evaluation (N segments at each
-    L_ex, forward only: a third of the training FLOPs per token). GPU-hours assume
-    ``gpu_tflops`` peak (312: an A100 in bf16) at ``mfu`` utilisation."""
-    import torch
-
-    from rflens.measure.perplexity import last_token_flops
-    from rflens.model.transformer import TransformerLM
-
+def training_cost(scale, *, gpu_tflops: float = cost.GPU_TFLOPS, mfu: float = cost.MFU) -> list[dict]:
+    """FLOPs and GPU-hours of each model of :func:`model_plan`: training
+    (:func:`rflens.training.cost.training_flops`) plus one last-token evaluation
+    (:func:`rflens.training.cost.eval_flops`), at ``gpu_tflops`` peak (312: an A100 in bf16)
+    and ``mfu`` utilisation (:func:`rflens.training.cost.gpu_hours`)."""
     sc = ex.get_scale(scale)
     rows = []
     for item in model_plan(sc):
         r = resolve(sc.name, item["pos"], item["corpus"], item["overrides"])
         mcfg, tcfg = r.model, r.train
-        with torch.device("meta"):  # sizes only: no memory, no initialisation
-            model = TransformerLM(mcfg)
-        tokens = tcfg.steps * tcfg.batch_size * tcfg.l_tr
-        train_flops = model.flops_per_token(tcfg.l_tr) * tokens
-        lengths = [tcfg.l_tr * m for m in sc.eval.length_mults]
-        eval_flops = last_token_flops(model, lengths, sc.eval.n_segments)
-        flops = train_flops + eval_flops
-        rows.append({**item, "params": model.num_params(non_embedding=False), "l_tr": tcfg.l_tr,
-                     "tokens": tokens, "train_flops": train_flops, "eval_flops": eval_flops,
-                     "gpu_hours": flops / (gpu_tflops * 1e12 * mfu) / 3600.0})
+        train_flops = cost.training_flops(mcfg, tcfg)
+        eval_flops = cost.eval_flops(mcfg, tcfg.l_tr, sc.eval)
+        rows.append({**item, "params": cost.meta_model(mcfg).num_params(non_embedding=False), "l_tr": tcfg.l_tr,
+                     "tokens": tcfg.steps * tcfg.batch_size * tcfg.l_tr, "train_flops": train_flops,
+                     "eval_flops": eval_flops, "gpu_hours": cost.gpu_hours(train_flops + eval_flops, gpu_tflops, mfu)})
     return rows

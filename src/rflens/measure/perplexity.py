@@ -114,13 +114,6 @@ def rows_per_pass(length: int, batch_size: int, max_tokens: int = MAX_TOKENS) ->
     return max(1, min(batch_size, max_tokens // length))
 
 
-def last_token_flops(model, lengths, n_segments: int) -> float:
-    """FLOPs of :func:`last_token_nll` over ``n_segments`` segments at each of ``lengths``: a
-    forward pass over every token of each segment, a third of the training FLOPs a token
-    (:meth:`rflens.model.transformer.TransformerLM.flops_per_token`)."""
-    return sum(n_segments * L * model.flops_per_token(L) / 3.0 for L in lengths)
-
-
 @torch.no_grad()
 def last_token_nll(model, segments: np.ndarray, lengths, batch_size: int = 8, progress: bool = True,
                    kernel: str | None = None, max_tokens: int = MAX_TOKENS) -> np.ndarray:

@@ -278,13 +278,14 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
 def missing_cost(scale: str, chapters: list[str] | None = None) -> str | None:
     """One line, said before a command trains what the run store lacks for ``chapters``
     (None: the whole book): how many models and about how long on one core (their FLOPs at
-    the shipped models' training speed, :func:`rflens.store.core_cost.one_core_speed`; times nothing).
-    None when they take less than :data:`rflens.store.runs.ANNOUNCED_FLOPS`."""
+    the shipped models' training speed, :func:`rflens.store.shipped.one_core_speed`; times nothing).
+    None when they take less than :data:`rflens.training.cost.ANNOUNCED_FLOPS`."""
     from rflens import data
     from rflens.experiments.book_models import chapter_experiments, training_cost
     from rflens.setup.settings import resolve
-    from rflens.store.core_cost import one_core_speed
-    from rflens.store.runs import ANNOUNCED_FLOPS, is_complete, run_key, runs_dir
+    from rflens.store.runs import is_complete, run_key, runs_dir
+    from rflens.store.shipped import one_core_speed
+    from rflens.training.cost import ANNOUNCED_FLOPS
 
     wanted = chapter_experiments(chapters)
     rows = [r for r in training_cost(scale) if wanted is None or r["experiment"] in wanted]
@@ -299,7 +300,7 @@ def missing_cost(scale: str, chapters: list[str] | None = None) -> str | None:
     if sum(flops) < ANNOUNCED_FLOPS:
         return None
     at = one_core_speed(scale)
-    hours = f"about {sum(flops) / at.train / 3600:.1f} hours on one core" if at else "not timed"
+    hours = f"about {at.train_hours(sum(flops)):.1f} hours on one core" if at else "not timed"
     return (f"{len(flops)} model(s) the run store lacks are trained first: {hours} ({sum(flops) / 1e12:,.0f} TFLOP; "
             f"`python -m rflens reproduce --scale {scale} --plan` times them on this machine)")
 

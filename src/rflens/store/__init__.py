@@ -1,9 +1,9 @@
-"""Where trained models live: the run store, the shipped bundles, and what training costs.
+"""Where trained models live: the run store and the shipped bundles.
 
 - ``runs``: the run store (a model's key, training or reusing it, listing and cleaning).
 - ``bundle``: the shipped bundle's file format, written, read and checked here only.
-- ``shipped``: the bundle's models served as a read-only layer of the run store.
-- ``core_cost``: what a long-run model costs on one core here, from the shipped models' speed.
+- ``shipped``: the bundle's models served as a read-only layer of the run store, and the one-core
+  speed they reached (what ``emergence --list`` times a model by).
 
 May import: ``training``, ``measure``, ``model``, ``data``, ``setup`` and the package root.
 """

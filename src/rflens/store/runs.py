@@ -44,7 +44,7 @@ from rflens.setup.config import DataConfig, ModelConfig, TrainConfig, TrainedMod
 from rflens.setup.settings import cuda_available, describe, resolve, train_command
 from rflens.storage import read_json, runs_dir, sha256_file, write_json
 from rflens.store import shipped
-from rflens.training import distributed, trainer as training
+from rflens.training import cost, distributed, trainer as training
 
 # Modules whose code decides the trained weights. The data package is left out on purpose:
 # the data fingerprint already identifies the exact token stream, so a change there that
@@ -329,7 +329,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
     check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
-    if main and (scales.get(scale).shipped or training_flops(model_cfg, train_cfg) >= ANNOUNCED_FLOPS):
+    if main and (scales.get(scale).shipped or cost.training_flops(model_cfg, train_cfg) >= cost.ANNOUNCED_FLOPS):
         print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
               f"{hours_to_train(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
@@ -360,34 +360,18 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
     return run
 
 
-ANNOUNCED_FLOPS = 1e13  # a few minutes of one core: a training at least this long says its hours before it starts
-
-
-def training_flops(model_cfg: ModelConfig, train_cfg: TrainConfig) -> float:
-    """The FLOPs of training this model from its start (its validation passes aside)."""
-    import torch
-
-    from rflens.model.transformer import TransformerLM
-
-    with torch.device("meta"):  # sizes only
-        model = TransformerLM(model_cfg)
-    return model.flops_per_token(train_cfg.l_tr) * train_cfg.steps * train_cfg.batch_size * train_cfg.l_tr
-
-
 def hours_to_train(scale: str, model_cfg: ModelConfig, train_cfg: TrainConfig) -> str:
     """What training this model from its start takes on one core, at the training speed of
-    the shipped models (:func:`rflens.store.core_cost.one_core_speed`): one line, said before a long
-    training starts (a long preset's, or any of :data:`ANNOUNCED_FLOPS` or more). On a GPU,
-    its steps alone."""
-    from rflens.store.core_cost import one_core_speed
-
+    the shipped models (:func:`rflens.store.shipped.one_core_speed`): one line, said before a long
+    training starts (a long preset's, or any of :data:`rflens.training.cost.ANNOUNCED_FLOPS` or
+    more). On a GPU, its steps alone."""
     if cuda_available():  # the shipped speeds are one CPU core's: they do not time a GPU
         return f"{train_cfg.steps:,} steps on the GPU"
-    at = one_core_speed(scale)
+    at = shipped.one_core_speed(scale)
     if at is None:
         return f"{train_cfg.steps:,} steps, its time not known: no finished model is shipped to time it by"
-    flops = training_flops(model_cfg, train_cfg)
-    return (f"{train_cfg.steps:,} steps, about {flops / at.train / 3600:.1f} hours on one core at the training "
+    hours = at.train_hours(cost.training_flops(model_cfg, train_cfg))
+    return (f"{train_cfg.steps:,} steps, about {hours:.1f} hours on one core at the training "
             f"speed of the {at.models} shipped model(s) trained on {at.where}, {at.train / 1e9:.0f} GFLOP/s")
 
 

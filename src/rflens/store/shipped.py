@@ -283,3 +283,94 @@ def find(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: Tr
 
 
 _SERVED: dict[tuple, ShippedRun] = {}
+
+
+# ----------------------------------------------------------------------------- what the shipped models say of a core
+
+def kept(scale: str, name: str) -> tuple[int, frozenset[int]]:
+    """(the step of the training state a stopped sitting kept for model ``name`` of ``scale``,
+    the sizes it measured, in steps): what the next sitting resumes from; (0, {}) when none
+    is kept (or it cannot be read: the run then starts again)."""
+    from rflens.training.trainer import CHECKPOINT_POINTER
+
+    work = bundle.emergence_state(scale, name)
+    try:
+        step = int(storage.read_json(work / CHECKPOINT_POINTER)["step"]) if (work / CHECKPOINT_POINTER).is_file() else 0
+        points = storage.read_json(work / bundle.KEPT_POINTS) if (work / bundle.KEPT_POINTS).is_file() else []
+        return step, frozenset(int(p["steps"]) for p in points)
+    except (ValueError, KeyError, TypeError):
+        return 0, frozenset()
+
+
+def _rates(scale: str) -> dict[str, list[tuple[float, float]]]:
+    """{vector unit: [:func:`rflens.training.cost.rates` of each finished shipped model trained
+    on a CPU with it]}: the models of ``scale``'s bundle, or, while it has none, of every
+    shipped preset's (a FLOP rate is the core's, whichever run it was measured in)."""
+    from rflens.setup import scales
+    from rflens.training import cost
+
+    pools: dict[str, list[tuple[float, float]]] = {}
+    found = [(scale, name) for name in bundle.complete(scale)] or [
+        (other, name) for other in scales.NAMES if scales.get(other).shipped for name in bundle.complete(other)]
+    for where, name in found:
+        res = bundle.load(name, where)
+        rate = cost.rates(res)
+        if rate is not None:
+            pools.setdefault(res.get("cpu") or "an unrecorded vector unit", []).append(rate)
+    return pools
+
+
+def core_speeds(scale: str = "long") -> dict:
+    """{vector unit: the one-core :class:`rflens.training.cost.Speed` of the shipped models
+    trained on CPUs with it}."""
+    from rflens.training.cost import median_speed
+
+    return {cpu: median_speed(pool, f"{cpu} CPUs") for cpu, pool in _rates(scale).items()}
+
+
+def one_core_speed(scale: str = "long"):
+    """The one-core :class:`rflens.training.cost.Speed` of the shipped finished models trained
+    on a CPU with this vector unit (else of all of them), from their wall times and FLOPs;
+    None when none is shipped."""
+    from rflens.training import machine
+    from rflens.training.cost import median_speed
+
+    pools = _rates(scale)
+    here = machine.cpu_capability()
+    pool = pools.get(here) or [r for rs in pools.values() for r in rs]
+    if not pool:
+        return None
+    return median_speed(pool, f"{here} CPUs like this one" if here in pools else "other machines")
+
+
+def one_core_minutes(specs: list, scale: str = "long", at=None, *, resumed: bool = False) -> list[float] | None:
+    """The one-core minutes of each model of ``specs`` at ``at`` (default :func:`one_core_speed`,
+    the shipped models' speed on this kind of CPU), or, with ``resumed``, of what is left of
+    each from its kept state (:func:`kept`); None when no model is shipped to time."""
+    from rflens.setup import scales
+    from rflens.setup.settings import resolve
+
+    at = at or one_core_speed(scale)
+    if at is None:
+        return None
+    preset = scales.get(scale)
+    out = []
+    for spec in specs:
+        r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+        out.append(at.minutes(r.model, r.train, preset.eval, preset.measured_points(r.train),
+                              *(kept(scale, spec.name) if resumed else ())))
+    return out
+
+
+def one_core_cost(specs: list, scale: str = "long", at=None, *, resumed: bool = False) -> str:
+    """One line: the time ``specs`` take to train (with ``resumed``, what is left of them from
+    their kept states), on one core and on two, and the speed that times them
+    (:func:`rflens.training.cost.one_core_line`)."""
+    from rflens.training.cost import one_core_line
+
+    if not specs:
+        return "nothing: no model is left to train"
+    at = at or one_core_speed(scale)
+    if at is None:
+        return "not timed: no finished model shipped yet"
+    return one_core_line(one_core_minutes(specs, scale, at, resumed=resumed), at)
