@@ -4,7 +4,7 @@ count stores, and the book's plan trains in two rounds (Table 2 after Table 1)."
 import pytest
 
 from rflens.errors import UserError
-from rflens.progress import Log
+from rflens.terminal import Log
 from rflens.publish import parallel
 from rflens.storage import sha256_file
 from rflens.store import runs

@@ -63,7 +63,7 @@ def test_no_import_circle():
 
 # The folders from the bottom up: a module imports only from its own folder and the layers
 # below it (folders of one layer do not import each other). The package root's modules
-# (errors, paper, storage, progress) are the ground floor; its __init__ and __main__ are the
+# (errors, paper, storage, terminal) are the ground floor; its __init__ and __main__ are the
 # package's face and entry point.
 LAYERS = (("",), ("setup",), ("data",), ("model",), ("measure", "training"), ("store",), ("longrun",),
           ("experiments",), ("claims",), ("readings", "figures", "hf"), ("widgets",), ("publish",), ("cli",))

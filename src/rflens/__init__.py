@@ -5,14 +5,14 @@ The package in folders by concern, each folder importing only the ones listed be
 (its ``__init__`` says what it owns and what it may import):
 
 - the root: ``errors`` (one-line errors for users), ``paper`` (the paper's constants),
-  ``storage`` (folders, atomic writes, checksums, locks, caches), ``progress`` (what long
-  work says while it runs);
+  ``storage`` (folders, atomic writes, checksums, locks, caches), ``terminal`` (what long
+  work says while it runs: lines on the terminal, the same lines in a log);
 - ``setup``: the schemes' table, the settings, the presets, a run's resolved settings;
 - ``data``: corpora, tokenizer and token streams;
 - ``model``: the positional schemes, attention and the transformer LM;
 - ``measure``: perplexity protocols, receptive fields, intervals and "extrapolates";
-- ``training``: the one training loop, its processes, the machine;
-- ``store``: the run store, the shipped bundles, costs;
+- ``training``: the one training loop, its processes, the machine, what a model costs;
+- ``store``: the run store and the shipped bundles;
 - ``longrun``: the long runs' plan, training, recheck, comparison and forecast;
 - ``experiments``: the paper's experiments as functions of a scale;
 - ``claims``: the paper's claims, checked, and their scoreboard;

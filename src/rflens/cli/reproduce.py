@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from rflens.errors import UserError
-from rflens.progress import Log
+from rflens.terminal import Log
 from rflens.publish import parallel, reproduce
 from rflens.setup import scales
 

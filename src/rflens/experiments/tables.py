@@ -123,7 +123,7 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
     naming the model and whether it was trained now or came from the store."""
     import sys
 
-    from rflens.progress import model_label
+    from rflens.terminal import model_label
     from rflens.store.runs import get_run, NotStored
     from rflens.store.shipped import served_seed
 

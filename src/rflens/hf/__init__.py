@@ -7,16 +7,16 @@ very code that measures rflens's own models: ``hub`` resolves a folder or hub na
 and its identity, ``adapter`` gives a ``transformers`` causal LM the calls rflens's protocols
 make, ``text`` turns a file or a corpus's test split into the model's tokens, ``measure`` runs
 and caches the two measurements, ``tiny`` builds three tiny random models (learned absolute,
-rotary, ALiBi) for tests and demos, and ``book`` holds what Chapter 12 measures. Every public
-name is importable from ``rflens.hf``; ``transformers`` is imported only when a model is loaded
-or built.
+rotary, ALiBi) for tests and demos, and ``table`` holds Chapter 12's table of models. Every
+public name is importable from ``rflens.hf``; ``transformers`` is imported only when a model is
+loaded or built.
 
 May import: ``measure``, ``data``, ``setup`` and the package root.
 """
 
 from rflens.data.corpus import EOT
 from rflens.hf.adapter import CausalLMLens, device_and_dtype, learned_positions, load
-from rflens.hf.book import book_models, book_settings, FAMILY_TITLES, lens_table, MODELS_ENV
+from rflens.hf.table import book_models, book_settings, FAMILY_TITLES, lens_table, MODELS_ENV
 from rflens.hf.hub import (HUB_ID, LARGE_FILE, LEARNED_ABSOLUTE, LOAD_FIX, POSITION_FIELDS, ModelRef, check_positions,
     resolve)
 from rflens.hf.measure import (ERF_LENGTH_MULT, ERF_MAX_TOKENS, HF_VERSION, LENGTH_MULTS, UNKNOWN_L_TR_ERF_LENGTH,
@@ -38,6 +38,6 @@ __all__ = [
     "UNKNOWN_L_TR_LENGTHS", "default_lengths", "hf_perplexity", "hf_receptive_field",
     # tiny
     "ARCHITECTURES", "TINY_FORMAT", "TINY_TEXT", "TINY_VOCAB", "tiny_random_models",
-    # book
+    # table
     "FAMILY_TITLES", "MODELS_ENV", "book_models", "book_settings", "lens_table",
 ]

@@ -2,7 +2,8 @@
 
 - ``perplexity``: the perplexity protocols (last-token, sliding window, non-overlapping).
 - ``receptive``: receptive-field analysis (normalised input gradients, the ERF).
-- ``intervals``: paired bootstrap intervals over segments or whole documents.
+- ``intervals``: resampling, every interval of the book (the paired bootstrap over segments or
+  whole documents, a perplexity's interval, a mean over paired rounds).
 - ``criterion``: the criterion "extrapolates" and the levels r(L) is read at.
 - ``columns``: the wide result table's columns, their readers and how a chapter shows them.
 - ``resources``: what a measurement will need, estimated before it allocates.

@@ -68,13 +68,13 @@ def _train_one(scale: str, pos: str, corpus: str, overrides: dict, measure: bool
     """Train (or find) one model and take its default measurements; a small summary back.
 
     ``report``: where this model's progress goes, line by line (anything with ``put``: the
-    parent's queue in a worker, or a :class:`rflens.progress.Log`): its training bar (steps,
+    parent's queue in a worker, or a :class:`rflens.terminal.Log`): its training bar (steps,
     tokens/s, time left), its measurements, and whether it came from the run store."""
     import contextlib
 
     from rflens.measure.perplexity import perplexity
     from rflens.measure.receptive import receptive_field
-    from rflens.progress import LineStream, model_label
+    from rflens.terminal import LineStream, model_label
     from rflens.store.runs import get_run
 
     t0 = time.perf_counter()
@@ -114,7 +114,7 @@ def run_items(scale: str, items: list[dict], *, workers: int, threads: int = 1, 
     """Train and measure ``items`` ({"pos", "corpus", "overrides"}) in ``workers`` processes
     of ``threads`` threads; ``workers=1`` runs them here, one after another; with a
     ``cluster``, as submitit jobs of ``threads`` CPUs each. ``log`` (a
-    :class:`rflens.progress.Log`) gets every model's progress lines, from the workers too."""
+    :class:`rflens.terminal.Log`) gets every model's progress lines, from the workers too."""
     from tqdm.auto import tqdm
 
     if workers < 1 or threads < 1:
@@ -225,7 +225,7 @@ def _submit(scale, items, cluster: Cluster, threads, measure, bar, done, workers
 
 
 def _label(it: dict) -> str:
-    from rflens.progress import model_label
+    from rflens.terminal import model_label
 
     return model_label(it["pos"], it["corpus"], it["overrides"])
 

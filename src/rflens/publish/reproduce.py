@@ -38,7 +38,7 @@ import yaml
 from rflens.errors import UserError
 from rflens.experiments import from_bundle
 from rflens.longrun import plan
-from rflens.progress import LineStream
+from rflens.terminal import LineStream
 from rflens.publish.notebook import check_parameters
 from rflens.setup import scales
 from rflens.setup.config import CORPORA
@@ -200,9 +200,9 @@ def kernel_env() -> dict:
     spec_root = BUILD / "jupyter"
     spec = spec_root / "kernels" / KERNEL
     spec.mkdir(parents=True, exist_ok=True)
-    # first in the kernel: progress bars as text on stderr (rflens.progress.plain_bars)
+    # first in the kernel: progress bars as text on stderr (rflens.terminal.plain_bars)
     argv = [sys.executable, "-m", "ipykernel_launcher", "--log-level=ERROR",
-            "--IPKernelApp.exec_lines=['import rflens.progress; rflens.progress.plain_bars()']", "-f", "{connection_file}"]
+            "--IPKernelApp.exec_lines=['import rflens.terminal; rflens.terminal.plain_bars()']", "-f", "{connection_file}"]
     text = json.dumps({"argv": argv, "display_name": "Python 3 (rflens)", "language": "python"})
     target = spec / "kernel.json"
     if not target.exists() or target.read_text() != text:
@@ -216,7 +216,7 @@ def execute(key: str, path: Path, params: dict, scale: str, log=None) -> Path:
     atomically. A failing cell raises UserError naming the cell and the saved notebook.
 
     What the chapter writes to stderr (its progress bars, warnings) goes to ``log`` as it
-    comes (:class:`rflens.progress.LineStream`), and is left out of the executed notebook:
+    comes (:class:`rflens.terminal.LineStream`), and is left out of the executed notebook:
     the built page shows results, not the bars that led to them."""
     import papermill
     from papermill.exceptions import PapermillExecutionError

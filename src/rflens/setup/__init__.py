@@ -7,5 +7,5 @@ dataclasses, the presets and the resolution of a run's settings.
 - ``settings``: a run's settings resolved from a preset, a scheme, a corpus and overrides.
 - ``deviations``: where rflens trains differently from the paper's code, and why.
 
-May import: the package root (``errors``, ``paper``, ``storage``, ``progress``).
+May import: the package root (``errors``, ``paper``, ``storage``, ``terminal``).
 """

@@ -351,32 +351,6 @@ class EvalConfig(_Settings):
 SETTINGS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "eval": EvalConfig}
 
 
-class TrainedModel:
-    """What a trained model's settings say of it, for the stores that hold one (a run of the
-    run store, a shipped model of a bundle): they set ``model_cfg`` and ``train_cfg``."""
-
-    model_cfg: ModelConfig
-    train_cfg: TrainConfig
-
-    @property
-    def pos(self) -> str:
-        return self.model_cfg.pos
-
-    @property
-    def l_tr(self) -> int:
-        return self.train_cfg.l_tr
-
-    def measurable(self, lengths) -> list[int]:
-        """The lengths of ``lengths`` this model's last-token perplexity can be read at (a
-        model with weights: all of them)."""
-        return [int(L) for L in lengths]
-
-    def erf_segment(self, length: int) -> int:
-        """The segment length this model's receptive field can be measured on when ``length``
-        is asked for (a model with weights: ``length`` itself)."""
-        return int(length)
-
-
 def _coerce(cls, name: str, text: str):
     """Turn the text of ``--set name=text`` into the type of field ``name`` of ``cls``."""
     hint = typing.get_type_hints(cls)[name]

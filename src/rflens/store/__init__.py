@@ -4,6 +4,7 @@
 - ``bundle``: the shipped bundle's file format, written, read and checked here only.
 - ``shipped``: the bundle's models served as a read-only layer of the run store, and the one-core
   speed they reached (what ``emergence --list`` times a model by).
+- ``trained``: what a trained model's settings say of it, for both stores (``TrainedModel``).
 
 May import: ``training``, ``measure``, ``model``, ``data``, ``setup`` and the package root.
 """

@@ -40,10 +40,11 @@ from rflens import data, storage
 from rflens.errors import ConfigError, UserError
 from rflens.measure import resources
 from rflens.setup import scales, schemes
-from rflens.setup.config import DataConfig, ModelConfig, TrainConfig, TrainedModel
+from rflens.setup.config import DataConfig, ModelConfig, TrainConfig
 from rflens.setup.settings import cuda_available, describe, resolve, train_command
 from rflens.storage import read_json, runs_dir, sha256_file, write_json
 from rflens.store import shipped
+from rflens.store.trained import TrainedModel
 from rflens.training import cost, distributed, trainer as training
 
 # Modules whose code decides the trained weights. The data package is left out on purpose:

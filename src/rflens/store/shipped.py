@@ -20,8 +20,9 @@ from typing import Callable
 
 from rflens import data, storage
 from rflens.errors import UserError
-from rflens.setup.config import DataConfig, EvalConfig, ModelConfig, TrainConfig, TrainedModel
+from rflens.setup.config import DataConfig, EvalConfig, ModelConfig, TrainConfig
 from rflens.store import bundle
+from rflens.store.trained import TrainedModel
 
 # The measured size the run-store layer serves: None for each model's finished point.
 _SIZE: ContextVar[int | None] = ContextVar("rflens_bundle_size", default=None)

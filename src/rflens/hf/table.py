@@ -1,6 +1,6 @@
-"""What Chapter 12 measures: the models (the tiny random ones, and any named in
-``RFLENS_HF_MODELS`` where the book is built), the lengths and sample counts at each scale, and
-:func:`lens_table`, one row per model with its perplexities, r(L) and ERF.
+"""Chapter 12's table of Hugging Face models: the models (the tiny random ones, and any
+named in ``RFLENS_HF_MODELS`` where the book is built), the lengths and sample counts at each
+scale, and :func:`lens_table`, one row per model with its perplexities, r(L) and ERF.
 """
 
 from __future__ import annotations

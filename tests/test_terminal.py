@@ -3,7 +3,7 @@ out of executed chapters."""
 
 import nbformat
 
-from rflens.progress import LineStream, Log, model_label
+from rflens.terminal import LineStream, Log, model_label
 from rflens.publish import reproduce
 
 
@@ -73,14 +73,14 @@ def test_chapters_kernels_draw_bars_as_text_on_stderr(tmp_path, monkeypatch):
     import tqdm.auto
     import tqdm.std
 
-    from rflens import progress
+    from rflens import terminal
 
     monkeypatch.setattr(reproduce, "BUILD", tmp_path)
     env = reproduce.kernel_env()
     spec = json.loads((tmp_path / "jupyter" / "kernels" / "python3" / "kernel.json").read_text())
     assert env["JUPYTER_PATH"].split(":")[0] == str(tmp_path / "jupyter")
-    assert any("rflens.progress.plain_bars()" in a for a in spec["argv"])
+    assert any("rflens.terminal.plain_bars()" in a for a in spec["argv"])
     monkeypatch.setattr(tqdm.auto, "tqdm", tqdm.auto.tqdm)  # restored afterwards
     monkeypatch.setattr(tqdm.auto, "trange", tqdm.auto.trange)
-    progress.plain_bars()
+    terminal.plain_bars()
     assert tqdm.auto.tqdm is tqdm.std.tqdm and tqdm.auto.trange is tqdm.std.trange
