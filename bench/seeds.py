@@ -40,7 +40,7 @@ def failing_side(sc) -> list[tuple[str, str, dict]]:
 
 
 def cmd_run(args) -> int:
-    from rflens.claims import checks
+    from rflens.claims import statements, verdicts
     from rflens.experiments import tables as ex
     from rflens.measure import columns
     from rflens.publish import parallel
@@ -61,10 +61,10 @@ def cmd_run(args) -> int:
     from rflens.store.runs import get_run
 
     result = {"scale": sc.name, "seeds": seeds, "table3": [], "claims": {}, "table1": [],
-              "criteria": {str(cid): checks.BY_ID[cid].criterion for cid in (14, 15)}}
+              "criteria": {str(cid): statements.BY_ID[cid].criterion for cid in (14, 15)}}
     for seed in seeds:
         t3 = ex.table3(sc.name, seed=seed, progress=False, train=False)
-        for c in checks.check({"table3": t3, "corpus": "prose"}, [14, 15]):
+        for c in verdicts.check({"table3": t3, "corpus": "prose"}, [14, 15]):
             result["claims"].setdefault(str(c["id"]), {})[str(seed)] = {"result": c["result"], "measured": c["measured"]}
         top = sc.train.l_tr * max(sc.eval.length_mults)
         for _, row in t3.iterrows():

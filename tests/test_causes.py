@@ -45,9 +45,9 @@ def test_the_long_runs_failures_are_traced_to_the_window_map_the_premise_and_the
 
 
 def test_the_compact_board_fits_a_claim_on_a_line_in_the_papers_values():
-    from rflens.claims import checks, scoreboard
+    from rflens.claims import scoreboard, statements
 
-    boards = {"tiny": [_row(c.id, "pass") for c in checks.CLAIMS], "long": [_row(c.id, "fail") for c in checks.CLAIMS]}
+    boards = {"tiny": [_row(c.id, "pass") for c in statements.CLAIMS], "long": [_row(c.id, "fail") for c in statements.CLAIMS]}
     df = scoreboard.compact(boards)
     assert list(df.columns) == ["claim", "tiny", "long", "the paper"] and len(df) == 16
     assert df.loc[1, "claim"] == "windows up to w = 100 extrapolate" and df.loc[4, "claim"].startswith("Δ = -3 plateaus")
@@ -72,11 +72,11 @@ def test_the_key_figure_names_the_papers_delta():
 
 
 def test_a_measurement_alike_at_every_seed_is_said_once():
-    from rflens.claims import checks
+    from rflens.claims import verdicts
 
-    row = {"passed": None, "result": "not decided", "comparisons": 2, "legacy": None, "straddling": []}
+    row = {"result": "not decided", "comparisons": 2, "legacy": None, "straddling": []}
     rows = {0: {**row, "measured": "prose: Sinusoidal 40.47; code: Sinusoidal 15.94"},
             1: {**row, "measured": "prose: Sinusoidal 41.38; code: Sinusoidal 15.94"}}
-    measured = checks.agree(rows)["measured"]
+    measured = verdicts.agree(rows)["measured"]
     assert measured.count("15.94") == 1 and "seed 0 not decided: prose: Sinusoidal 40.47" in measured
     assert measured.startswith("every seed agrees: the same at every seed: code: Sinusoidal 15.94; seed 0")

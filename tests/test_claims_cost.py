@@ -1,5 +1,5 @@
 """What would decide a claim left undecided: the intervals that straddle their thresholds
-(rflens.claims.checks.check's ``straddling``), rflens.claims.checks.cost_to_decide and its reading."""
+(rflens.claims.verdicts.check's ``straddling``), rflens.claims.verdicts.cost_to_decide and its reading."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rflens.claims import checks
+from rflens.claims import verdicts
 from rflens.experiments.speed import speed_ratio
 from rflens.readings.claim_verdicts import to_decide
 
@@ -22,17 +22,17 @@ def _interval(est, lo, hi, threshold=1.0, above=True):
 
 def test_an_undecided_check_gives_the_interval_that_straddles_its_threshold():
     t5 = [96.0, 104.0, 99.0, 102.0]
-    row, = checks.check(_speed(t5), [16])
+    row, = verdicts.check(_speed(t5), [16])
     assert row["result"] == "not decided"
     ratio, lo, hi = speed_ratio(t5, [100.0] * 4)
     assert row["straddling"] == [_interval(ratio, lo, hi, above=False)]  # T5 must be slower: below 1
-    decided, = checks.check(_speed([80.0, 81.0, 79.0]), [16])
-    assert decided["result"] == "pass" and decided["straddling"] == [] and checks.cost_to_decide(decided) is None
+    decided, = verdicts.check(_speed([80.0, 81.0, 79.0]), [16])
+    assert decided["result"] == "pass" and decided["straddling"] == [] and verdicts.cost_to_decide(decided) is None
 
 
 def test_the_cost_is_the_squared_ratio_of_the_interval_s_reach_to_its_distance_on_the_log_scale():
     row = {"id": 2, "straddling": [_interval(1.9, 1.6, 2.4, threshold=2.0)]}
-    cost = checks.cost_to_decide(row)
+    cost = verdicts.cost_to_decide(row)
     expected = ((math.log(2.4) - math.log(1.9)) / (math.log(2.0) - math.log(1.9))) ** 2
     assert cost["factor"] == pytest.approx(expected) and cost["result"] == "fail"
     assert f"fail with about {expected:.0f} times as many test documents" in to_decide(row)  # about 21
@@ -41,17 +41,17 @@ def test_the_cost_is_the_squared_ratio_of_the_interval_s_reach_to_its_distance_o
 def test_a_claim_fails_at_its_cheapest_failing_interval_and_holds_only_when_all_clear():
     near_fail, far_fail = _interval(0.97, 0.9, 1.05), _interval(0.99, 0.8, 1.2)
     near_pass, far_pass = _interval(1.05, 0.95, 1.15), _interval(1.01, 0.9, 1.1)
-    cost = checks.cost_to_decide({"id": 14, "straddling": [near_pass, far_fail, near_fail]})
+    cost = verdicts.cost_to_decide({"id": 14, "straddling": [near_pass, far_fail, near_fail]})
     assert cost["result"] == "fail" and cost["interval"]["estimate"] == 0.97
-    cost = checks.cost_to_decide({"id": 14, "straddling": [near_pass, far_pass]})
+    cost = verdicts.cost_to_decide({"id": 14, "straddling": [near_pass, far_pass]})
     assert cost["result"] == "pass" and cost["interval"]["estimate"] == 1.01
-    below = checks.cost_to_decide({"id": 15, "straddling": [_interval(0.95, 0.9, 1.05, above=False)]})
+    below = verdicts.cost_to_decide({"id": 15, "straddling": [_interval(0.95, 0.9, 1.05, above=False)]})
     assert below["result"] == "pass"  # a criterion that asks for a value below its threshold
 
 
 def test_an_estimate_on_its_threshold_cannot_be_decided_by_more_documents():
     row = {"id": 16, "straddling": [_interval(1.0, 0.9, 1.1)]}
-    assert math.isinf(checks.cost_to_decide(row)["factor"])
+    assert math.isinf(verdicts.cost_to_decide(row)["factor"])
     assert "more rounds would not decide it" in to_decide(row)
 
 

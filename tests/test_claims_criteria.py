@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from rflens import paper
-from rflens.claims import checks, scoreboard
-from rflens.claims.shared import simultaneous
+from rflens.claims import gather, rows, scoreboard, statements, verdicts
+from rflens.claims.outcomes import simultaneous
 from rflens.experiments import tables as ex
 from rflens.measure import columns
 from rflens.setup.scales import mapped_windows
@@ -39,7 +39,7 @@ FLAT, DOUBLING = [1, 1, 1, 1, 1], [1, 2, 4, 8, 16]
 
 
 def result(cid, res):
-    return {c["id"]: c for c in checks.check(res, [cid])}[cid]
+    return {c["id"]: c for c in verdicts.check(res, [cid])}[cid]
 
 
 # ----------------------------------------------------------------------------- intervals that hold together
@@ -105,7 +105,7 @@ def test_claim3_every_length_rises(ratios, spread, expected):
 
 
 def test_claim3_names_why_it_reads_the_mapped_row():
-    assert "slope x distance" in checks.alibi_row.__doc__ and "Table 3" in checks.alibi_row.__doc__
+    assert "slope x distance" in rows.alibi_row.__doc__ and "Table 3" in rows.alibi_row.__doc__
 
 
 # ----------------------------------------------------------------------------- claim 8
@@ -130,7 +130,7 @@ def f7(curves, r4=4.0):
 
 def test_claim8_a_step_at_l_tr_is_a_jump_both_readings_of_the_position():
     for drop_at in (L_TR - 1, L_TR):  # the L_tr-th token, 1-based or 0-based
-        s = checks.step_at_l_tr(curve(L_TR, drop_at), L_TR)
+        s = statements.step_at_l_tr(curve(L_TR, drop_at), L_TR)
         assert s["jump"] is True and s["step"] > s["neighbour_step"]
     assert result(8, {"figure7": f7({32: curve(32, 31), 64: curve(64, 63)})})["result"] == "pass"
 
@@ -138,13 +138,13 @@ def test_claim8_a_step_at_l_tr_is_a_jump_both_readings_of_the_position():
 def test_claim8_fails_when_the_largest_step_nearby_is_elsewhere():
     # the drop 10 tokens early, as a peak at 29 would be read: no jump at L_tr itself
     early = curve(32, 21)
-    assert checks.step_at_l_tr(early, 32)["jump"] is False
+    assert statements.step_at_l_tr(early, 32)["jump"] is False
     c8 = result(8, {"figure7": f7({32: early, 64: curve(64, 63)})})
     assert c8["result"] == "fail"
     # a step at L_tr, but a larger bump among its neighbours (both sides are read)
     bumped = curve(64, 63, bumps=[(90, 0.01)])
-    assert checks.step_at_l_tr(bumped, 64)["jump"] is False
-    assert checks.step_at_l_tr(curve(64, 63, bumps=[(40, 0.01)]), 64)["jump"] is False
+    assert statements.step_at_l_tr(bumped, 64)["jump"] is False
+    assert statements.step_at_l_tr(curve(64, 63, bumps=[(40, 0.01)]), 64)["jump"] is False
 
 
 def test_claim8_undecided_when_the_perplexity_interval_straddles_2_and_not_run_without_curves():
@@ -258,7 +258,7 @@ def test_claim16_reads_the_record_and_never_times(monkeypatch, tmp_path):
     for name in ("table1", "table2", "figure7", "figure11", "table3", "table3_stored"):
         monkeypatch.setattr(ex, name, lambda *a, **k: pd.DataFrame())
     assert speed.load_speed_record("smoke") is None
-    res = checks.gather("smoke", compute=False, progress=False)
+    res = gather.gather("smoke", compute=False, progress=False)
     assert res["speed_record"] is None and result(16, res)["result"] == "not run"
     # a record written once, with the machine named: the board reads it
     monkeypatch.setattr(speed, "time_steps", lambda cfgs, *a, **k: {p: [0.010] * 12 if p == "t5" else [0.009] * 12
@@ -268,7 +268,7 @@ def test_claim16_reads_the_record_and_never_times(monkeypatch, tmp_path):
     stored = json.loads(speed.speed_record_path("smoke").read_text())
     assert stored["machine"] == rec["machine"] and "cores" in stored["machine"] and stored["recorded"]
     monkeypatch.setattr(speed, "time_steps", lambda *a, **k: pytest.fail("the board timed something"))
-    c16 = result(16, checks.gather("smoke", compute=False, progress=False))
+    c16 = result(16, gather.gather("smoke", compute=False, progress=False))
     assert c16["result"] == "pass" and stored["machine"] in c16["measured"]  # T5 at 0.9 of Sandwich's speed
 
 
@@ -280,9 +280,8 @@ def test_a_shipped_preset_keeps_its_record_beside_its_models():
 
 
 # ----------------------------------------------------------------------------- every claim
-def test_every_claim_quotes_the_papers_sentence_and_its_docstring_the_same_words():
-    text = " ".join(open(checks.__file__, encoding="utf-8").read().split())
-    for c in checks.CLAIMS:
+def test_every_claim_quotes_the_papers_sentence_and_its_check_says_whether_it_holds_by_construction():
+    for c in statements.CLAIMS:
         assert c.sentence.startswith('"') and "(Section" in c.sentence, c.id
         assert c.check.__doc__ and ("construction" in c.check.__doc__), c.id  # says whether it holds by construction
 
@@ -290,13 +289,13 @@ def test_every_claim_quotes_the_papers_sentence_and_its_docstring_the_same_words
 def test_the_board_stores_both_verdicts_and_the_comparisons(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path))
     res = {"table1": windows({8: FLAT, 15: FLAT, 19: [1, 1.2, 1.4, 1.5, 1.5], 22: DOUBLING}),
-           "log_fit": checks.log_fit()}
+           "log_fit": gather.log_fit()}
     board = scoreboard.scoreboard("smoke", results=res)
     stored = json.loads((tmp_path / "scoreboard-smoke.json").read_text())["claims"]
     one = {c["id"]: c for c in stored}
     assert one[1]["legacy"]["result"] == "pass" and one[1]["result"] == "fail" and one[1]["comparisons"] == 12
     assert one[12]["legacy"]["result"] == "pass" and one[12]["result"] == "fail"
-    assert one[2]["legacy"] is None and one[2]["sentence"] == checks.BY_ID[2].sentence
+    assert one[2]["legacy"] is None and one[2]["sentence"] == statements.BY_ID[2].sentence
     df = scoreboard.changes({"smoke": board})
     assert list(df.loc[1, ["earlier (smoke)", "now (smoke)"]]) == ["pass", "fail"]
     assert df.loc[2, "earlier (smoke)"] == "–" and "w=100" in df.loc[1, "the paper"]

@@ -87,7 +87,7 @@ def test_a_deep_model_at_another_l_tr_is_measured_at_its_last_size_alone():
 def test_two_depths_are_read_side_by_side_from_their_bundles():
     import pandas as pd
 
-    from rflens.readings import checking
+    from rflens.readings import long_runs
 
     dp = pd.DataFrame([
         {"the paper's": "w = 160", "layers": 4, "L_tr": 32, "tokens": 33_554_432, "finished": True, "ERF": 93,
@@ -103,7 +103,7 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
               "deep": [{"id": 1, "result": "pass"}, {"id": 2, "result": "not run"}, {"id": 13, "result": "pass"},
                        {"id": 15, "result": "not run"}, {"id": 4, "result": "not decided"},
                        {"id": 7, "result": "not decided", "measured": "w=20: max r = 1.00"}]}
-    text = checking.two_depths(dp, boards)
+    text = long_runs.two_depths(dp, boards)
     assert "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers (1 of its 1 windows still training)" in text
     assert "the paper's is 4.8 to 6.4 at 12 layers" in text
     # a deep model still training is set beside the shallow one at the same size too
@@ -118,17 +118,17 @@ def test_two_depths_are_read_side_by_side_from_their_bundles():
     assert ("Claim 7 is decided at one depth only: fail at `long` (w=30: r = 1.20); not decided at `deep` "
             "(w=20: max r = 1.00)." in text)
     assert "Not decided at either depth: claim 4." in text
-    assert checking.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."
-    assert checking.by_depth(boards) == {1: ("fail", "pass"), 13: ("pass", "pass"), 4: ("not decided", "not decided"),
+    assert long_runs.two_depths(pd.DataFrame(), {}) == "The `deep` run has no model shipped yet."
+    assert long_runs.by_depth(boards) == {1: ("fail", "pass"), 13: ("pass", "pass"), 4: ("not decided", "not decided"),
                                          7: ("fail", "not decided")}  # read at both depths: not 2 and 15
     # once every model is finished, ERF / w at the same tokens is the last size's: said once
-    done = checking.two_depths(dp.assign(finished=True), boards)
+    done = long_runs.two_depths(dp.assign(finished=True), boards)
     assert "windows have reached" not in done and "3.1 to 3.1 at 4 layers and 2.4 to 2.4 at 12 layers;" in done
     peaks = pd.DataFrame([{"layers": 4, "L_tr": 32, "peak at": 30, "peak - L_tr": -2},
                           {"layers": 12, "L_tr": 64, "peak at": 41, "peak - L_tr": -23}])
     assert ("Sinusoidal's largest gradient outside the most recent tokens sits at absolute position 30 at 4 layers "
             "with $L_{tr}$ = 32 (-2) and 41 at 12 layers with $L_{tr}$ = 64 (-23); the paper finds it at $L_{tr}$."
-            in checking.two_depths(dp, boards, peaks=peaks))
+            in long_runs.two_depths(dp, boards, peaks=peaks))
     assert "Sinusoidal" not in text
 
 
@@ -183,7 +183,7 @@ def test_the_depths_table_reads_the_shallow_run_at_the_size_the_deep_run_reached
 
 
 def test_figure_7_holds_the_models_the_preset_trains_and_claim_8_reads_sinusoidal_alone():
-    from rflens.claims import checks
+    from rflens.claims import gather, verdicts
     from rflens.errors import UserError
     from rflens.experiments import tables as ex
 
@@ -191,7 +191,7 @@ def test_figure_7_holds_the_models_the_preset_trains_and_claim_8_reads_sinusoida
     assert [s.pos for s in ex.figure7_models("long")][-1] == "rotary"
     with pytest.raises(UserError, match="--scale long"):
         ex.rotary_model("deep")
-    f7 = checks.figure7_curves("deep", "prose", ex.figure7("deep", progress=False, train=False))
-    (row,) = checks.check({"figure7": f7, "corpus": "prose", "scale": "deep"}, [8])
+    f7 = gather.figure7_curves("deep", "prose", ex.figure7("deep", progress=False, train=False))
+    (row,) = verdicts.check({"figure7": f7, "corpus": "prose", "scale": "deep"}, [8])
     assert row["result"] in ("pass", "fail", "not decided")  # decided on the bundle, not "not run" for want of Rotary
     assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128: step at L_tr" in row["measured"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rflens.claims import shared
+from rflens.claims import rows
 from rflens.data import corpus as C
 from rflens.errors import UserError
 from rflens.measure import columns, intervals
@@ -151,11 +151,11 @@ def test_ratio_between_schemes_resamples_documents_both_rows_share():
     nll, docs = correlated_nlls(seed=6)
     a = {"label": "a", "ppl@64": 1.0, "nll": {64: nll[1]}, "segment_docs": docs.tolist()}
     b = {"label": "b", "ppl@64": 1.0, "nll": {64: nll[0]}, "segment_docs": docs.tolist()}
-    _, lo, hi = shared.ppl_ratio(a, b, 64)
-    _, slo, shi = shared.ppl_ratio({**a, "segment_docs": None}, b, 64)
+    _, lo, hi = rows.ppl_ratio(a, b, 64)
+    _, slo, shi = rows.ppl_ratio({**a, "segment_docs": None}, b, 64)
     assert hi - lo > 2 * (shi - slo)
     with intervals.bootstrap_over("segments"):
-        assert shared.ppl_ratio(a, b, 64) == (shared.ppl_ratio({**a, "segment_docs": None}, b, 64))
+        assert rows.ppl_ratio(a, b, 64) == (rows.ppl_ratio({**a, "segment_docs": None}, b, 64))
 
 
 def test_few_documents_are_said():

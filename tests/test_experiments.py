@@ -232,7 +232,7 @@ def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
     # nothing is trained without compute: Figure 11's models are missing, so its claim is "not run"
     board = {c["id"]: c for c in scoreboard.scoreboard("smoke", compute=False, progress=False)}
     assert len(list((smoke_store / "runs").glob("*/manifest.json"))) == n_runs
-    assert board[11]["passed"] is None and board[1]["passed"] is not None
+    assert board[11]["result"] == "not run" and board[1]["result"] != "not run"
     assert (smoke_store / "runs" / "scoreboard-smoke.json").is_file()
 
 
@@ -366,7 +366,7 @@ def test_chapter_experiments_match_what_the_chapters_call():
 
 def test_the_seed_spread_says_when_its_verdicts_were_checked_under_another_criterion(tmp_path):
     from rflens import storage
-    from rflens.claims import checks
+    from rflens.claims import statements
     from rflens.readings import pilot
 
     record = {"scale": "tiny", "seeds": [0, 1], "claims": {"14": {"0": {"result": "fail", "measured": "m"}}},
@@ -376,6 +376,6 @@ def test_the_seed_spread_says_when_its_verdicts_were_checked_under_another_crite
     old = pilot.seed_spread(tmp_path / "old.json")["claims"].iloc[0]
     # not shown as a verdict (the board's may differ), with what it read under the earlier criterion
     assert old["result"] == "not decided again" and old["criterion"].startswith("an earlier one, under which it read fail")
-    storage.write_json(tmp_path / "new.json", {**record, "criteria": {"14": checks.BY_ID[14].criterion}})
+    storage.write_json(tmp_path / "new.json", {**record, "criteria": {"14": statements.BY_ID[14].criterion}})
     new = pilot.seed_spread(tmp_path / "new.json")["claims"]
     assert list(new["criterion"]) == ["today's"] and list(new["result"]) == ["fail"]

@@ -117,11 +117,11 @@ def test_growth_per_doubling_is_the_geometric_factor_of_r_minus_1():
 
 
 def test_the_pilot_and_the_runs_are_read_one_knob_at_a_time():
-    from rflens.readings import checking, pilot
+    from rflens.readings import long_runs, pilot
 
-    table = checking.pilot_and_runs(pilot.pilot_table())
+    table = long_runs.pilot_and_runs(pilot.pilot_table())
     assert {"long-repeated", "long"} <= set(table["source"])
-    text = str(checking.pilot_reconciled(table))
+    text = str(long_runs.pilot_reconciled(table))
     assert "`long-repeated` at d = 64" in text and "the text (" in text
 
 

@@ -3,7 +3,7 @@ verdict leans on them, and the board that keeps the stated ones."""
 
 import pytest
 
-from rflens.claims import checks
+from rflens.claims import verdicts
 from rflens.measure import criterion
 
 
@@ -27,13 +27,13 @@ def test_extrapolates_reads_the_level_in_force():
     assert criterion.extrapolates(ppl, 32, tol=1.2) is True
 
 
-@pytest.mark.parametrize("level", sorted(checks.SENSITIVITY))
+@pytest.mark.parametrize("level", sorted(verdicts.SENSITIVITY))
 def test_at_the_stated_level_the_sensitivity_is_the_board(level):
     """The column of the stated level is the board's verdict; a level a hair (1e-4) away from it
     (claim 6 then rereads every model from its r columns) gives the same verdicts."""
-    stated = checks.STATED[level]
-    table = checks.sensitivity("long", level, values=(stated, stated + 1e-4))
-    board = {r["id"]: r["result"] for r in checks.check_shipped("long")}
+    stated = verdicts.STATED[level]
+    table = verdicts.sensitivity("long", level, values=(stated, stated + 1e-4))
+    board = {r["id"]: r["result"] for r in verdicts.check_shipped("long")}
     for cid, row in table.iterrows():
         assert list(row.iloc[1:3]) == [board[cid]] * 2, (level, cid)
         assert row["flips at"] == ""
@@ -43,4 +43,4 @@ def test_an_unknown_level_is_one_line():
     from rflens.errors import UserError
 
     with pytest.raises(UserError, match="unknown level"):
-        checks.sensitivity("long", "flat")
+        verdicts.sensitivity("long", "flat")

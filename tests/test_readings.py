@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from rflens import readings as rd
-from rflens.claims import checks
+from rflens.claims import statements, verdicts
 from rflens.experiments import tables as ex
 from rflens.setup.scales import BOOK_LONG
 from rflens.setup.schemes import title
@@ -46,7 +46,7 @@ def test_prose_displays_as_markdown():
 
 # ----------------------------------------------------------------------------- claims
 def test_verdicts_and_summary_follow_the_results():
-    rows = checks.check({"table1": table1(window=((4, FLAT), (64, FLAT)))}, [1, 2, 7])
+    rows = verdicts.check({"table1": table1(window=((4, FLAT), (64, FLAT)))}, [1, 2, 7])
     text = rd.verdicts(rows, "tiny")
     assert "**Claim 1 holds.**" in text and "**Claim 2 does not hold.**" in text
     assert "**Claim 7 was not checked.**" in text and _no_plain_notation(text)
@@ -69,10 +69,10 @@ def test_board_counts_each_result_by_number():
 def test_claim_statements_name_what_their_criterion_tests():
     """A criterion of r >= 2 is a claim that a model "breaks"; one of r <= 1.10 up to
     16 L_tr, that it "extrapolates"."""
-    for c in checks.CLAIMS:
-        if f">= {checks.BREAKS:g}" in c.criterion and "r(" in c.criterion:
+    for c in statements.CLAIMS:
+        if f">= {statements.BREAKS:g}" in c.criterion and "r(" in c.criterion:
             assert "breaks" in c.statement, c.id
-        if f"r(L) <= {checks.TOL:.2f}" in c.criterion:
+        if f"r(L) <= {statements.TOL:.2f}" in c.criterion:
             assert "extrapolate" in c.statement, c.id
 
 
@@ -175,8 +175,8 @@ def test_table3_reading_sorts_the_schemes_of_each_corpus():
 
 
 def test_speed_sentence_follows_the_interval():
-    assert rd.speed({"passed": True, "measured": "T5 / Sandwich = 0.9"}).endswith("T5 is the slower")
-    assert rd.speed({"passed": False, "measured": "x"}).endswith("no difference is established")
+    assert rd.speed({"result": "pass", "measured": "T5 / Sandwich = 0.9"}).endswith("T5 is the slower")
+    assert rd.speed({"result": "fail", "measured": "x"}).endswith("no difference is established")
 
 
 # ----------------------------------------------------------------------------- chapters 7, 8
@@ -480,7 +480,7 @@ def test_the_board_by_size_says_when_each_claim_is_decided():
 
 
 def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
-    rows = checks.check({"table1": table1()}, [1])
+    rows = verdicts.check({"table1": table1()}, [1])
     assert "**Claim 1 holds.**" in rd.long_run("Table 1", rows, [], "tiny")
     text = rd.long_run("Table 1", rows, [], BOOK_LONG)  # the long run the chapters read, whichever it is
     assert f"built at the `{BOOK_LONG}` scale" in text and "Claim 1" not in text
@@ -489,7 +489,7 @@ def test_the_long_run_section_points_up_in_a_chapter_built_at_long():
 
 
 def test_a_long_run_still_lacking_models_gives_the_verdicts_it_can_decide():
-    rows = checks.check({"table1": table1()}, [1, 15])  # 15 needs Table 3: not run
+    rows = verdicts.check({"table1": table1()}, [1, 15])  # 15 needs Table 3: not run
     text = rd.long_run("Table 3", rows, ["ALiBi (math)", "T5 (math)"], "tiny")
     assert "lacks ALiBi (math) and 1 more" in text and "Claim 15 waits for it" in text
     assert "**Claim 1 holds.**" in text and "**Claim 15" not in text

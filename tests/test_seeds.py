@@ -1,5 +1,5 @@
 """Verdicts over training seeds: the bundle served at one seed (rflens.store.shipped.at_seed)
-and the rule that a claim holds when every seed gives it (rflens.claims.checks.check_seeds)."""
+and the rule that a claim holds when every seed gives it (rflens.claims.verdicts.check_seeds)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import dataclasses
 
 import pytest
 
-from rflens.claims import checks
-from rflens.claims.shared import UNDECIDED
+from rflens.claims import verdicts
 from rflens.experiments import from_bundle
 from rflens.longrun import emergence, plan
 from rflens.setup.settings import resolve
@@ -75,17 +74,17 @@ def _record(ratios: dict[int, float]):
     ({0: 0.8, 1: 1.2, 2: 0.9}, "not decided"),
 ])
 def test_a_claim_that_reads_seeded_models_holds_only_when_every_seed_gives_it(ratios, result):
-    row, = checks.check_seeds("long", _record(ratios), [16])
+    row, = verdicts.check_seeds("long", _record(ratios), [16])
     assert row["result"] == result and row["seeds"] == {s: "pass" if r < 1 else "fail" for s, r in ratios.items()}
     assert row["measured"].startswith("the seeds disagree" if result == "not decided" else "every seed agrees")
     assert all(f"seed {s} " in row["measured"] for s in ratios)
     assert row["comparisons"] == 3  # one interval at each seed
-    assert (row["passed"] == UNDECIDED) == (result == "not decided")
+    assert "passed" not in row  # the verdict is said once, as its result
 
 
 def test_a_claim_reads_as_the_first_seed_where_the_seed_changes_nothing():
-    row, = checks.check_seeds("long", _record({0: 0.8, 1: 0.8, 2: 0.8}), [16])
-    assert row == checks.check(_record({0: 0.8})(), [16])[0] and "seeds" not in row
+    row, = verdicts.check_seeds("long", _record({0: 0.8, 1: 0.8, 2: 0.8}), [16])
+    assert row == verdicts.check(_record({0: 0.8})(), [16])[0] and "seeds" not in row
 
 
 def test_a_seed_not_shipped_leaves_the_claim_not_run_and_says_which():
@@ -93,12 +92,12 @@ def test_a_seed_not_shipped_leaves_the_claim_not_run_and_says_which():
         if served_seed() == 2:
             return {}
         return _record({0: 0.8, 1: 0.85})()
-    row, = checks.check_seeds("long", build, [16])
+    row, = verdicts.check_seeds("long", build, [16])
     assert row["result"] == "not run" and row["measured"].startswith("not run: seed 2 not shipped yet")
     assert row["seeds"] == {0: "pass", 1: "pass", 2: "not run"}
 
 
 def test_without_further_seeds_a_preset_is_checked_once():
     calls = []
-    checks.check_seeds("smoke", lambda: calls.append(served_seed()) or {}, [16])
+    verdicts.check_seeds("smoke", lambda: calls.append(served_seed()) or {}, [16])
     assert calls == [0]

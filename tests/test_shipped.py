@@ -170,7 +170,7 @@ def shipped_smoke(tmp_path, monkeypatch):
 
     def smoke():
         sc = base()
-        return dataclasses.replace(sc, shipped=True, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
+        return scales.LongRun.of(sc, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
 
     base = scales._BUILDERS["smoke"]
     monkeypatch.setitem(scales._BUILDERS, "smoke", smoke)
@@ -186,7 +186,7 @@ def shipped_smoke(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipped_smoke):
-    from rflens.claims import checks
+    from rflens.claims import gather, verdicts
     from rflens.experiments import tables as ex
 
     t1, lacking = from_bundle.experiment("table1", "smoke")
@@ -197,11 +197,11 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
         last = bundle.load(name, "smoke")["points"][-1]
         assert row["erf"] == last["erf"] or abs(row["erf"] - last["erf"]) <= 1  # the shipped gradient has 4 digits
         np.testing.assert_allclose(row[f"ppl@{16}"], last["ppl"][0], rtol=1e-4)
-    rows = checks.check({"table1": t1, "corpus": "prose"}, [1, 2, 3, 4, 5])
+    rows = verdicts.check({"table1": t1, "corpus": "prose"}, [1, 2, 3, 4, 5])
     assert sum(r["result"] in ("pass", "fail") for r in rows) >= 3, rows  # decided on the shipped table
     f7, lacking = from_bundle.experiment("figure7", "smoke")  # not shipped: nothing is trained
     assert f7 is None and lacking
-    board = checks.check(checks.gather("smoke", compute=True, progress=False))
+    board = verdicts.check(gather.gather("smoke", compute=True, progress=False))
     assert [c["result"] for c in board[:5]] == [r["result"] for r in rows]
     assert board[7]["result"] == "not run" and not any(storage.runs_dir().glob("*/manifest.json"))
     with pytest.raises(UserError, match="unknown shipped experiment"):

@@ -28,7 +28,7 @@ def test_an_edited_shipped_model_is_never_served_its_old_cached_numbers(tmp_path
 
 
 def test_a_shipped_board_is_read_from_the_cache_until_anything_it_reads_changes(tmp_path, monkeypatch):
-    from rflens.claims import checks, scoreboard
+    from rflens.claims import scoreboard, verdicts
     from rflens.measure.criterion import levels
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
@@ -43,7 +43,7 @@ def test_a_shipped_board_is_read_from_the_cache_until_anything_it_reads_changes(
         calls.append(scale)
         return [{"id": 1, "result": "pass", "seeds": {0: "pass", 1: "fail"}}]
 
-    monkeypatch.setattr(checks, "check_shipped", check_shipped)
+    monkeypatch.setattr(verdicts, "check_shipped", check_shipped)
     first = scoreboard.shipped_board("long")
     assert first == [{"id": 1, "result": "pass", "seeds": {0: "pass", 1: "fail"}}]  # seeds stay numbers
     assert scoreboard.shipped_board("long") == first and len(calls) == 1
@@ -63,25 +63,25 @@ def test_a_shipped_board_is_read_from_the_cache_until_anything_it_reads_changes(
 
 
 def test_a_cached_board_is_the_board_computed_afresh(tmp_path, monkeypatch):
-    from rflens.claims import checks, scoreboard
+    from rflens.claims import scoreboard, verdicts
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    computed = checks.check_shipped("long-repeated")
+    computed = verdicts.check_shipped("long-repeated")
     scoreboard.shipped_board("long-repeated")
-    monkeypatch.setattr(checks, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
+    monkeypatch.setattr(verdicts, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
     assert scoreboard.shipped_board("long-repeated") == computed
 
 
 
 def test_the_board_by_size_is_cached_and_is_the_board_computed_afresh(tmp_path, monkeypatch):
-    from rflens.claims import checks, scoreboard
+    from rflens.claims import scoreboard, verdicts
     from rflens.longrun.plan import sizes
     from rflens.setup import scales
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     grown = scoreboard.by_size("long-repeated")
     assert list(grown.columns) == sizes("long-repeated")
-    monkeypatch.setattr(checks, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
+    monkeypatch.setattr(verdicts, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
     assert scoreboard.by_size("long-repeated").equals(grown)
     base = scales._BUILDERS["long-repeated"]
     monkeypatch.setitem(scales._BUILDERS, "long-repeated", lambda: dataclasses.replace(base(), title="another"))
@@ -90,12 +90,12 @@ def test_the_board_by_size_is_cached_and_is_the_board_computed_afresh(tmp_path, 
 
 
 def test_a_shipped_presets_level_sensitivity_is_cached_and_is_the_table_computed_afresh(tmp_path, monkeypatch):
-    from rflens.claims import checks, scoreboard
+    from rflens.claims import scoreboard, verdicts
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    computed = checks.sensitivity("long-repeated", "tol")
+    computed = verdicts.sensitivity("long-repeated", "tol")
     assert scoreboard.sensitivity("long-repeated", "tol").equals(computed)
-    monkeypatch.setattr(checks, "sensitivity", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
+    monkeypatch.setattr(verdicts, "sensitivity", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
     assert scoreboard.sensitivity("long-repeated", "tol").equals(computed)
     with pytest.raises(ZeroDivisionError):  # another level: computed
         scoreboard.sensitivity("long-repeated", "breaks")

@@ -11,7 +11,7 @@ measurements, never typed in:
 * ``premise``: a Table 2 model is retrained at an L_tr below its Table 1 model's measured ERF;
 * ``rising``: the model that decides it still rises between its last two sizes;
 * ``level``: the verdict flips inside the range of a level this book chose
-  (:data:`rflens.claims.checks.SENSITIVITY`);
+  (:data:`rflens.claims.verdicts.SENSITIVITY`);
 * ``scale``: none of the above was measured, so what is left is the difference of size and
   tokens from the paper's models.
 
@@ -22,7 +22,8 @@ The shipped long runs carry their models' curves (:func:`rflens.store.bundle.tab
 from __future__ import annotations
 
 from rflens import paper
-from rflens.claims.checks import BY_ID, CONSTRUCTION, cost_to_decide
+from rflens.claims.statements import BY_ID, CONSTRUCTION
+from rflens.claims.verdicts import cost_to_decide
 from rflens.measure.columns import token_count as _tokens
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE as TOL
 from rflens.setup import scales
@@ -36,8 +37,8 @@ _BREAKING = {2: ("window", -1), 4: ("slope_shift", -1), 5: ("same_slope", -1), 8
 
 def causes(board: list[dict], scale: str, lean: dict | None = None) -> dict[int, tuple[str, str]]:
     """{claim: (kind, one line)} for every claim of ``board`` (rows of
-    :func:`rflens.claims.checks.check` at ``scale``) that fails, is not decided or was not
-    run. ``lean``: {level: :func:`rflens.claims.checks.sensitivity` of this scale} when it was
+    :func:`rflens.claims.verdicts.check` at ``scale``) that fails, is not decided or was not
+    run. ``lean``: {level: :func:`rflens.claims.verdicts.sensitivity` of this scale} when it was
     computed (the ``level`` kind needs it)."""
     out = {}
     table = _table(scale)

@@ -1,10 +1,10 @@
 """The earlier criteria of the claims whose criterion was reworded, kept as named legacy checks.
 
-:mod:`rflens.claims.checks` decides each claim on the paper's own sentence. Where that changed a
+:mod:`rflens.claims.statements` decides each claim on the paper's own sentence. Where that changed a
 criterion (how many windows claim 1 reads, the 50-point fit of claim 12, intervals that hold
 together for every claim reading several of them, ...), the earlier check is kept here,
 unchanged, so that the board can show for this version what the earlier criterion decided
-beside the new one (``legacy`` in each row of :func:`rflens.claims.checks.check`). These checks
+beside the new one (``legacy`` in each row of :func:`rflens.claims.verdicts.check`). These checks
 read every 95% interval alone, as the earlier board did. Nothing else uses them.
 """
 
@@ -15,8 +15,9 @@ import math
 import pandas as pd
 
 from rflens import paper
-from rflens.claims.shared import (learned_and_free, alibi_row, UNDECIDED, Missing, all_of, at_least, family_rows, number_or,
-    ppl_ratio, r_at, r_at_length, row_of, table_of)
+from rflens.claims.outcomes import UNDECIDED, Missing, all_of, at_least
+from rflens.claims.rows import (alibi_row, family_rows, learned_and_free, number_or, ppl_ratio, r_at, r_at_length, row_of,
+    table_of)
 from rflens.measure.columns import lengths_of, row_ppl
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL
 from rflens.setup.schemes import title
@@ -45,12 +46,12 @@ def _max_r(row) -> str:
     return f"max r = {float(row['max_r']):.2f}"
 
 
-def _c1(res):
+def _smallest_window_extrapolates(res):
     row = family_rows(res, "window").iloc[0]
     return f"{row['label']}: {_max_r(row)} (limit {TOL})", extrapolates_row(row)
 
 
-def _c3(res):
+def _alibi_rises_somewhere(res):
     row, df = alibi_row(res)
     rs = {}
     for L in lengths_of(df, "r"):
@@ -67,14 +68,14 @@ def _c3(res):
     return f"ALiBi {row['label']}: r = {r:.3f} (lower bound {lo:.3f}) at L = {L}, the largest lower bound", outcome
 
 
-def _ends(res, family):
+def _sweep_ends(res, family):
     fam = family_rows(res, family)
     first, last = fam.iloc[0], fam.iloc[-1]
     ok_first, (_, lo, hi, text) = extrapolates_row(first), r_at(last, HORIZON)
     return f"{first['label']}: {_max_r(first)}; {last['label']}: {text}", all_of(ok_first, at_least(lo, hi, BREAKS))
 
 
-def _c7(res):
+def _retrained_models_extrapolate(res):
     t2 = table_of(res, "table2")
     if t2.empty:
         raise Missing("no Table 1 model failed, so nothing was retrained")
@@ -88,7 +89,7 @@ def _c7(res):
     return "; ".join(parts), all_of(*outcomes)
 
 
-def _c8(res):
+def _sinusoidal_peaks_near_l_tr(res):
     f7 = table_of(res, "figure7")
     sin = f7[f7["pos"] == "sinusoidal"] if "pos" in f7.columns else f7.iloc[0:0]
     default = sin[sin["default_l_tr"].astype(bool)] if "default_l_tr" in sin.columns else sin.iloc[0:0]
@@ -104,7 +105,7 @@ def _c8(res):
     return f"{text}; " + "; ".join(jumps), all_of(at_least(lo, hi, BREAKS), ok)
 
 
-def _c10(res):
+def _sandwich_flat_and_lower_on_one_corpus(res):
     row = row_of(table_of(res, "table3"), "Sandwich model", pos="sandwich", corpus=res.get("corpus", "prose"))
     ppl = row_ppl(row)
     l_tr = int(row["l_tr"])
@@ -116,12 +117,12 @@ def _c10(res):
             f"(ratio {best / ppl[l_tr]:.4f})", all_of(extrapolates_row(row), best < ppl[l_tr]))
 
 
-def _c11(res):
+def _sandwich_share_in_band(res):
     s = float(row_of(table_of(res, "figure11"), "Sandwich model", pos="sandwich")["share_in_ltr"])
     return f"Sandwich: {s:.0%} of the cumulative gradient in the last L_tr tokens", SHARE_IN_LTR[0] <= s <= SHARE_IN_LTR[1]
 
 
-def _c12(res):
+def _log_fit_over_every_distance(res):
     fit = res.get("log_fit")
     if fit is None or isinstance(fit, Exception):
         raise Missing("log-curve fit not run")
@@ -130,7 +131,7 @@ def _c12(res):
     return f"a = {a:.3f}, b = {b:.3f}", abs(a - target[0]) <= 0.02 + 1e-12 and abs(b - target[1]) <= 0.02 + 1e-12
 
 
-def _c14(res):
+def _sandwich_beats_baselines_on_code(res):
     t3 = table_of(res, "table3")
     if "code" not in set(t3.get("corpus", [])):
         raise Missing("code corpus not in Table 3")
@@ -151,7 +152,7 @@ def _c14(res):
     return "smallest lead: " + "; ".join(worst), all_of(*outcomes)
 
 
-def _c15(res):
+def _learnable_lower_each_interval_alone(res):
     t3 = table_of(res, "table3")
     if t3.attrs.get("lacking_corpora"):
         raise Missing(f"Table 3 lacks models on {', '.join(t3.attrs['lacking_corpora'])} yet")
@@ -168,7 +169,7 @@ def _c15(res):
     return "; ".join(parts), all_of(*outcomes)
 
 
-def _c16(res):
+def _t5_slower_in_table3_rounds(res):
     from rflens.experiments.speed import speed_ratio
 
     t3 = table_of(res, "table3")
@@ -185,23 +186,23 @@ def _c16(res):
 
 # {claim id: (the earlier criterion, its check)}: the claims whose criterion changed
 LEGACY = {
-    1: (f"the smallest w of the sweep extrapolates: {_EX}", _c1),
-    3: (f"ALiBi (the paper's Δ = 0, mapped to this L_tr): r(L) >= {RISES:g} for some L > L_tr ({_LB})", _c3),
+    1: (f"the smallest w of the sweep extrapolates: {_EX}", _smallest_window_extrapolates),
+    3: (f"ALiBi (the paper's Δ = 0, mapped to this L_tr): r(L) >= {RISES:g} for some L > L_tr ({_LB})", _alibi_rises_somewhere),
     4: (f"the most negative Δ extrapolates ({_EX}); the largest Δ has r({HORIZON} L_tr) >= {BREAKS:g} ({_LB})",
-        lambda res: _ends(res, "slope_shift")),
+        lambda res: _sweep_ends(res, "slope_shift")),
     5: (f"the largest slope extrapolates ({_EX}); the smallest has r({HORIZON} L_tr) >= {BREAKS:g} ({_LB})",
-        lambda res: _ends(res, "same_slope")),
-    7: (f"every failing Table 1 model, retrained with a longer L_tr, extrapolates ({_EX})", _c7),
+        lambda res: _sweep_ends(res, "same_slope")),
+    7: (f"every failing Table 1 model, retrained with a longer L_tr, extrapolates ({_EX})", _retrained_models_extrapolate),
     8: (f"r(4 L_tr) >= {BREAKS:g} ({_LB}), and the largest normalised gradient outside the most recent few tokens "
-        f"sits within 5% of the absolute position L_tr (at least 1 token; every L_tr of the sweep)", _c8),
-    10: (f"{_EX}, and min over L > L_tr of ppl(L) < ppl(L_tr), on the board's corpus", _c10),
+        f"sits within 5% of the absolute position L_tr (at least 1 token; every L_tr of the sweep)", _sinusoidal_peaks_near_l_tr),
+    10: (f"{_EX}, and min over L > L_tr of ppl(L) < ppl(L_tr), on the board's corpus", _sandwich_flat_and_lower_on_one_corpus),
     11: (f"between {SHARE_IN_LTR[0]:.0%} and {SHARE_IN_LTR[1]:.0%} of the cumulative gradient on the last L_tr tokens",
-         _c11),
-    12: ("least-squares fit a log(1 + k) + b over the distances 0..8191: a and b within 0.02 of the paper's", _c12),
+         _sandwich_share_in_band),
+    12: ("least-squares fit a log(1 + k) + b over the distances 0..8191: a and b within 0.02 of the paper's", _log_fit_over_every_distance),
     14: ("ppl(X) / ppl(Sandwich) > 1 for X = Sinusoidal, Rotary and ALiBi at every L_ex > L_tr on the code corpus "
-         "(each 95% paired interval alone)", _c14),
+         "(each 95% paired interval alone)", _sandwich_beats_baselines_on_code),
     15: ("ppl(KERPLE) and ppl(T5) < every parameter-free scheme's at L_tr, on each corpus (each 95% paired interval "
-         "alone)", _c15),
+         "alone)", _learnable_lower_each_interval_alone),
     16: ("T5 tokens/s < Sandwich tokens/s: the 95% interval of their ratio over the interleaved rounds of Table 3's "
-         "speeds (a shipped preset's recorded ones), below 1", _c16),
+         "speeds (a shipped preset's recorded ones), below 1", _t5_slower_in_table3_rounds),
 }

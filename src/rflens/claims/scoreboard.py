@@ -1,4 +1,4 @@
-"""The claims scoreboard: the sixteen checks of :mod:`rflens.claims.checks` run on a scale's results,
+"""The claims scoreboard: the verdicts of :mod:`rflens.claims.verdicts` on a scale's results,
 stored in the run store (``scoreboard-<scale>.json``), and shown as a table, one column per
 scale, or plain text for the terminal.
 
@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from rflens import storage
-from rflens.claims import checks
+from rflens.claims import statements, verdicts
+from rflens.claims.gather import gather
 from rflens.errors import UserError
 from rflens.setup.scales import DEFAULT_SCALE
 
@@ -36,13 +37,13 @@ def jsonable(o):
 def scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", compute: bool = True, *, progress: bool = True,
                results: dict | None = None) -> list[dict]:
     """Check all sixteen claims at ``scale`` (at every seed of its deciding models:
-    :func:`rflens.claims.checks.check_seeds`) and store the board in the run store
+    :func:`rflens.claims.verdicts.check_seeds`) and store the board in the run store
     (``runs/scoreboard-<scale>.json``). ``compute`` trains and measures what is missing;
     without it, only models already in the run store are used."""
     if results is None:  # at every seed the preset trains its deciding models from
-        board = checks.check_seeds(scale, lambda: checks.gather(scale, corpus, compute=compute, progress=progress))
+        board = verdicts.check_seeds(scale, lambda: gather(scale, corpus, compute=compute, progress=progress))
     else:
-        board = checks.check(results)
+        board = verdicts.check(results)
     path = board_path(scale, corpus)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, {
@@ -59,19 +60,19 @@ def load_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> list[d
 
 
 def summary(board: list[dict], evidence: str | None = None) -> dict:
-    """How many claims of ``board`` have each result; with ``evidence`` (``checks.TRAINED``
-    or ``checks.CONSTRUCTION``), only the claims that rest on it."""
-    kept = [c for c in board if evidence is None or checks.BY_ID[int(c["id"])].evidence == evidence]
-    return {k: sum(1 for c in kept if c["result"] == k) for k in checks.RESULTS}
+    """How many claims of ``board`` have each result; with ``evidence`` (``statements.TRAINED``
+    or ``statements.CONSTRUCTION``), only the claims that rest on it."""
+    kept = [c for c in board if evidence is None or statements.BY_ID[int(c["id"])].evidence == evidence]
+    return {k: sum(1 for c in kept if c["result"] == k) for k in verdicts.RESULTS}
 
 
 def sentences() -> pd.DataFrame:
     """One row a claim: the paper's sentence it tests, the criterion that reads it, and
     whether the verdict rests on trained models or holds by construction."""
-    return pd.DataFrame({"the paper": [math_html(c.sentence) for c in checks.CLAIMS],
-                         "criterion": [c.criterion for c in checks.CLAIMS],
-                         "rests on": [c.evidence for c in checks.CLAIMS]},
-                        index=pd.Index([c.id for c in checks.CLAIMS], name="claim"))
+    return pd.DataFrame({"the paper": [math_html(c.sentence) for c in statements.CLAIMS],
+                         "criterion": [c.criterion for c in statements.CLAIMS],
+                         "rests on": [c.evidence for c in statements.CLAIMS]},
+                        index=pd.Index([c.id for c in statements.CLAIMS], name="claim"))
 
 
 def earlier(board: list[dict]) -> list[dict]:
@@ -85,9 +86,9 @@ def changes(boards: dict[str, list[dict]]) -> pd.DataFrame:
     of ``boards`` ({scale: board}) the verdict under the earlier criterion beside the one now
     ("–" where the criterion did not change)."""
     ids = [c["id"] for c in next(iter(boards.values()))]
-    df = pd.DataFrame({"the paper": [checks.BY_ID[int(i)].sentence for i in ids],
-                       "criterion now": [checks.BY_ID[int(i)].criterion for i in ids],
-                       "criterion before": [checks.BY_ID[int(i)].legacy_criterion or "(unchanged)" for i in ids]},
+    df = pd.DataFrame({"the paper": [statements.BY_ID[int(i)].sentence for i in ids],
+                       "criterion now": [statements.BY_ID[int(i)].criterion for i in ids],
+                       "criterion before": [statements.BY_ID[int(i)].legacy_criterion or "(unchanged)" for i in ids]},
                       index=pd.Index(ids, name="claim"))
     for name, board in boards.items():
         df[f"earlier ({name})"] = [c["legacy"]["result"] if c.get("legacy") else "–" for c in board]
@@ -101,8 +102,8 @@ def frame(board: list[dict]) -> pd.DataFrame:
     """The board as a DataFrame (chapter 9): each claim's result, what it rests on, the
     claim, its criterion, what this scale measured and what the paper reports."""
     df = pd.DataFrame(board)[["id", "result", "statement", "criterion", "measured"]]
-    df.insert(2, "rests on", [checks.BY_ID[int(i)].evidence for i in df["id"]])
-    df["the paper reports"] = [checks.BY_ID[int(i)].paper for i in df["id"]]
+    df.insert(2, "rests on", [statements.BY_ID[int(i)].evidence for i in df["id"]])
+    df["the paper reports"] = [statements.BY_ID[int(i)].paper for i in df["id"]]
     df["intervals read"] = [c.get("comparisons") if c.get("comparisons") is not None else "–" for c in board]
     df["earlier criterion's result"] = [c["legacy"]["result"] if c.get("legacy") else "–" for c in board]
     return df.rename(columns={"statement": "claim"}).set_index("id")
@@ -112,15 +113,15 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
     """{scale: board} of every preset whose models are shipped (rflens.experiments.from_bundle), checked on
     what its bundle holds; nothing is trained, a claim whose models are not shipped yet is
     "not run"."""
-    from rflens.setup.scales import get, SCALES
+    from rflens.setup.scales import get, NAMES
 
-    return {name: shipped_board(name, corpus) for name in SCALES
+    return {name: shipped_board(name, corpus) for name in NAMES
             if name != exclude and get(name).shipped and not get(name).extends}  # an extension is read with its run
 
 
 def shipped_board(scale: str, corpus: str = "prose") -> list[dict]:
-    """:func:`rflens.claims.checks.check_shipped`, cached in the run store (:func:`_cached`)."""
-    board = _cached("board", scale, corpus, lambda: {"board": checks.check_shipped(scale, corpus)})["board"]
+    """:func:`rflens.claims.verdicts.check_shipped`, cached in the run store (:func:`_cached`)."""
+    board = _cached("board", scale, corpus, lambda: {"board": verdicts.check_shipped(scale, corpus)})["board"]
     for row in board:  # JSON names a seed by a string
         if "seeds" in row:
             row["seeds"] = {int(seed): result for seed, result in row["seeds"].items()}
@@ -139,7 +140,7 @@ def _cached(kind: str, scale: str, corpus: str, compute) -> dict:
     if served_size() is not None or served_seed() != 0:
         return compute()
     key = {"scale": scale, "preset": repr(get(scale)), "corpus": corpus, "tol": tol_level(), "breaks": breaks_level(),
-           "code": storage.files_digest(Path(checks.__file__).parents[1].rglob("*.py")),
+           "code": storage.files_digest(Path(verdicts.__file__).parents[1].rglob("*.py")),
            "bundles": storage.files_digest(storage.reference_dir().glob("*/manifest.json")),
            "corpora": storage.files_digest(storage.data_dir().glob("*/*/manifest.json"))}
     path = storage.cache_entry(storage.runs_dir() / "boards", f"{kind}-{scale}-{corpus}", key)
@@ -159,24 +160,24 @@ def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
         columns = []
         for tokens in sizes(scale):
             with at_size(tokens):
-                columns.append([tokens, [c["result"] for c in checks.check_shipped(scale, corpus)]])
+                columns.append([tokens, [c["result"] for c in verdicts.check_shipped(scale, corpus)]])
         return {"sizes": columns}
 
     columns = dict((tokens, results) for tokens, results in _cached("by-size", scale, corpus, compute)["sizes"])
-    df = pd.DataFrame(columns, index=pd.Index([c.id for c in checks.CLAIMS], name="claim"))
+    df = pd.DataFrame(columns, index=pd.Index([c.id for c in statements.CLAIMS], name="claim"))
     df.columns.name = "training tokens"
     return df
 
 
 def sensitivity(scale: str, level: str, corpus: str = "prose") -> pd.DataFrame:
-    """:func:`rflens.claims.checks.sensitivity` at its stated range; for a shipped preset (its
+    """:func:`rflens.claims.verdicts.sensitivity` at its stated range; for a shipped preset (its
     bundle read, nothing trained) cached in the run store (:func:`_cached`)."""
     from rflens.setup.scales import get
 
-    if level not in checks.SENSITIVITY or not get(scale).shipped:
-        return checks.sensitivity(scale, level, corpus)  # a one-line error, or the run store's models
+    if level not in verdicts.SENSITIVITY or not get(scale).shipped:
+        return verdicts.sensitivity(scale, level, corpus)  # a one-line error, or the run store's models
     table = _cached(f"sensitivity-{level}", scale, corpus,
-                    lambda: checks.sensitivity(scale, level, corpus).to_dict(orient="split"))
+                    lambda: verdicts.sensitivity(scale, level, corpus).to_dict(orient="split"))
     return pd.DataFrame(table["data"], index=pd.Index(table["index"], name="claim"), columns=table["columns"])
 
 
@@ -196,10 +197,10 @@ def compact(boards: dict[str, list[dict]]) -> pd.DataFrame:
     """The board that fits on a screen: one row a claim in a few words (the paper's values),
     its result at each scale of ``boards`` ({scale: board}), and what the paper reports."""
     ids = [int(c["id"]) for c in next(iter(boards.values()))]
-    df = pd.DataFrame({"claim": [checks.BY_ID[i].short for i in ids]}, index=pd.Index(ids, name="#"))
+    df = pd.DataFrame({"claim": [statements.BY_ID[i].short for i in ids]}, index=pd.Index(ids, name="#"))
     for name, board in boards.items():
         df[name] = [c["result"] for c in board]
-    df["the paper"] = [checks.BY_ID[i].paper for i in ids]
+    df["the paper"] = [statements.BY_ID[i].paper for i in ids]
     return df
 
 
@@ -231,7 +232,7 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
             for part in textwrap.wrap(f"earlier criterion: {c['legacy']['result']} ({c['legacy']['criterion']})",
                                       width - 14):
                 lines.append(indent + part)
-    s, t = summary(board), summary(board, checks.TRAINED)
+    s, t = summary(board), summary(board, statements.TRAINED)
     lines += ["-" * width, f"passed {s['pass']}, failed {s['fail']}, not decided {s['not decided']}, not run {s['not run']} "
                               f"(of {len(board)}); of the {sum(t.values())} that rest on trained models: passed "
                               f"{t['pass']}, failed {t['fail']}, not decided {t['not decided']}, not run {t['not run']}"]
@@ -240,7 +241,7 @@ def render_scoreboard(scale: str = DEFAULT_SCALE, corpus: str = "prose", board: 
 
 
 def by_bootstrap(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> dict[str, dict]:
-    """The experiment tables the claims read (:func:`rflens.claims.checks.gather`, nothing trained),
+    """The experiment tables the claims read (:func:`rflens.claims.gather.gather`, nothing trained),
     gathered twice: {"segments": ..., "documents": ...}, their paired intervals resampling
     each segment on its own or whole documents of the test split
     (:func:`rflens.measure.intervals.bootstrap_over`)."""
@@ -254,14 +255,14 @@ def by_bootstrap(scale: str = DEFAULT_SCALE, corpus: str = "prose") -> dict[str,
         # what is not run is said once, by the first pass
         quiet = contextlib.redirect_stderr(io.StringIO()) if out else contextlib.nullcontext()
         with bootstrap_over(unit), quiet:
-            out[unit] = checks.gather(scale, corpus, compute=False, progress=False)
+            out[unit] = gather(scale, corpus, compute=False, progress=False)
     return out
 
 
 def verdicts_by_bootstrap(gathered: dict[str, dict]) -> pd.DataFrame:
     """One row a claim: its verdict when the paired intervals resample segments and when they
     resample documents (``gathered``: :func:`by_bootstrap`), and whether clustering changed it."""
-    boards = {unit: checks.check(res) for unit, res in gathered.items()}
+    boards = {unit: verdicts.check(res) for unit, res in gathered.items()}
     df = pd.DataFrame({"claim": [c["statement"] for c in boards["segments"]],
                        "over segments": [c["result"] for c in boards["segments"]],
                        "over documents": [c["result"] for c in boards["documents"]]},

@@ -596,6 +596,13 @@ def table2_figure(t1: pd.DataFrame, t2: pd.DataFrame, *, title: str = "Table 2: 
 RESULT_COLORS = {"pass": "#d9f2d9", "fail": "#f8d7d7", "not decided": "#fdf1c9", "not run": "#eeeeee"}
 
 
+def result_color(value) -> str:
+    """The CSS of a board's cell by the claim's result (:data:`RESULT_COLORS`; any other
+    value is left plain): chapters 9 and 10 colour their boards with it,
+    ``df.style.map(result_color, subset=...)``."""
+    return f"background-color: {RESULT_COLORS[value]}" if value in RESULT_COLORS else ""
+
+
 def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per model") -> go.Figure:
     """Chapter 11: stacked bars of the estimated GPU-hours of each model
     (rows of :func:`rflens.experiments.book_models.training_cost`), one bar per experiment,
@@ -706,7 +713,7 @@ def emergence_figure(em: pd.DataFrame, names: list[str] | None = None, *, title:
             marker={"symbol": [(f"{symbol}-open" if symbol else "triangle-up-open") if c else (symbol or "circle")
                                for c in capped],
                     "size": [10 if c else (8 if symbol else 6) for c in capped]},
-            text=[f"{erf_text(e, c)} of L_tr = {l}" for e, c, l in zip(d["erf"], capped, d["l_tr"])],
+            text=[f"{erf_text(e, c)} of L_tr = {l_tr}" for e, c, l_tr in zip(d["erf"], capped, d["l_tr"])],
             hovertemplate="%{x:.3s} tokens: ERF %{text}<extra>" + hover_name(name) + "</extra>"))
     n = len(names)
     breaks = _hline(2.0, "2: breaks", color="firebrick")

@@ -12,10 +12,10 @@ Readings by chapter: :func:`verdicts` and :func:`held` (every chapter with claim
 :func:`table3` (6), :func:`log_fit` and :func:`log_like` (7), :func:`protocols` (8),
 :func:`board` (9). By module: ``notation`` (:class:`Prose`, :func:`tex` and the shared
 number formats), ``claim_verdicts`` (the claims' verdicts), ``paper_results`` (chapters 3
-to 7), ``checking`` (chapters 8, 10 and 12), ``full_size`` (chapter 11's pilot and
-presets) ``index_box`` (the index page's first
-screen, its key figure's reading, and its "this build" box), and ``pilot`` (the bench's
-measured pilots as tables, for chapter 11).
+to 7), ``protocols`` (chapter 8), ``long_runs`` (chapter 10), ``full_size`` (chapter 11's
+pilot and presets), ``pilot`` (the bench's measured pilots as tables, for chapter 11),
+``beyond`` (chapter 12) and ``index_box`` (the index page's first screen, its key figure's
+reading, and its "this build" box).
 
 May import: ``claims`` and everything below it.
 """
@@ -23,15 +23,17 @@ May import: ``claims`` and everything below it.
 from __future__ import annotations
 
 from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON, EXTRAPOLATION_TOLERANCE as TOL
-from rflens.readings.checking import (early_warning, emergence, forecast_outcome, protocols, schedule_check, table2_designed,
-    thesis_verdict, two_runs)
+from rflens.readings.beyond import thesis_verdict
 from rflens.readings.claim_verdicts import (at_each_scale, board, by_scale, held, long_failures, long_run, sensitivity,
     verdicts)
 from rflens.readings.full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
 from rflens.readings.index_box import first_screen, reading_notes, sweep_states, this_build, claims_at_each_scale
+from rflens.readings.long_runs import (early_warning, emergence, forecast_outcome, schedule_check, table2_designed,
+    two_runs)
 from rflens.readings.notation import Prose, tex
 from rflens.readings.paper_results import (erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1,
     table2, table3)
+from rflens.readings.protocols import protocols
 
 __all__ = [
     "TOL", "HORIZON", "Prose", "tex",

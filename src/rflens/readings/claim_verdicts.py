@@ -4,12 +4,13 @@ Every chapter with claims shows their computed verdicts (:func:`verdicts`) and l
 its summary those that held or did not (:func:`held`); chapter 9 counts the board at one
 scale (:func:`board`) and across scales (:func:`by_scale`); chapter 10 reads the long
 run's verdicts from its bundle (:func:`long_run`). The rows come from
-:func:`rflens.claims.checks.check`.
+:func:`rflens.claims.verdicts.check`.
 """
 
 from __future__ import annotations
 
-from rflens.claims.checks import BY_ID, CONSTRUCTION, RESULTS, TRAINED
+from rflens.claims.statements import BY_ID, CONSTRUCTION, TRAINED
+from rflens.claims.verdicts import RESULTS
 from rflens.readings.notation import _bullets, _join, _tokens, Prose, tex
 from rflens.setup.scales import BOOK_LONG
 
@@ -19,7 +20,7 @@ _WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decide
 
 
 def verdicts(rows: list[dict], scale: str) -> Prose:
-    """The computed verdict of each claim in ``rows`` (from :func:`rflens.claims.checks.check`):
+    """The computed verdict of each claim in ``rows`` (from :func:`rflens.claims.verdicts.check`):
     what the paper says, the fixed criterion, and what this build measured."""
     out = [f"Computed at the `{scale}` scale:", ""]
     for c in rows:
@@ -132,11 +133,11 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
 
 
 def to_decide(row: dict) -> str:
-    """What would decide a claim that is not decided (a row of :func:`rflens.claims.checks.check`):
+    """What would decide a claim that is not decided (a row of :func:`rflens.claims.verdicts.check`):
     for seeds that disagree, that its verdict depends on the seed; for intervals that
     straddle their thresholds, how many times the independent units they resample
-    (:func:`rflens.claims.checks.cost_to_decide`) would settle the widest, if its estimate held."""
-    from rflens.claims.checks import cost_to_decide
+    (:func:`rflens.claims.verdicts.cost_to_decide`) would settle the widest, if its estimate held."""
+    from rflens.claims.verdicts import cost_to_decide
 
     if str(row.get("measured", "")).startswith("the seeds disagree"):
         said = ", ".join(f"seed {s} {r}" for s, r in row["seeds"].items())
@@ -235,9 +236,9 @@ def long_run(experiment: str, rows: list[dict], lacking: list[str], scale: str |
 
 def sensitivity(lean: dict) -> Prose:
     """How the verdicts move with the levels this book chose: ``lean`` is {level: a table of
-    :func:`rflens.claims.checks.sensitivity` per scale, indexed (scale, claim)}. Per scale,
+    :func:`rflens.claims.verdicts.sensitivity` per scale, indexed (scale, claim)}. Per scale,
     the claims whose verdict flips inside the range and where; the others hold over it."""
-    from rflens.claims.checks import SENSITIVITY, STATED
+    from rflens.claims.verdicts import SENSITIVITY, STATED
 
     words = {"breaks": "breaks (r ≥ {:g})", "tol": "stays flat (r ≤ {:g})"}
     out = []

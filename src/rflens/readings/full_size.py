@@ -153,7 +153,7 @@ def board_by_size(grown: pd.DataFrame) -> Prose:
     """When each claim of the long run is decided as its models train: for every claim
     checked at some size, its result over the runs of sizes that share it
     (:func:`rflens.claims.scoreboard.by_size`)."""
-    from rflens.claims.checks import BY_ID, CONSTRUCTION
+    from rflens.claims.statements import BY_ID, CONSTRUCTION
 
     if grown is None or grown.empty:
         return Prose("The long run's bundle holds no model yet.")

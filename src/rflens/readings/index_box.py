@@ -15,7 +15,7 @@ import re
 
 import pandas as pd
 
-from rflens.claims.checks import RESULTS
+from rflens.claims.verdicts import RESULTS
 from rflens.data import ABOUT
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON as HORIZON
 from rflens.readings.notation import _join, _tokens, Prose, tex
@@ -50,7 +50,7 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd
     and what training further did to the models still rising at the long run's end
     (``outcome``: :func:`rflens.longrun.forecast.outcome`, None or empty: not said).
     :func:`claims_at_each_scale` and :func:`reading_notes` follow the figure."""
-    from rflens.claims.checks import BY_ID, THESIS_CLAIM
+    from rflens.claims.statements import BY_ID, THESIS_CLAIM
 
     long = BOOK_LONG
     lines = []
@@ -76,12 +76,12 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd
 
 def at_depth(boards: dict[str, list[dict]]) -> str:
     """One line: the paper's thesis in the run at the paper's depth (``boards``: {run: its
-    board}), and the claims read at both depths (:func:`rflens.readings.checking.by_depth`)
+    board}), and the claims read at both depths (:func:`rflens.readings.long_runs.by_depth`)
     grouped by their two verdicts: those that differ between the book's long run and it, then
     those decided alike; empty while that run decides no trained claim."""
-    from rflens.claims.checks import THESIS_CLAIM
+    from rflens.claims.statements import THESIS_CLAIM
     from rflens.longrun.compare import DEEP
-    from rflens.readings.checking import by_depth
+    from rflens.readings.long_runs import by_depth
 
     central = {int(c["id"]): c for c in boards.get(DEEP, [])}.get(THESIS_CLAIM)
     if central is None or central["result"] == "not run":
@@ -109,7 +109,7 @@ def more_training(outcome: pd.DataFrame) -> str:
     """One line: the long run's rising models trained on (the rows of
     :func:`rflens.longrun.forecast.outcome`), how many broke, reached the level without breaking,
     or stayed below it, named by the paper's settings, and whether their rise slowed."""
-    from rflens.readings.checking import forecast_groups, named_by_paper, slowed
+    from rflens.readings.long_runs import forecast_groups, named_by_paper, slowed
 
     named = named_by_paper(outcome)
     done = named[named["r"].notna()]
@@ -141,7 +141,7 @@ def claims_at_each_scale(scale: str, board: list[dict] | None, boards: dict[str,
     this build's ``scale`` (``board``, None when chapter 9 did not run) and in each shipped
     long run (``boards``: {run: its board}), by number, the book's long run with each claim
     in a few words; a run whose trained claims all wait for models is said in one clause."""
-    from rflens.claims.checks import BY_ID, TRAINED
+    from rflens.claims.statements import BY_ID, TRAINED
 
     long = BOOK_LONG
     n = len(board) if board else 16
@@ -186,7 +186,7 @@ def reading_notes(scale: str, params: dict[str, tuple[int, int]]) -> str:
 def _agreement(measured: str) -> str:
     """Claim 6's measurement in a clause: how many Table 1 models the ERF predicts at each seed
     against the share the criterion asks (the measured text itself if it says otherwise)."""
-    from rflens.claims.checks import ERF_AGREEMENT
+    from rflens.claims.statements import ERF_AGREEMENT
 
     found = re.findall(r"(\d+)/(\d+) models = (\d+)%", measured)
     if not found:
@@ -208,7 +208,7 @@ def _count(board: list[dict] | None) -> dict | None:
 
 def _which(board: list[dict] | None, *, named: bool = False) -> str:
     """': hold 1, 7; fail 2, 3; not decided 4', each claim in a few words where ``named``."""
-    from rflens.claims.checks import BY_ID
+    from rflens.claims.statements import BY_ID
 
     if not board:
         return ""

@@ -264,9 +264,10 @@ def table3(t3: pd.DataFrame, f11: pd.DataFrame | None = None) -> Prose:
 
 def speed(row: dict) -> Prose:
     """Claim 16's measurement as a sentence: the ratio and what it establishes."""
-    if row["passed"] is None:
+    if row["result"] == "not run":
         return Prose(f"was not timed ({row['measured']})")
-    return Prose(tex(row["measured"]) + (": T5 is the slower" if row["passed"] else ": no difference is established"))
+    return Prose(tex(row["measured"]) + (": T5 is the slower" if row["result"] == "pass" else
+                                         ": no difference is established"))
 
 
 # --------------------------------------------------------------------------------------

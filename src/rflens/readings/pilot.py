@@ -109,7 +109,7 @@ def seed_spread(path=None) -> dict[str, pd.DataFrame]:
         res = read_json(path)
     except (OSError, ValueError):
         return {"claims": pd.DataFrame(), "table1": pd.DataFrame(), "table3": pd.DataFrame()}
-    from rflens.claims.checks import BY_ID
+    from rflens.claims.statements import BY_ID
 
     def today(cid: str) -> bool:
         return res.get("criteria", {}).get(cid) == BY_ID[int(cid)].criterion
