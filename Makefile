@@ -1,6 +1,6 @@
 # rflens: two commands do everything on a fresh machine with Python 3.11.
 #   make book     set-up, data, the tiny-scale reproduction and the built book
-#   make test     set-up and every test
+#   make test     set-up, every test and the linter (ruff)
 #   make publish  push the built book to the gh-pages branch of REMOTE (default origin)
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SCALE  ?= tiny
 
-.PHONY: setup browser data book test test-fast publish clean
+.PHONY: setup browser data book test test-fast lint publish clean
 
 # (Re)create the virtual environment when it is missing or older than the requirements.
 $(STAMP): requirements.txt pyproject.toml
@@ -36,8 +36,13 @@ book: setup
 
 # every core: the tests of one file stay in one process (they share module fixtures)
 TEST_WORKERS ?= auto
+# the linter runs after the tests, whatever they gave; either failing fails the target
 test: setup browser
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	@status=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile || status=$$?; \
+	$(PY) -m ruff check . || status=1; exit $$status
+
+lint: setup
+	$(PY) -m ruff check .
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not notebook and not browser"

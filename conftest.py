@@ -1,8 +1,10 @@
 """pytest set-up shared by tests/ and the book's chapters (collected by nbval).
 
 The chapters in book/ run as notebook tests (``--nbval-lax``: every cell must run without
-error; cells tagged ``nbval-check-output`` must also print what they printed before). They
-run at the ``smoke`` scale, with their models in their own run store, so that the tests
+error). They are stored without outputs, so nbval has nothing to compare a cell's output
+with: a cell whose printed values must stay the same is tagged ``values-tested`` and
+compared by tests/test_chapter_values.py (which fails for a tagged cell it does not
+compare, and for an ``nbval-check-output`` tag nbval would skip). They run at the ``smoke`` scale, with their models in their own run store, so that the tests
 never mix with the models of the book a user builds.
 """
 

@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -184,9 +183,7 @@ def run_model(R, d, l_tr, tokens, spec, stage) -> dict | None:
     steps = max(1, round(TOKENS[tokens] / (BATCH * l_tr)))
     over = {**over, "l_tr": l_tr, "batch_size": BATCH, "steps": steps}
     log(f"START {mid}: {pos} {over}")
-    t0 = time.perf_counter()
     run = runs.get_run("tiny", pos, "prose", progress=False, **over)
-    t_train = time.perf_counter() - t0
     m = run.metrics
     log(f"  trained {mid} ({'reused' if run.reused else 'new'}): {m['train_seconds'] / 60:.2f} min, "
         f"{m['tokens_per_s']:,.0f} tok/s, val loss {m['val_loss']:.3f}")

@@ -156,7 +156,6 @@ def _strategies():
                                                                       "-100000000000000000000", "１６", "4294967296"]))
     small_n = st.one_of(st.integers(-2, 4).map(str), st.sampled_from(["", "nan", "abc", "100000000000000000000"]))
     corpus = st.sampled_from(["prose", "code", "math", "", "all", "nosuch", "é"])
-    flag = st.booleans().map(lambda b: [b])
 
     def opt(name):
         return st.booleans().map(lambda b: [name] if b else [])

@@ -194,8 +194,8 @@ def test_the_cost_chart_names_schemes_in_words_and_hovers_a_sentence():
 
     from rflens.setup.schemes import title
 
-    cost = pd.DataFrame([{"experiment": e, "pos": p, "corpus": c, "overrides": o, "l_tr": l, "gpu_hours": h}
-                         for e, p, c, o, l, h in (("Table 1", "alibi", "prose", {"slope_shift": -3.0}, 512, 1.4),
+    cost = pd.DataFrame([{"experiment": e, "pos": p, "corpus": c, "overrides": o, "l_tr": l_tr, "gpu_hours": h}
+                         for e, p, c, o, l_tr, h in (("Table 1", "alibi", "prose", {"slope_shift": -3.0}, 512, 1.4),
                                                   ("Table 1", "window", "prose", {"window": 40}, 512, 1.3),
                                                   ("Table 3", "kerple_log", "code", {}, 512, 1.4),
                                                   ("Table 3", "alibi", "code", {}, 512, 1.4))])

@@ -17,7 +17,9 @@ from safetensors.torch import load_file, save_file
 from rflens import hf
 from rflens.cli import main
 from rflens.errors import UserError
-from test_hf import one_thread, text_file, tiny  # noqa: F401  (the fixtures tests/test_hf.py makes)
+import test_hf
+
+one_thread, text_file, tiny = test_hf.one_thread, test_hf.text_file, test_hf.tiny  # the fixtures tests/test_hf.py makes
 
 
 def one_line_error(capsys, *argv) -> str:

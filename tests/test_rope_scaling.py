@@ -6,7 +6,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import fakes
 from rflens.errors import UserError

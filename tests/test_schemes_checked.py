@@ -114,7 +114,7 @@ def test_a_result_that_is_not_finite_is_one_line_naming_the_lengths_that_are():
                              ("nll", float("nan"), "loss is not finite")):
         bad = json.loads(json.dumps(good))
         bad[key][2] = value
-        with pytest.raises(UserError, match=f"L_ex = 64.*--lengths up to 32") as info:
+        with pytest.raises(UserError, match="L_ex = 64.*--lengths up to 32") as info:
             perplexity.check_finite(bad, "m")
         assert said in str(info.value)
     overflow = {**good, "ppl": [float("inf")] * 3, "nll": [800.0] * 3}

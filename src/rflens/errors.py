@@ -30,3 +30,49 @@ class ConfigError(UserError, ValueError):
         self.field, self.value, self.allowed = field, value, allowed
         name = str(field) if len(str(field)) <= MAX_VALUE_CHARS else f"{str(field)[:MAX_VALUE_CHARS]}..."
         super().__init__(f"invalid {name}={shown(value)}: {allowed}")
+
+
+# import name -> distribution name, where the two differ
+DISTRIBUTIONS = {"yaml": "pyyaml", "IPython": "ipython", "huggingface_hub": "huggingface-hub"}
+
+
+def _normal(name: str) -> str:
+    """A distribution's name as pip compares them (PEP 503)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def missing_dependency(err: ModuleNotFoundError) -> str | None:
+    """One line for a third-party module that is not installed, naming the extra of rflens
+    that installs it (read from the installed package's metadata, so it agrees with
+    pyproject.toml); None for a module of rflens itself (a bug, shown as one)."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires
+
+    top = (err.name or "").split(".")[0]
+    if not top or top == "rflens":
+        return None
+    dist = _normal(DISTRIBUTIONS.get(top, top))
+    try:
+        declared = requires("rflens") or []
+    except PackageNotFoundError:
+        declared = []
+    extras, core = set(), False
+    for req in declared:
+        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", req)
+        if name is None or _normal(name.group()) != dist:
+            continue
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", req)
+        if extra:
+            extras.add(extra.group(1))
+        else:
+            core = True
+    if core:
+        return f"rflens's dependency {dist} is not installed (no module {top!r}): reinstall rflens (pip install .)"
+    if extras:
+        names = " or ".join(f"'{e}'" for e in sorted(extras))
+        first = sorted(extras)[0]
+        return (f"this needs {dist} (no module {top!r}), in rflens's extra {names}: "
+                f"pip install 'rflens[{first}]' (in a clone: pip install '.[{first}]')")
+    return f"this needs {dist} (no module {top!r}), which rflens does not install: pip install {dist}"

@@ -8,13 +8,16 @@ process started after a crash) sees the old file or the whole new one, never hal
 Folders are read from the environment at call time, never frozen at import:
 
 * ``$RFLENS_ROOT``, else the nearest folder above the working directory that holds the
-  project's files, else the repository of an editable install (:func:`project_dir`);
+  project's files, else the repository of an editable install (:func:`project_dir`); an
+  installed package (``pip install .``, no clone) finds no repository and uses the working
+  directory, where the book and the shipped bundles are not: :func:`require_checkout`
+  says so in one line;
 * ``$RFLENS_DATA``, else ``<project>/data`` (:func:`data_dir`);
 * ``$RFLENS_RUNS``, else ``<project>/runs`` (:func:`runs_dir`);
 * ``$RFLENS_REFERENCE``, else ``<project>/reference`` (:func:`reference_dir`): the shipped
   results of long runs (rflens.longrun.plan), part of the repository.
 
-This module imports neither torch nor anything else of rflens.
+This module imports neither torch nor anything of rflens but its errors.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from filelock import FileLock
+
+from rflens.errors import UserError
 
 SAMPLE_BYTES = 4 * 2**20  # sha256_file(sample=True) reads the first and the last 4 MiB
 
@@ -53,9 +58,35 @@ def project_dir() -> Path:
     return package_repo()
 
 
+def is_checkout(path) -> bool:
+    """Whether ``path`` is a clone of the rflens repository (its book and its package)."""
+    path = Path(path)
+    return (path / "pyproject.toml").is_file() and (path / "src" / "rflens").is_dir() and (path / "book").is_dir()
+
+
 def package_repo() -> Path:
-    """The repository an editable install runs from (``src/rflens/..``)."""
-    return Path(__file__).resolve().parents[2]
+    """The repository the package runs from: ``src/rflens/..`` of a clone (an editable
+    install, or the package imported from src/). An installed package (site-packages) has
+    no repository beside it: then ``$RFLENS_ROOT``, else the nearest clone above the working
+    directory, else the working directory itself (see :func:`require_checkout`)."""
+    source = Path(__file__).resolve().parents[2]
+    if is_checkout(source):
+        return source
+    env = os.environ.get("RFLENS_ROOT")
+    if env:
+        return Path(env).expanduser().resolve()
+    here = Path.cwd().resolve()
+    return next((d for d in (here, *here.parents) if is_checkout(d)), here)
+
+
+def require_checkout(what: str) -> Path:
+    """The repository (:func:`package_repo`), or a UserError of one line naming ``what``
+    the caller needs from it and where to point rflens."""
+    repo = package_repo()
+    if not is_checkout(repo):
+        raise UserError(f"{what} ships with the rflens repository, not with the installed package: run this "
+                         f"command inside a clone of the repository, or set RFLENS_ROOT to one (none at {repo})")
+    return repo
 
 
 def data_dir() -> Path:

@@ -15,7 +15,7 @@ import argparse
 import importlib
 import sys
 
-from rflens.errors import UserError
+from rflens.errors import UserError, missing_dependency
 from rflens.paper import ERF_THRESHOLD
 from rflens.publish.parallel import EXECUTORS
 from rflens.setup.config import CORPORA, WIDE_CORPORA
@@ -230,10 +230,17 @@ def main(argv: list[str] | None = None) -> int:
 
             load_files(args.schemes)
         check_reference_env(args)  # a mistyped RFLENS_REFERENCE: one line, before any work
+        check_checkout(args)  # an installed package without a clone: where to point it, in one line
         module = importlib.import_module(f"rflens.cli.{args.command}")
         return int(module.run(args) or 0)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as err:  # an optional dependency not installed: the extra that has it
+        line = missing_dependency(err)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     except OSError as err:  # a disk or permission fault: the path and what to do, in one line
         print(f"error: {os_error_line(err)}", file=sys.stderr)
@@ -241,6 +248,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+# commands that read files shipped only with the repository (not with the installed package)
+NEEDS_CHECKOUT = {
+    "reproduce": "the book (book/, _toc.yml, _config.yml)",
+    "claims": "the book's scheme files (book/schemes/)",
+}
+
+
+def check_checkout(args) -> None:
+    """UserError of one line when a command needs a clone of the repository and rflens runs
+    from an installed package with none (neither RFLENS_ROOT nor a clone above the working
+    directory); ``emergence`` needs the shipped bundles, which RFLENS_REFERENCE may name."""
+    import os
+
+    from rflens.storage import is_checkout, package_repo, require_checkout
+
+    if args.command in NEEDS_CHECKOUT:
+        require_checkout(NEEDS_CHECKOUT[args.command])
+    elif args.command == "emergence" and not os.environ.get("RFLENS_REFERENCE") and not is_checkout(package_repo()):
+        raise UserError("the long runs' bundles (reference/) ship with the rflens repository, not with the installed "
+                        "package: set RFLENS_REFERENCE to the folder that holds them (reference/ of a clone), or run "
+                        "inside a clone of the repository")
 
 
 def check_reference_env(args) -> None:

@@ -20,7 +20,8 @@ def run(args) -> int:
     try:
         import voila  # noqa: F401
     except ImportError:
-        raise UserError("explore needs Voilà: run `make setup` (or pip install voila==0.5.13)") from None
+        raise UserError("explore needs Voilà, in rflens's extra 'explore': pip install 'rflens[explore]' "
+                        "(in a clone: make setup, or pip install '.[explore]')") from None
     cmd = [sys.executable, "-m", "voila", str(NOTEBOOK), f"--port={args.port}", "--Voila.ip=127.0.0.1",
            "--theme=light", "--show_tracebacks=False"]
     if args.no_browser:

@@ -22,7 +22,7 @@ import hashlib
 import json
 
 import plotly.io as pio
-from plotly.io._base_renderers import MimetypeRenderer
+from plotly.io.base_renderers import MimetypeRenderer  # the public home of plotly's renderer classes
 from plotly.offline import get_plotlyjs_version
 
 RENDERER = "rflens"
@@ -53,14 +53,20 @@ def figure_html(fig, div_id: str | None = None) -> str:
     return html[:start] + _LOADER.format(body=html[body_start:end].strip(), version=get_plotlyjs_version()) + html[end + 9:]
 
 
+def figure_bundle(fig) -> dict:
+    """The figure as a display's data (``fig``: Figure or dict): text/html for the book
+    plus the plotly JSON for live frontends, as the ``"rflens"`` renderer shows it. The
+    explorers set an Output's content to it (rflens.widgets)."""
+    data = json.loads(pio.to_json(fig, validate=False, remove_uids=True))
+    data["config"] = CONFIG
+    return {"text/html": figure_html(fig), PLOTLY_MIME: data}
+
+
 class BookRenderer(MimetypeRenderer):
     """plotly renderer: text/html for the book plus the plotly JSON for live frontends."""
 
     def to_mimebundle(self, fig_dict):
-        html = figure_html(fig_dict)
-        data = json.loads(pio.to_json(fig_dict, validate=False, remove_uids=True))
-        data["config"] = CONFIG
-        return {"text/html": html, PLOTLY_MIME: data}
+        return figure_bundle(fig_dict)
 
 
 def setup_plotly() -> str:

@@ -181,8 +181,6 @@ def hold(work: Path, name: str):
 def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg, ev, corpus, *, deadline, progress,
          keep_weights, root) -> Path:
     """:func:`run` once the model's lock is held."""
-    import torch
-
     fix = f"remove {work} to train {spec.name} from its start"
     points: list[dict] = []
     partial = work / bundle.KEPT_POINTS

@@ -30,6 +30,7 @@ given.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from rflens.errors import UserError
 from rflens.measure.criterion import BREAKS
 from rflens.measure.intervals import cluster_bootstrap_sums, N_BOOTSTRAP
 from rflens.store import bundle
+
+if TYPE_CHECKING:  # pandas is imported where a table is built
+    import pandas as pd
 
 FIT_SIZES = 3  # the last measured sizes a fit reads
 HORIZON_MULT = 16  # r is read at 16 L_tr, the longest evaluation

@@ -90,10 +90,22 @@ def _select(spec: str | None, available: dict[str, Path]) -> list[str]:
     return chosen
 
 
+def _typed(text: str):
+    """A ``-p`` value typed by papermill's rule for its own ``-p``: True, False and None by
+    name, then an int, then a float, else the text itself."""
+    named = {"True": True, "False": False, "None": None}
+    if text in named:
+        return named[text]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _parse_parameters(pairs: list[str]) -> dict:
     """``["window=8", "corpus=code"]`` -> typed values (as papermill's ``-p``: 8 is an int)."""
-    from papermill.cli import _resolve_type
-
     out = {}
     for pair in pairs or ():
         name, sep, text = pair.partition("=")
@@ -102,7 +114,7 @@ def _parse_parameters(pairs: list[str]) -> dict:
             raise UserError(f"bad parameter {pair!r}: expected NAME=VALUE, e.g. -p corpus=code")
         if name == "scale":
             raise UserError("set the scale with --scale, not -p scale=...")
-        out[name] = _resolve_type(text)
+        out[name] = _typed(text)
     return out
 
 
@@ -325,7 +337,6 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
 
     from rflens.store import bundle
     from rflens.claims import scoreboard, statements  # pandas and torch: only when a book is built
-    from rflens.figures import results as fr
     from rflens.figures.render import figure_html
     from rflens.model.transformer import TransformerLM
     from rflens.readings import claims_at_each_scale, first_screen, reading_notes, this_build

@@ -33,6 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from rflens.errors import UserError
 from rflens.setup.config import DataConfig, ModelConfig, TrainConfig
 from rflens.storage import atomic_path, atomic_write, sha256_file, write_json
 from rflens.training import distributed
+
+if TYPE_CHECKING:  # torch is imported where a model is trained
+    import torch
 
 CHECKPOINT_POINTER = "checkpoint.json"  # names the current checkpoint file and its sha256
 WEIGHTS = "model.safetensors"

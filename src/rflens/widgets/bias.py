@@ -60,7 +60,7 @@ def bias_explorer(n_head: int = 12, length: int = 256):
     import ipywidgets as W
     import plotly.graph_objects as go
 
-    from rflens.figures.render import setup_plotly
+    from rflens.figures.render import figure_bundle, setup_plotly
 
     setup_plotly()
     style = {"description_width": "120px"}
@@ -90,7 +90,7 @@ def bias_explorer(n_head: int = 12, length: int = 256):
                           xaxis_title="distance k = m − n", yaxis_title="bias", margin={"t": 50})
         # set the Output's content directly rather than capturing a display() in it: the
         # same result in a live kernel, and no message routing for a batch run to wait on
-        out.outputs = ({"output_type": "display_data", "data": fig._repr_mimebundle_(), "metadata": {}},)
+        out.outputs = ({"output_type": "display_data", "data": figure_bundle(fig), "metadata": {}},)
 
     for w in c.values():
         w.observe(redraw, names="value")

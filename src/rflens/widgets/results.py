@@ -46,7 +46,7 @@ def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = ERF_
     :func:`rflens.experiments.tables.erf_curves`."""
     import ipywidgets as w
 
-    from rflens.figures.render import setup_plotly
+    from rflens.figures.render import figure_bundle, setup_plotly
 
     setup_plotly()  # the figure as HTML (static book) and as plotly JSON (live Jupyter)
     labels = list(curves)
@@ -82,7 +82,7 @@ def erf_explorer(curves: dict[str, dict], selected=None, threshold: float = ERF_
         fig.update_xaxes(title_text="k: tokens back from the predicted token", row=2, col=1)
         # the Output's content is set directly (as in rflens.widgets.bias): a plain plotly
         # figure, which the static book can draw too, unlike a FigureWidget
-        out.outputs = ({"output_type": "display_data", "data": fig._repr_mimebundle_(), "metadata": {}},)
+        out.outputs = ({"output_type": "display_data", "data": figure_bundle(fig), "metadata": {}},)
         cells = "".join(f"<tr><td>{r['label']}</td><td>{r['erf']}</td><td>{r['l_tr']}</td>"
                         f"<td>{'yes' if r['within_l_tr'] else 'no'}</td><td>{r['share_in_ltr']:.0%}</td></tr>"
                         for r in rows)
