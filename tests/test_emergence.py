@@ -296,6 +296,10 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
     assert main(["emergence", "--list"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == ("to train  alibi_slope_shift=4  resumes at step 1,200, 2 size(s) "
                                                        "measured  (Table 1: ALiBi, slope exponents shifted by Δ)")
+    assert main(["emergence", "--scale", "tiny", "--list"]) == 2  # a size preset is not a long run
+    assert "tiny is a size preset, not a long run" in capsys.readouterr().err
+    base = scales._BUILDERS["smoke"]  # the smoke preset's models as a long run
+    monkeypatch.setitem(scales._BUILDERS, "smoke", lambda: scales.LongRun.of(base()))
     out = emergence.run(plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke",
                         progress=False)
     # a speed needs training time beyond the measuring: an 8-step model's wall times are too short to be sure of it

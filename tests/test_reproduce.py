@@ -151,7 +151,7 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
     assert "At this build (`smoke`): R = 2 layers" in text and "in the long run (`long`): R = 4 layers" in text
     # the shipped bundles, zipped beside the index, are linked from it
     zips = reproduce.bundle_downloads(tmp_path)
-    assert set(zips) == {name for name in scales.SCALES if scales.get(name).shipped and bundle.entries(name)}
+    assert set(zips) == {name for name in scales.NAMES if scales.get(name).shipped and bundle.entries(name)}
     assert {"long", "long-repeated", "long-extended"} <= set(zips)
     index.write_text("# The book\n")
     reproduce.write_this_build(index, "smoke", downloads=zips)

@@ -10,7 +10,7 @@ import pytest
 from rflens.data import summary
 from rflens.errors import UserError
 from rflens.model import positional
-from rflens.paper import L_TR as PAPER_L_TR, WINDOW as PAPER_WINDOW
+from rflens.paper import L_TR as PAPER_L_TR, SAME_SLOPE as PAPER_SAME_SLOPE, SLOPE_SHIFT as PAPER_SLOPE_SHIFT, WINDOW as PAPER_WINDOW
 from rflens.setup import scales, settings
 from rflens.setup.config import SCHEMES
 
@@ -22,19 +22,21 @@ def sweeps(s) -> dict:
     return {f.name: getattr(s.sweeps, f.name) for f in dataclasses.fields(s.sweeps)}
 
 
-@pytest.mark.parametrize("name", scales.SCALES)
+@pytest.mark.parametrize("name", scales.NAMES)
 def test_every_preset_is_complete_and_consistent(name):
     s = scales.get(name)
     assert s.name == name
     assert s.model.vocab_size == s.data.vocab_size  # the model reads the data's tokens
     assert set(sweeps(s)) == SWEEP_KEYS | set(OPTIONAL)
-    assert all(isinstance(v, tuple) and (v or k == "table3_pos") for k, v in sweeps(s).items() if k in SWEEP_KEYS)
+    # a size preset runs every experiment; a long run may leave out what its plan does not decide
+    assert all(isinstance(v, tuple) and (v or k == "table3_pos" or s.shipped) for k, v in sweeps(s).items()
+               if k in SWEEP_KEYS)
     assert s.sweeps.table3_pos or s.shipped  # only a shipped run may leave Table 3 to another
     assert set(s.sweeps.table3_pos) <= set(SCHEMES)
     assert s.lengths == [s.train.l_tr * m for m in s.eval.length_mults]
 
 
-@pytest.mark.parametrize("name", [n for n in scales.SCALES if n != "full"])
+@pytest.mark.parametrize("name", [n for n in scales.NAMES if n != "full"])
 def test_every_cpu_preset_trains_in_fp32(name):
     # one precision whatever the CPU (dtype=auto would follow its instruction set), and the
     # fast one at these widths (bench/README.md, bf16_cpu.py)
@@ -42,7 +44,7 @@ def test_every_cpu_preset_trains_in_fp32(name):
 
 
 def test_spec_numbers():
-    smoke, tiny, long, repeated, extended, deep, small, full = (scales.get(n) for n in scales.SCALES)
+    smoke, tiny, small, full, long, repeated, extended, deep, wide = (scales.get(n) for n in scales.NAMES)
     m, t = smoke.model, smoke.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
@@ -78,6 +80,9 @@ def test_spec_numbers():
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (4, 8, 256, 8192, 128, 32, 3000)
     m, t = full.model, full.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (12, 12, 768, 50257, 512, 32, 50_000)
+    # the width ladder: the 12-layer run at twice its width, everything else the same
+    assert wide.model == deep.model.replace(d_model=128) and (wide.data, wide.train, wide.eval) == (deep.data, deep.train, deep.eval)
+    assert (wide.sweeps.window, wide.sweeps.slope_shift, wide.sweeps.same_slope) == ((10, 15, 40), (5,), (-3, 5))
     assert (t.lr, t.beta1, t.beta2, t.weight_decay, t.warmup_frac, t.grad_clip, t.dtype) == (6e-4, 0.9, 0.999, 0.0, 0.01, 1.0, "bf16")
     assert full.eval.n_segments == 1000
 
@@ -133,18 +138,21 @@ def _implicit_window(n_head: int, shift: float, l_tr: int, same: float | None = 
     return float(slopes.min()) * l_tr, float(slopes.max()) * l_tr
 
 
-@pytest.mark.parametrize("name", scales.SCALES)
+@pytest.mark.parametrize("name", scales.NAMES)
 def test_mapped_alibi_grids_keep_the_papers_implicit_windows(name):
-    """The flattest and steepest models of both ALiBi sweeps put the same penalty on their
-    flattest head at L_tr as the paper's do at L_tr = 512 (12 heads); with one slope for every
-    head, every head matches."""
+    """Every model of both ALiBi sweeps is one of the paper's, and puts the same penalty on its
+    flattest head at L_tr as the paper's does at L_tr = 512 (12 heads); with one slope for
+    every head, every head matches."""
     s = scales.get(name)
-    lo, hi = min(s.sweeps.slope_shift), max(s.sweeps.slope_shift)
-    for mine, paper in ((lo, -3), (hi, 8)):
+    for mine in s.sweeps.slope_shift:
+        paper = scales.paper_value("slope_shift", mine, s.model.n_layer, s.train.l_tr)
+        assert paper in PAPER_SLOPE_SHIFT
         ours = _implicit_window(s.model.n_head, mine, s.train.l_tr)[0]
         theirs = _implicit_window(12, paper, PAPER_L_TR)[0]
         assert ours == pytest.approx(theirs)
-    for mine, paper in ((min(s.sweeps.same_slope), 0), (max(s.sweeps.same_slope), 8)):
+    for mine in s.sweeps.same_slope:
+        paper = scales.paper_value("same_slope", mine, s.model.n_layer, s.train.l_tr)
+        assert paper in PAPER_SAME_SLOPE
         assert _implicit_window(s.model.n_head, 0, s.train.l_tr, same=mine) == \
             pytest.approx(_implicit_window(12, 0, PAPER_L_TR, same=paper))
 
@@ -167,7 +175,7 @@ def test_table2_covers_the_erf_and_keeps_tokens_per_step(name, erf_mult):
         assert over["l_tr"] * over["batch_size"] == s.train.l_tr * s.train.batch_size
 
 
-@pytest.mark.parametrize("name", scales.SCALES)
+@pytest.mark.parametrize("name", scales.NAMES)
 def test_every_sweep_point_is_a_valid_configuration(name):
     s = scales.get(name)
     corpus = s.sweeps.corpora[0]
@@ -185,8 +193,11 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 
 
 def test_unknown_preset_names_the_choices():
-    with pytest.raises(UserError, match="smoke, tiny, long, long-repeated, long-extended, deep, small, full"):
+    with pytest.raises(UserError, match=r"a size \(smoke, tiny, small, full\) or a long run \(long, long-repeated, "
+                                        r"long-extended, deep, deep-d128\)"):
         scales.get("huge")
+    with pytest.raises(UserError, match="tiny is a size preset, not a long run"):
+        scales.long_run("tiny")
 
 
 def test_the_books_table_of_presets_states_the_presets():
@@ -196,9 +207,9 @@ def test_the_books_table_of_presets_states_the_presets():
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[0].strip("`") in scales.SCALES:
+        if len(cells) == 7 and cells[0].strip("`") in scales.NAMES:
             rows[cells[0].strip("`")] = cells
-    assert set(rows) == set(scales.SCALES)
+    assert set(rows) == set(scales.NAMES)
     for name, (_, model, vocab, l_tr, training, n, _) in rows.items():
         s = scales.get(name)
         assert model == f"{s.model.n_layer}, {s.model.n_head}, {s.model.d_model}"

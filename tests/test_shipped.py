@@ -170,7 +170,7 @@ def shipped_smoke(tmp_path, monkeypatch):
 
     def smoke():
         sc = base()
-        return dataclasses.replace(sc, shipped=True, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
+        return scales.LongRun.of(sc, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
 
     base = scales._BUILDERS["smoke"]
     monkeypatch.setitem(scales._BUILDERS, "smoke", smoke)

@@ -23,7 +23,7 @@ def shipped_alibi(tmp_path, monkeypatch):
 
     def smoke():
         sc = base()
-        return dataclasses.replace(sc, shipped=True, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
+        return scales.LongRun.of(sc, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
 
     monkeypatch.setitem(scales._BUILDERS, "smoke", smoke)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))

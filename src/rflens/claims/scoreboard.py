@@ -113,9 +113,9 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
     """{scale: board} of every preset whose models are shipped (rflens.experiments.from_bundle), checked on
     what its bundle holds; nothing is trained, a claim whose models are not shipped yet is
     "not run"."""
-    from rflens.setup.scales import get, SCALES
+    from rflens.setup.scales import get, NAMES
 
-    return {name: shipped_board(name, corpus) for name in SCALES
+    return {name: shipped_board(name, corpus) for name in NAMES
             if name != exclude and get(name).shipped and not get(name).extends}  # an extension is read with its run
 
 

@@ -19,7 +19,7 @@ from rflens.errors import UserError, missing_dependency
 from rflens.paper import ERF_THRESHOLD
 from rflens.publish.parallel import EXECUTORS
 from rflens.setup.config import CORPORA, WIDE_CORPORA
-from rflens.setup.scales import DEFAULT_SCALE, SCALES
+from rflens.setup.scales import DEFAULT_SCALE, LONG_RUNS, SIZES
 
 # command (and its module in this package) -> one-line help
 COMMANDS = {
@@ -35,7 +35,7 @@ COMMANDS = {
     "explore": "the bias and receptive-field explorers in a browser, with a live kernel (Voila)",
     "emergence": "the long run: train what the shipped bundle lacks, measured as it grows (reference/)",
 }
-SCALE_HELP = f"preset: {', '.join(SCALES)} (default: {DEFAULT_SCALE})"
+SCALE_HELP = f"a size ({', '.join(SIZES)}) or a long run ({', '.join(LONG_RUNS)}) (default: {DEFAULT_SCALE})"
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ def run(args) -> int:
     from rflens.setup.config import CORPORA
 
     preset = scales.get(args.scale)  # one line for an unknown scale, before anything is computed or written
-    if preset.extends:
+    if preset.shipped and preset.extends:
         raise UserError(f"{args.scale} trains models of the {preset.extends} run further and has no board of its own: "
                         f"check the claims with --scale {preset.extends}; chapter 10 reads {args.scale} against the "
                         "forecast it tests")

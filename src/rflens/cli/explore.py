@@ -7,14 +7,13 @@ import subprocess
 import sys
 
 from rflens.errors import UserError
-from rflens.setup.scales import SCALES
+from rflens.setup import scales
 
 
 def run(args) -> int:
     from rflens.widgets.explore import NOTEBOOK
 
-    if args.scale not in SCALES:
-        raise UserError(f"unknown scale {args.scale!r}: choose one of {', '.join(SCALES)}")
+    scales.get(args.scale)  # an unknown name: one line naming the choices
     if not 0 < args.port < 65536:
         raise UserError(f"--port must be between 1 and 65535, not {args.port}")
     try:

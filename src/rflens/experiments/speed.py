@@ -159,7 +159,7 @@ def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: in
     from rflens.store import runs
 
     sc = scales.get(scale) if isinstance(scale, str) else scale
-    if sc.read_only:  # a control is read, never written: its record stays the one it shipped with
+    if sc.shipped and sc.read_only:  # a control is read, never written: its record stays the one it shipped with
         from rflens.errors import UserError
 
         raise UserError(f"the {sc.name} bundle is a read-only control: its speed record is the one it shipped "

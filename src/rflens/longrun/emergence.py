@@ -144,7 +144,7 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
         raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
-    if scales.get(scale).read_only and root is None:
+    if scales.get(scale).shipped and scales.get(scale).read_only and root is None:
         raise UserError(f"the {scale} bundle is a read-only control: nothing is trained into it (`emergence --scale "
                         f"{scale} --check K` retrains its models into a temporary folder to compare)")
     ev = scales.get(scale).eval
@@ -239,7 +239,8 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
         seconds=seconds, measured_steps=measured_steps(scale, train_cfg), curve=curve, points=points,
         segment_docs=final.get("docs") or corpus.segment_docs(ev.n_segments, max(points[-1]["lengths"]) + 1,
                                                               ev.seed).tolist())
-    keep = (spec.name in scales.get(scale).drift_models) if keep_weights is None else keep_weights
+    run = scales.get(scale)
+    keep = (run.shipped and spec.name in run.drift_models) if keep_weights is None else keep_weights
     out = bundle.write_model(scale, spec.name, result, arrays, final.get("model") if keep else None, root)
     if interrupted is not None:
         raise interrupted

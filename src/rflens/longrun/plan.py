@@ -192,7 +192,7 @@ def models(scale: str = "long") -> list[LongModel]:
     Table 1 and NoPE first (the thesis), then Table 2's retrainings and the Table 1 models
     they are compared with, the rest of Table 1, Figure 7's Sinusoidal and Rotary, Table 3
     on every corpus, and the further seeds (:func:`by_experiment`)."""
-    preset = scales.get(scale)
+    preset = scales.long_run(scale)
     if preset.extends:  # models of another run trained further
         return [named(name, preset.extends) for name in preset.models]
     sw = preset.sweeps

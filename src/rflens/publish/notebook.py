@@ -34,10 +34,10 @@ def _positive_number(v) -> bool:
 def _checks() -> dict:
     """Every chapter parameter: (test, what a valid value is)."""
     from rflens.setup.config import CORPORA
-    from rflens.setup.scales import SCALES
+    from rflens.setup.scales import NAMES
 
     return {
-        "scale": (lambda v: v in SCALES, f"one of {', '.join(SCALES)}"),
+        "scale": (lambda v: v in NAMES, f"one of {', '.join(NAMES)}"),
         "corpus": (lambda v: v in CORPORA, f"one of {', '.join(CORPORA)}"),
         "corpora": (lambda v: v == "all" or v in CORPORA, f"\"all\" or one of {', '.join(CORPORA)}"),
         "progress": (lambda v: isinstance(v, bool), "True or False"),

@@ -194,7 +194,7 @@ def shipped_fix(scale: str, chapters) -> str:
     weights = [c for c in chapters if any(e not in from_bundle.SERVED_EXPERIMENTS for e in CHAPTER_EXPERIMENTS.get(c, ()))]
     trained = [c for c in chapters if c not in weights]
     parts = []
-    if trained and scales.get(scale).read_only:
+    if trained and scales.get(scale).shipped and scales.get(scale).read_only:
         parts.append(f"chapter(s) {', '.join(trained)}: {bundle.restore_fix(scale)}")
     elif trained:
         parts.append(f"`python -m rflens emergence --scale {scale}` trains the models of chapter(s) {', '.join(trained)}")
@@ -319,7 +319,7 @@ def bundle_downloads(book: Path) -> dict[str, Path]:
     from rflens.store import bundle
 
     out = {}
-    for name in scales.SCALES:
+    for name in scales.NAMES:
         if scales.get(name).shipped and bundle.entries(name):
             folder = book / DOWNLOADS
             folder.mkdir(parents=True, exist_ok=True)
@@ -342,7 +342,7 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     from rflens.readings import claims_at_each_scale, first_screen, reading_notes, this_build
 
 
-    if scale not in scales.SCALES:
+    if scale not in scales.NAMES:
         return  # a build folder that is not a preset's has no scale to describe
     try:
         board = scoreboard.load_scoreboard(scale)

@@ -1,4 +1,4 @@
-"""Scale presets: the same experiments at four sizes.
+"""Size presets and long runs: the same experiments at four sizes, and far past them.
 
 Chi et al. (ACL 2023) train R = 12 layers, H = 12 heads, d = 768 at L_tr = 512 for 50k steps
 (Section 2, with the recipe of the KERPLE code base they build on). That is the ``full``
@@ -16,7 +16,9 @@ arguments depend on:
   what a slope does is set by slope x distance, so an exponent keeps its meaning only with
   the training window it was chosen for.
 
-``get(name)`` returns a :class:`Scale`; ``rflens.store.runs.get_run`` starts from it and applies
+A :class:`LongRun` is a preset's models trained far past the book's budget and shipped in a
+bundle (``long``, ``deep``, ...): the fields only a long run has are on it alone.
+``get(name)`` resolves a name once; ``rflens.store.runs.get_run`` starts from the preset and applies
 the overrides of one experiment (``window=16``, ``slope_shift=-3``, ...). The sweeps are
 the only place the experiments read their grids from.
 """
@@ -27,13 +29,16 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rflens import paper
 from rflens.errors import UserError
 from rflens.setup.config import CORPORA, DataConfig, EvalConfig, ModelConfig, TrainConfig
 from rflens.setup.schemes import TABLE3
 
-SCALES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "deep", "deep-d128", "small", "full")
+SIZES = ("smoke", "tiny", "small", "full")  # size presets: the book trains its models at one of them
+LONG_RUNS = ("long", "long-repeated", "long-extended", "deep", "deep-d128")  # shipped in reference/NAME
+NAMES = SIZES + LONG_RUNS
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 # The long run the chapters read beside their own scale: the second run, on text it repeats at
 # most 4 times; chapter 10 sets the first (``long-repeated``, on text it repeats) beside it.
@@ -179,8 +184,9 @@ class Sweeps:
 
 
 @dataclass(frozen=True)
-class Scale:
-    """One preset: the four settings and the sweeps the book runs at this size."""
+class Preset:
+    """A size one trains the book at (``smoke``, ``tiny``, ``small``, ``full``): the four
+    settings and the sweeps the book runs. Its models are trained into the run store."""
 
     name: str
     model: ModelConfig
@@ -190,27 +196,13 @@ class Scale:
     sweeps: Sweeps
     about: str = ""
     title: str = ""  # the preset in a few words, where a figure or a table names a run
-    shipped: bool = False  # its models are read from the shipped bundle (rflens.experiments.from_bundle): the book never trains them
-    # the corpus each of the book's corpora (prose, code, math: the paper's OpenWebText2,
-    # GitHub and ArXiv) is at this preset; a corpus not named is itself
-    texts: tuple[tuple[str, str], ...] = ()
-    read_only: bool = False  # a shipped control: its bundle is read, never trained into
-    # a long run measured at these steps (empty: the budget / 2^k, rflens.training.trainer.point_steps)
-    points: tuple[int, ...] = ()
-    # a long run's models at another L_tr than the preset's (Table 2's retrainings, Figure 7's
-    # second L_tr) measured at their last size alone: what their claims read
-    other_l_tr_at_end: bool = False
-    # a run that trains models of another run further (its name), and which of them, in order
-    extends: str = ""
-    models: tuple[str, ...] = ()
-    # the claims a long run's plan is made to decide (empty: every claim its models allow)
-    decides: tuple[int, ...] = ()
-    # a long run's models shipped with their weights, which the drift test re-measures
-    drift_models: tuple[str, ...] = ()
+
+    # its models are read from a shipped bundle (rflens.experiments.from_bundle): the book never trains them
+    shipped: ClassVar[bool] = False
 
     def text(self, corpus: str) -> str:
-        """The data corpus that stands for the book's ``corpus`` at this preset."""
-        return dict(self.texts).get(corpus, corpus)
+        """The data corpus that stands for the book's ``corpus`` at this preset: the corpus itself."""
+        return corpus
 
     def sinusoidal_runs(self) -> list[tuple[int, dict]]:
         """Figure 7's Sinusoidal models: (L_tr, settings beside the preset's) for each L_tr of
@@ -226,13 +218,8 @@ class Scale:
         return out
 
     def measured_points(self, train: TrainConfig) -> tuple[int, ...] | None:
-        """The steps at which a long-run model of this preset trained with ``train`` is measured,
-        where the preset fixes them (:attr:`points`, or the last step alone under
-        :attr:`other_l_tr_at_end`); None: the budget / 2^k (:func:`rflens.training.trainer.point_steps`)."""
-        if self.points:
-            return tuple(p for p in self.points if p <= train.steps)
-        if self.other_l_tr_at_end and train.l_tr != self.train.l_tr:
-            return (train.steps,)
+        """The steps at which a model trained with ``train`` is measured as it grows: None
+        for a size preset, whose models are measured once trained."""
         return None
 
     @property
@@ -241,9 +228,55 @@ class Scale:
         return [self.train.l_tr * m for m in self.eval.length_mults]
 
 
-def _smoke() -> Scale:
+@dataclass(frozen=True)
+class LongRun(Preset):
+    """A long run (``long``, ``long-repeated``, ``long-extended``, ``deep``, ``deep-d128``):
+    a preset's models trained far past the book's budget, measured at sizes as they grow,
+    and shipped in a bundle (``reference/NAME``) that the book reads (rflens.longrun)."""
+
+    shipped: ClassVar[bool] = True
+    # the corpus each of the book's corpora (prose, code, math: the paper's OpenWebText2,
+    # GitHub and ArXiv) is in this run; a corpus not named is itself
+    texts: tuple[tuple[str, str], ...] = ()
+    read_only: bool = False  # a shipped control: its bundle is read, never trained into
+    # measured at these steps (empty: the budget / 2^k, rflens.training.trainer.point_steps)
+    points: tuple[int, ...] = ()
+    # models at another L_tr than the run's (Table 2's retrainings, Figure 7's
+    # second L_tr) measured at their last size alone: what their claims read
+    other_l_tr_at_end: bool = False
+    # a run that trains models of another run further (its name), and which of them, in order
+    extends: str = ""
+    models: tuple[str, ...] = ()
+    # the claims the run's plan is made to decide (empty: every claim its models allow)
+    decides: tuple[int, ...] = ()
+    # models shipped with their weights, which the drift test re-measures
+    drift_models: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, preset: Preset, **fields) -> LongRun:
+        """``preset``'s models as a long run, with ``fields`` changed (a schedule for growing
+        models, the run's own fields)."""
+        base = {f.name: getattr(preset, f.name) for f in dataclasses.fields(Preset)}
+        return cls(**(base | fields))
+
+    def text(self, corpus: str) -> str:
+        """The data corpus that stands for the book's ``corpus`` in this run."""
+        return dict(self.texts).get(corpus, corpus)
+
+    def measured_points(self, train: TrainConfig) -> tuple[int, ...] | None:
+        """The steps at which a model of this run trained with ``train`` is measured, where
+        the run fixes them (:attr:`points`, or the last step alone under
+        :attr:`other_l_tr_at_end`); None: the budget / 2^k (:func:`rflens.training.trainer.point_steps`)."""
+        if self.points:
+            return tuple(p for p in self.points if p <= train.steps)
+        if self.other_l_tr_at_end and train.l_tr != self.train.l_tr:
+            return (train.steps,)
+        return None
+
+
+def _smoke() -> Preset:
     vocab = 512  # smallest BPE vocabulary that still merges common words on 1.5 MB of text
-    return Scale(
+    return Preset(
         name="smoke",
         about="for tests: every model trains in about a second",
         model=ModelConfig(n_layer=2, n_head=2, d_model=32, vocab_size=vocab),
@@ -276,10 +309,10 @@ def _smoke() -> Scale:
     )
 
 
-def _tiny() -> Scale:
+def _tiny() -> Preset:
     vocab = 2048  # the embedding (2048 x d) stays smaller than the layers
     n_layer, l_tr = 4, 32
-    return Scale(
+    return Preset(
         name="tiny",
         about="CPU default: the whole book trains, evaluates and builds on 2 cores (reproduce --plan counts its models)",
         # R = 4: the window sweep needs R * w / L_tr well above 2 (the paper's boundary lies
@@ -334,7 +367,7 @@ def _tiny() -> Scale:
 LONG_STEPS = 2**15
 
 
-def _long_train(tiny: Scale) -> TrainConfig:
+def _long_train(tiny: Preset) -> TrainConfig:
     return tiny.train.replace(
         steps=LONG_STEPS,
         # warmup-stable-decay with a fixed warm-up: a snapshot cooled down over its last 20%
@@ -348,10 +381,10 @@ def _long_train(tiny: Scale) -> TrainConfig:
 DRIFT_MODELS = ("alibi_slope_shift=4", "nope")
 
 
-def _long() -> Scale:
+def _long() -> LongRun:
     tiny = _tiny()
     l_tr, batch = tiny.train.l_tr, tiny.train.batch_size
-    return Scale(
+    return LongRun(
         name="long",
         title="second long run (new text)",
         about="the tiny model trained on 33.6M tokens (55x the book's) of corpora it repeats at most 4 times, "
@@ -376,7 +409,6 @@ def _long() -> Scale:
                     Retrain("window", mapped_windows((160,), n_layer=tiny.model.n_layer, l_tr=l_tr)[0], l_tr_mult=2,
                             batch_size=batch // 2)],
             seeds=(1, 2)),
-        shipped=True,
         drift_models=DRIFT_MODELS,
         # corpora of 9.5M to 28M training tokens (data/README.md): 33.6M tokens repeat each at
         # most 3.5 times (rflens.data.capped_budget would shorten a run on a smaller one)
@@ -394,7 +426,7 @@ EXTENDED = ("alibi_slope_shift=4", "alibi_slope_shift=4_seed=1", "alibi_slope_sh
             "window_window=22", "window_window=19")
 
 
-def _long_extended() -> Scale:
+def _long_extended() -> LongRun:
     long = _long()
     return dataclasses.replace(
         long, name="long-extended", title="the long run, trained further",
@@ -411,7 +443,7 @@ def _long_extended() -> Scale:
 DEEP_LAYERS, DEEP_L_TR = paper.N_LAYER, 64
 
 
-def _deep() -> Scale:
+def _deep() -> LongRun:
     long = _long()
     l_tr = DEEP_L_TR
     batch = long.train.batch_size * long.train.l_tr // l_tr  # 1024 tokens a step, as the long run
@@ -470,13 +502,13 @@ def _deep() -> Scale:
 WIDTH_LADDER_D = 128
 
 
-def _deep_d128() -> Scale:
+def _deep_d128() -> LongRun:
     deep = _deep()
     l_tr = DEEP_L_TR
     w80, w120, w320 = mapped_windows((80, 120, 320), DEEP_LAYERS, l_tr)
     d8 = mapped_exponents((8,), l_tr)[0]
     return dataclasses.replace(
-        deep, name="deep-d128", title="the paper's depth at twice the width (d = 128)", decides=(2, 5),
+        deep, name="deep-d128", title="the paper's depth at twice the width (d = 128)", decides=(2, 5, 6),
         about="the width ladder: the 12-layer run at d = 128, the models that decide the thesis at its ends, "
               "on the same corpus, tokens, schedule and sizes; its outcome is read against predictions "
               "sealed before it trained (python -m rflens emergence --scale deep-d128 --list)",
@@ -493,9 +525,9 @@ def _deep_d128() -> Scale:
     )
 
 
-def _long_repeated() -> Scale:
+def _long_repeated() -> LongRun:
     tiny = _tiny()
-    return Scale(
+    return LongRun(
         name="long-repeated",
         title="first long run (repeated text)",
         about="the first long run, kept as a control: the embedded corpora, which 33.6M tokens repeat "
@@ -506,16 +538,15 @@ def _long_repeated() -> Scale:
         eval=tiny.eval.replace(erf_length_mult=16),
         # its Sinusoidal at L_tr = 64 kept the batch of 32 sequences: twice the tokens of 32's
         sweeps=dataclasses.replace(tiny.sweeps, same_tokens=False),
-        shipped=True,
         read_only=True,
         drift_models=DRIFT_MODELS,
     )
 
 
-def _small() -> Scale:
+def _small() -> Preset:
     vocab = 8192
     l_tr = 128
-    return Scale(
+    return Preset(
         name="small",
         about="closer to the paper; days of training on 2 CPU cores (reproduce --scale small --plan estimates "
               "them): a GPU preset",
@@ -546,11 +577,11 @@ def _small() -> Scale:
     )
 
 
-def _full() -> Scale:
+def _full() -> Preset:
     # The paper: GPT-2 BPE on the Pile. The Pile needs the Hugging Face hub; on a machine
     # without it, `--set source=embedded --set vocab_size=8192` trains on the embedded corpora.
     vocab = 50257
-    return Scale(
+    return Preset(
         name="full",
         about="the paper: R=12, H=12, d=768, L_tr=512, 50k steps, bf16 on GPUs",
         model=ModelConfig(n_layer=12, n_head=12, d_model=768, vocab_size=vocab),
@@ -588,18 +619,29 @@ def _full() -> Scale:
     )
 
 
-_BUILDERS = {"smoke": _smoke, "tiny": _tiny, "long": _long, "long-repeated": _long_repeated,
-             "long-extended": _long_extended, "deep": _deep, "deep-d128": _deep_d128, "small": _small, "full": _full}
+_BUILDERS = {"smoke": _smoke, "tiny": _tiny, "small": _small, "full": _full, "long": _long,
+             "long-repeated": _long_repeated, "long-extended": _long_extended, "deep": _deep, "deep-d128": _deep_d128}
+assert tuple(_BUILDERS) == SIZES + LONG_RUNS
 
 
-def get(name: str) -> Scale:
-    """The preset called ``name`` (one of :data:`SCALES`)."""
+def get(name: str) -> Preset:
+    """The size preset or long run called ``name`` (one of :data:`NAMES`), built once a
+    process: the command line and the chapters resolve a name here once and pass the object on."""
     if name not in _BUILDERS:
-        raise UserError(f"unknown scale {name!r}: choose one of {', '.join(SCALES)}")
+        raise UserError(f"unknown scale {name!r}: choose a size ({', '.join(SIZES)}) or a long run "
+                        f"({', '.join(LONG_RUNS)})")
     return _built(_BUILDERS[name])
 
 
+def long_run(name: str) -> LongRun:
+    """The long run called ``name``; a one-line error naming the long runs for a size preset."""
+    run = get(name)
+    if not isinstance(run, LongRun):
+        raise UserError(f"{name} is a size preset, not a long run: choose one of {', '.join(LONG_RUNS)}")
+    return run
+
+
 @functools.cache
-def _built(build) -> Scale:
+def _built(build) -> Preset:
     """A preset, built once a process (presets are frozen: every caller may share one)."""
     return build()
