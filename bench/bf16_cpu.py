@@ -28,10 +28,10 @@ def main() -> None:
 
     from rflens import data
     from rflens.model.transformer import TransformerLM
-    from rflens.setup import scales
+    from rflens.setup import presets
     from rflens.training.trainer import Batches, lr_at, validation_windows
 
-    s = scales.get("tiny")
+    s = presets.get("tiny")
     mcfg = s.model.replace(n_layer=4, pos="alibi", tie_weights=False)
     tcfg = s.train.replace(batch_size=32, steps=args.steps)
     corpus = data.prepare(s.data, progress=False)

@@ -29,7 +29,7 @@ import time
 import torch
 
 from rflens.model import attention
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.schemes import LEARNABLE
 from rflens.training.trainer import build, lr_at, train_step
 
@@ -37,7 +37,7 @@ CASES = ("fused", "math", "fixed")
 
 
 def bench_size(size: str, schemes: list[str], rounds: int, steps: int) -> dict:
-    s = scales.get(size)
+    s = presets.get(size)
     cfg = s.train
     gen = torch.Generator().manual_seed(0)
     batch = torch.randint(0, s.model.vocab_size, (cfg.batch_size, cfg.l_tr + 1), generator=gen)

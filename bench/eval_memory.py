@@ -44,7 +44,7 @@ def setup(length: int, batch: int, pos: str):
     from rflens.setup.config import ModelConfig
 
     torch.manual_seed(0)
-    # the small preset's model: R = 4, H = 8, d = 256, v = 8192 (rflens.setup.scales)
+    # the small preset's model: R = 4, H = 8, d = 256, v = 8192 (rflens.setup.presets)
     kw = {"window": 128} if pos == "window" else {}
     model = TransformerLM(ModelConfig(pos=pos, n_layer=4, n_head=8, d_model=256, vocab_size=8192, **kw)).eval()
     segments = np.random.default_rng(0).integers(0, 8192, size=(batch, length + 1))

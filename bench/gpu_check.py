@@ -81,9 +81,9 @@ def check_flex(device, length: int = 512, batch: int = 4) -> list[dict]:
 
 
 def paper_train_config():
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    full = scales.get("full")
+    full = presets.get("full")
     return full.model.replace(pos="alibi"), full.train.replace(dtype="bf16", compile=True, batch_size=8)
 
 

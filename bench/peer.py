@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from rflens.model.transformer import TransformerLM
-from rflens.setup import scales
+from rflens.setup import presets
 
 SCHEMES = ("nope", "alibi", "rotary", "t5", "sinusoidal")
 
@@ -72,7 +72,7 @@ def make_step(model, vocab: int, dtype: str):
 
 
 def bench(size: str, dtype: str, rounds: int, steps: int) -> dict:
-    s = scales.get(size)
+    s = presets.get(size)
     cfg, train = s.model, s.train
     batch = torch.randint(0, cfg.vocab_size, (train.batch_size, train.l_tr + 1), generator=torch.Generator().manual_seed(0))
     out = {}

@@ -61,7 +61,7 @@ import numpy as np
 
 from rflens.experiments.tables import PILOT_FAILING as FAILING, PILOT_STABLE as STABLE  # the rule's two sides
 from rflens.measure.criterion import BREAKS as FAIL_R, EXTRAPOLATION_TOLERANCE as STABLE_R
-from rflens.setup.scales import mapped_exponents
+from rflens.setup.presets import mapped_exponents
 
 HERE = Path(__file__).resolve().parent
 OUT_JSON = HERE / "phenomena.json"

@@ -44,9 +44,9 @@ def cmd_run(args) -> int:
     from rflens.experiments import tables as ex
     from rflens.measure import columns
     from rflens.publish import parallel
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    sc = scales.get(args.scale)
+    sc = presets.get(args.scale)
     seeds = [int(s) for s in args.seeds.split(",")]
     t0 = time.time()
     items = []

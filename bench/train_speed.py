@@ -24,7 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.training.trainer import build, train_step
 
 STEPS = {"tiny": 20, "small": 2}  # timed steps per round
@@ -41,7 +41,7 @@ def peak_flops(n: int = 1024, reps: int = 5) -> float:
 
 def steppers(size: str, pos: str):
     """{'before': step(), 'now': step()} and the model's training FLOPs per token."""
-    s = scales.get(size)
+    s = presets.get(size)
     mcfg, tcfg = s.model.replace(pos=pos), s.train.replace(dtype="fp32")
     gen = torch.Generator().manual_seed(0)
     batches = [torch.randint(0, mcfg.vocab_size, (tcfg.batch_size, tcfg.l_tr + 1), generator=gen) for _ in range(4)]

@@ -22,14 +22,14 @@ import time
 import torch
 
 from rflens.experiments.speed import time_steps
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.schemes import NAMES, RELATIVE
 
 PEAK_FLOPS = 190e9  # fp32, 2 threads (bench/README.md)
 
 
 def model_cfg(size: str, pos: str):
-    s = scales.get(size)
+    s = presets.get(size)
     extra = {"window": s.train.l_tr // 4} if pos == "window" else {}
     return s.model.replace(pos=pos, **extra)
 
@@ -38,7 +38,7 @@ def bench_size(size: str, schemes: list[str], rounds: int, steps: int, warmup: i
     """Median over rounds of the seconds per training step, side by side (rflens.experiments.speed)."""
     from rflens.model.transformer import TransformerLM
 
-    s = scales.get(size)
+    s = presets.get(size)
     cfg = s.train
     cfgs = {p: model_cfg(size, p) for p in schemes}
     seconds = time_steps(cfgs, cfg, rounds=rounds, steps=steps, warmup=warmup)
@@ -85,7 +85,7 @@ def main() -> None:
     schemes = ["nope"] + schemes
     results = {}
     for size in args.sizes.split(","):
-        s = scales.get(size)
+        s = presets.get(size)
         steps = args.steps or (10 if s.train.l_tr * s.train.batch_size <= 2048 else 4)
         t0 = time.time()
         results[size] = bench_size(size, schemes, args.rounds, steps, args.warmup)

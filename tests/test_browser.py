@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import pytest
 from plotly_overlaps import OVERLAPS_JS, TEXT_OVERLAPS_JS
 
-from rflens.setup.scales import BOOK_LONG
+from rflens.setup.presets import BOOK_LONG
 
 pytestmark = pytest.mark.browser
 

@@ -59,9 +59,9 @@ def test_the_compact_board_fits_a_claim_on_a_line_in_the_papers_values():
 
 def test_the_key_figure_names_the_papers_delta():
     from rflens.publish.reproduce import key_figure
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    names = [f"alibi_slope_shift={v}" for v in scales.get("long").sweeps.slope_shift]
+    names = [f"alibi_slope_shift={v}" for v in presets.get("long").sweeps.slope_shift]
     sweep = pd.DataFrame([{"name": n, "label": n, "tokens": t, "r_horizon": 1.0, "r_horizon_lo": 0.9, "r_horizon_hi": 1.1,
                            "erf": 10, "erf_capped": False, "erf_length": 512, "l_tr": 32}
                           for n in names for t in (1e6, 2e6)])

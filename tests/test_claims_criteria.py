@@ -15,7 +15,7 @@ from rflens.claims import gather, rows, scoreboard, statements, verdicts
 from rflens.claims.outcomes import simultaneous
 from rflens.experiments import tables as ex
 from rflens.measure import columns
-from rflens.setup.scales import mapped_windows
+from rflens.setup.presets import mapped_windows
 
 L_TR, R, N = 32, 4, 400
 LENGTHS = [L_TR * m for m in (1, 2, 4, 8, 16)]

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from rflens.cli import main
-from rflens.setup import scales, settings
+from rflens.setup import presets, settings
 
 
 def test_chapters_the_bundle_cannot_build_are_sent_to_a_preset_that_trains(capsys):
@@ -21,7 +21,7 @@ def test_chapters_the_bundle_cannot_build_are_sent_to_a_preset_that_trains(capsy
     [line] = [ln for ln in out.splitlines() if "left unexecuted" in ln]
     assert "emergence" not in line, line  # every model of the long run's plan is shipped: it trains nothing
     [(scale, chapters)] = re.findall(r"reproduce --scale (\w+) --chapters ([\d,]+)", line)
-    assert not scales.get(scale).shipped and chapters == "08,12"
+    assert not presets.get(scale).shipped and chapters == "08,12"
 
 
 def test_a_shipped_model_without_weights_names_the_command_that_trains_a_copy(capsys, tmp_path, monkeypatch):

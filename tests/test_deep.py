@@ -6,26 +6,26 @@ import pytest
 
 from rflens import paper
 from rflens.longrun import plan
-from rflens.setup import scales
+from rflens.setup import presets
 
 
 def test_the_deep_preset_maps_the_papers_grids_by_l_tr_alone():
-    deep = scales.get("deep")
+    deep = presets.get("deep")
     assert deep.model.n_layer == paper.N_LAYER and deep.train.l_tr == 64
-    assert deep.train.batch_size * deep.train.l_tr == scales.get("long").train.batch_size * scales.get("long").train.l_tr
-    assert deep.train.steps == scales.get("long").train.steps  # the long run's sizes, for side-by-side curves
+    assert deep.train.batch_size * deep.train.l_tr == presets.get("long").train.batch_size * presets.get("long").train.l_tr
+    assert deep.train.steps == presets.get("long").train.steps  # the long run's sizes, for side-by-side curves
     # w x 64 / 512 for every window of the paper, none dropped
     assert deep.sweeps.window == tuple(round(w * 64 / paper.L_TR) for w in paper.WINDOW) == (5, 10, 12, 15, 20, 40)
-    assert [scales.paper_value("window", w, 12, 64) for w in deep.sweeps.window] == list(paper.WINDOW)
-    assert [scales.paper_value("slope_shift", d, 12, 64) for d in deep.sweeps.slope_shift] == [-3, 6, 8]
+    assert [presets.paper_value("window", w, 12, 64) for w in deep.sweeps.window] == list(paper.WINDOW)
+    assert [presets.paper_value("slope_shift", d, 12, 64) for d in deep.sweeps.slope_shift] == [-3, 6, 8]
 
 
 @pytest.mark.parametrize("name", ["tiny", "long", "deep", "small", "full"])
 def test_paper_value_undoes_each_presets_map(name):
-    sc = scales.get(name)
-    back = [scales.paper_value("window", w, sc.model.n_layer, sc.train.l_tr) for w in sc.sweeps.window]
+    sc = presets.get(name)
+    back = [presets.paper_value("window", w, sc.model.n_layer, sc.train.l_tr) for w in sc.sweeps.window]
     assert set(back) <= set(paper.WINDOW)
-    assert [scales.paper_value("same_slope", h, sc.model.n_layer, sc.train.l_tr) for h in sc.sweeps.same_slope] == [
+    assert [presets.paper_value("same_slope", h, sc.model.n_layer, sc.train.l_tr) for h in sc.sweeps.same_slope] == [
         h + (9 - sc.train.l_tr.bit_length() + 1) for h in sc.sweeps.same_slope]
 
 
@@ -34,7 +34,7 @@ def test_the_deep_plan_seeds_only_the_models_that_decide_a_claim_and_says_why(mo
     names = [m.name for m in plan.models("deep")]
     assert "nope" not in names and "rotary" not in names  # no claim turns on them at this depth
     seeded = {n.rsplit("_seed=", 1)[0] for n in names if "_seed=" in n}
-    assert seeded == {name for name, _ in scales.get("deep").sweeps.seeded}
+    assert seeded == {name for name, _ in presets.get("deep").sweeps.seeded}
     assert all(f"{n}_seed={s}" in names for n in seeded for s in (1, 2))
     why = plan.reasons("deep")
     assert set(why) == set(names)
@@ -78,7 +78,7 @@ def test_a_deep_model_at_another_l_tr_is_measured_at_its_last_size_alone():
     at = cost.Speed(1e9, 1e9, 1, "a test")
     spec = plan.named("sinusoidal_batch_size=8_l_tr=128", "deep")
     every = at.minutes(*(lambda r: (r.model, r.train))(resolve("deep", spec.pos, spec.corpus, spec.settings())),
-                       scales.get("deep").eval)
+                       presets.get("deep").eval)
     assert shipped.one_core_minutes([spec], "deep", at)[0] < every
     listed = plan.listing("deep")["sizes measured"]
     assert listed["sinusoidal_batch_size=8_l_tr=128"].endswith(" of 1") and listed["sinusoidal"].endswith(" of 7")

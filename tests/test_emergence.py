@@ -10,7 +10,7 @@ import pytest
 from rflens import storage
 from rflens.errors import UserError
 from rflens.longrun import emergence, plan
-from rflens.setup import scales, settings
+from rflens.setup import presets, settings
 from rflens.setup.config import DataConfig
 from rflens.store import bundle, runs
 from rflens.training import machine, trainer as training
@@ -45,7 +45,7 @@ def test_a_branch_is_the_finished_shorter_run(stores):
     shipped = bundle.load(spec.name, "smoke")
     assert [p["steps"] for p in shipped["points"]] == [4, 8, 16, 32]
     alone = runs.get_run("smoke", "alibi", "prose", {**dict(WSD), "steps": 16}, progress=False)
-    from rflens.setup.scales import get
+    from rflens.setup.presets import get
 
     m = emergence.measure(alone.load_model(), alone.corpus(), get("smoke").eval, 16)
     point = next(p for p in shipped["points"] if p["steps"] == 16)
@@ -193,7 +193,7 @@ def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_t
     r = settings.resolve("long", "alibi", "math", {"seed": 2})
     assert r.data.corpus == "math-tex" and r.train.seed == 2 and r.scale.eval.n_segments == 1024
     assert settings.resolve(CONTROL, "alibi", "math").data.corpus == "math"  # the control keeps its corpora
-    assert scales.get(CONTROL).read_only and not scales.get("long").read_only
+    assert presets.get(CONTROL).read_only and not presets.get("long").read_only
 
 
 def test_the_control_bundle_is_never_trained_into(stores):
@@ -245,11 +245,11 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name
     for path in SHIPPED[scale, name].iterdir():
         assert path.stat().st_size < 2 * 2**20, f"{path} is over 2 MB"
     kept = (SHIPPED[scale, name] / bundle.WEIGHTS).is_file()
-    assert kept == (name in scales.get(scale).drift_models), "weights are shipped for the drift models alone"
+    assert kept == (name in presets.get(scale).drift_models), "weights are shipped for the drift models alone"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scale, name", _shipped(key for key in SHIPPED if key[1] in scales.get(key[0]).drift_models))
+@pytest.mark.parametrize("scale, name", _shipped(key for key in SHIPPED if key[1] in presets.get(key[0]).drift_models))
 def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(scale, name):
     """The drift test: a shipped model re-measured by today's evaluation code gives the NLLs
     of its last point to 1e-5 on a machine like the one that measured it (the same torch and
@@ -298,8 +298,8 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
                                                        "measured  (Table 1: ALiBi, slope exponents shifted by Δ)")
     assert main(["emergence", "--scale", "tiny", "--list"]) == 2  # a size preset is not a long run
     assert "tiny is a size preset, not a long run" in capsys.readouterr().err
-    base = scales._BUILDERS["smoke"]  # the smoke preset's models as a long run
-    monkeypatch.setitem(scales._BUILDERS, "smoke", lambda: scales.LongRun.of(base()))
+    base = presets._BUILDERS["smoke"]  # the smoke preset's models as a long run
+    monkeypatch.setitem(presets._BUILDERS, "smoke", lambda: presets.LongRun.of(base()))
     out = emergence.run(plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke",
                         progress=False)
     # a speed needs training time beyond the measuring: an 8-step model's wall times are too short to be sure of it
@@ -395,7 +395,7 @@ def test_every_model_of_the_long_run_has_a_colour_of_its_own():
 
 
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
-    flattest = plan.LongModel("alibi", (("slope_shift", max(scales.get(CONTROL).sweeps.slope_shift)),))
+    flattest = plan.LongModel("alibi", (("slope_shift", max(presets.get(CONTROL).sweeps.slope_shift)),))
     monkeypatch.setattr(bundle, "complete", lambda scale="long": set())
     assert not any("l_tr=" in s.name for s in plan.models(CONTROL) if s.pos == "alibi")
     monkeypatch.setattr(bundle, "complete", lambda scale="long": {flattest.name})

@@ -112,9 +112,9 @@ def test_the_draw_is_the_corpus_draw_with_its_ends():
 
 def test_a_corpus_draw_describes_the_segments_eval_segments_returns(own_data):
     from rflens import data
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    corpus = data.prepare(scales.get("smoke").data, progress=False)
+    corpus = data.prepare(presets.get("smoke").data, progress=False)
     segments, about = perplexity.corpus_segments(corpus, 16, 257, seed=0)
     assert np.array_equal(segments, corpus.eval_segments(16, 257, 0))
     same, again = perplexity.draw(corpus.tokens("test"), 16, 257, seed=0)

@@ -19,7 +19,7 @@ from rflens.figures import results as fr
 from rflens.longrun import emergence, plan
 from rflens.measure import columns, receptive
 from rflens.readings import pilot
-from rflens.setup import scales, settings
+from rflens.setup import presets, settings
 from rflens.setup.config import ModelConfig
 from rflens.store import shipped
 from rflens.training import cost
@@ -75,12 +75,12 @@ def test_ints_from_sweeps_become_the_settings_types():
 
 
 def test_table2_plan_retrains_only_listed_failures():
-    smoke = scales.get("smoke")
+    smoke = presets.get("smoke")
     sc = dataclasses.replace(smoke, sweeps=dataclasses.replace(smoke.sweeps, table2=[
-        scales.Retrain("window", 16, l_tr=64, batch_size=2),
-        scales.Retrain("slope_shift", 6, l_tr_mult=4),
-        scales.Retrain("slope_shift", -3, l_tr=64),  # extrapolates already: skipped
-        scales.Retrain("window", 99, l_tr=64),  # not in this Table 1
+        presets.Retrain("window", 16, l_tr=64, batch_size=2),
+        presets.Retrain("slope_shift", 6, l_tr_mult=4),
+        presets.Retrain("slope_shift", -3, l_tr=64),  # extrapolates already: skipped
+        presets.Retrain("window", 99, l_tr=64),  # not in this Table 1
     ]))
     pairs = ex._table2_plan(sc, synthetic_t1())
     assert [(old["label"], over) for old, over in pairs] == [
@@ -88,12 +88,12 @@ def test_table2_plan_retrains_only_listed_failures():
 
 
 def test_table2_entries_that_come_to_the_same_model_give_one_pair():
-    smoke = scales.get("smoke")
+    smoke = presets.get("smoke")
     batch = smoke.train.batch_size
     sc = dataclasses.replace(smoke, sweeps=dataclasses.replace(smoke.sweeps, table2=[
-        scales.Retrain("window", 16),  # the L_tr that covers its ERF (50): 4 x 16 = 64
-        scales.Retrain("window", 16, l_tr_mult=4, batch_size=max(1, batch // 4)),  # the same model
-        scales.Retrain("window", 16, l_tr_mult=8, batch_size=max(1, batch // 8)),  # another one
+        presets.Retrain("window", 16),  # the L_tr that covers its ERF (50): 4 x 16 = 64
+        presets.Retrain("window", 16, l_tr_mult=4, batch_size=max(1, batch // 4)),  # the same model
+        presets.Retrain("window", 16, l_tr_mult=8, batch_size=max(1, batch // 8)),  # another one
     ]))
     t1 = synthetic_t1().assign(l_tr=16)
     pairs = ex._table2_plan(sc, t1)
@@ -186,15 +186,15 @@ def test_erf_widget_recomputes_the_erf_with_the_threshold():
 def smoke_store(tmp_path_factory):
     """A smoke preset with one point per sweep, a fresh run store and data folder."""
     root = tmp_path_factory.mktemp("store")
-    base = scales.get("smoke")
+    base = presets.get("smoke")
     small = dataclasses.replace(base, sweeps=dataclasses.replace(
         base.sweeps, slope_shift=[0], same_slope=[], window=[4], sinusoidal_l_tr=[16],
         table3_pos=["alibi"], corpora=["prose"]))
-    real_get = scales.get
+    real_get = presets.get
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RFLENS_RUNS", str(root / "runs"))
         mp.setenv("RFLENS_DATA", str(root / "data"))
-        mp.setattr(scales, "get", lambda name: small if name == "smoke" else real_get(name))
+        mp.setattr(presets, "get", lambda name: small if name == "smoke" else real_get(name))
         ex._RUNS.clear()
         yield root
         ex._RUNS.clear()
@@ -309,7 +309,7 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     plan = book_models.model_plan(name)
     keys = [(m["pos"], m["corpus"], tuple(sorted(m["overrides"].items()))) for m in plan]
     assert len(keys) == len(set(keys))
-    sc = scales.get(name)
+    sc = presets.get(name)
     t1 = len(sc.sweeps.slope_shift) + len(sc.sweeps.same_slope) + len(sc.sweeps.window)
     # on prose, Delta = 0 is Table 3's ALiBi, and Figure 7's Sinusoidal (at the scale's L_tr) and
     # Rotary are Table 3's: listed under the experiment that comes first

@@ -67,10 +67,10 @@ def _names(model: str, f: dict) -> list[str]:
 
 
 def test_the_extension_trains_the_models_the_forecast_named_in_its_order():
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     f = forecast.read("long")
-    assert f is not None and tuple(f["tested"]) == scales.get("long-extended").models
+    assert f is not None and tuple(f["tested"]) == presets.get("long-extended").models
     assert [m.name for m in plan.models("long-extended")] == f["tested"]
     assert f["test_tokens"] == plan.sizes("long-extended")[1:]
 

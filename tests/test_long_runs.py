@@ -185,12 +185,12 @@ def test_the_long_run_tables_chapter_10_shows_read_in_words():
 
 
 def test_the_long_table_of_table_1_comes_by_family_then_sweep_value():
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     t1 = bundle.table(CONTROL, names=plan.table1_names(CONTROL))
     last = plan.last_sizes(t1, CONTROL)
     families = list(dict.fromkeys(last.index.get_level_values("family")))
-    assert families == [f"Table 1: {f.title}" for f in scales.FAMILIES.values()][:len(families)]
+    assert families == [f"Table 1: {f.title}" for f in presets.FAMILIES.values()][:len(families)]
     for family in families:
         names = t1.drop_duplicates("name").set_index("label").loc[list(last.loc[family].index), "name"]
         values = [float(n.split("=")[-1]) for n in names]

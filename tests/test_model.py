@@ -233,10 +233,10 @@ def test_training_with_the_fused_loss_ends_where_the_plain_loss_does():
     0.5% (the tolerance the book's numbers allow), and runs that repeat to the bit."""
     import contextlib
 
-    from rflens.setup import scales
+    from rflens.setup import presets
     from rflens.training.trainer import build, train_step
 
-    s = scales.get("smoke")
+    s = presets.get("smoke")
     gen = torch.Generator().manual_seed(0)
     stream = torch.randint(0, s.model.vocab_size, (64, s.train.l_tr + 1), generator=gen)
     stream[:, 1::2] = (stream[:, 0:-1:2] * 7 + 3) % s.model.vocab_size  # something to learn

@@ -13,7 +13,7 @@ import pytest
 from rflens import readings as rd
 from rflens.claims import statements, verdicts
 from rflens.experiments import tables as ex
-from rflens.setup.scales import BOOK_LONG
+from rflens.setup.presets import BOOK_LONG
 from rflens.setup.schemes import title
 
 from test_claims import DOUBLING, FLAT, L_TR, row, table1
@@ -455,9 +455,9 @@ def test_pilot_findings_read_the_token_trend_and_the_knobs():
 
 
 def test_the_presets_design_is_read_from_the_presets():
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    tiny, long = scales.get("tiny"), scales.get("long")
+    tiny, long = presets.get("tiny"), presets.get("long")
     text = rd.tiny_design()
     assert f"R = {tiny.model.n_layer} layers" in text and f"d = {tiny.model.d_model}" in text
     assert f"{tiny.train.steps} steps of {tiny.train.batch_size} × {tiny.train.l_tr} tokens" in text

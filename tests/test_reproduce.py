@@ -16,7 +16,7 @@ import pytest
 from rflens.claims import scoreboard
 from rflens.figures.render import PLOTLY_MIME
 from rflens.publish import reproduce
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.store import bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def test_the_index_page_gets_the_this_build_box_under_its_title(tmp_path, store)
     assert "At this build (`smoke`): R = 2 layers" in text and "in the long run (`long`): R = 4 layers" in text
     # the shipped bundles, zipped beside the index, are linked from it
     zips = reproduce.bundle_downloads(tmp_path)
-    assert set(zips) == {name for name in scales.NAMES if scales.get(name).shipped and bundle.entries(name)}
+    assert set(zips) == {name for name in presets.NAMES if presets.get(name).shipped and bundle.entries(name)}
     assert {"long", "long-repeated", "long-extended"} <= set(zips)
     index.write_text("# The book\n")
     reproduce.write_this_build(index, "smoke", downloads=zips)

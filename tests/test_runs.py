@@ -9,7 +9,7 @@ import pytest
 
 from rflens.cli import runs as cli_runs
 from rflens.errors import ConfigError, UserError
-from rflens.setup import scales, settings
+from rflens.setup import presets, settings
 from rflens.store import runs
 
 
@@ -177,8 +177,8 @@ def test_a_corrupted_checkpoint_is_detected_and_retrain_fixes_it(store):
 
 
 def test_sweep_overrides_reach_the_stored_settings(store):
-    entry = scales.get("smoke").sweeps.table2[0]
-    over = {scales.FAMILIES[entry.family].setting: entry.value, **entry.training(scales.get("smoke").train.l_tr)}
+    entry = presets.get("smoke").sweeps.table2[0]
+    over = {presets.FAMILIES[entry.family].setting: entry.value, **entry.training(presets.get("smoke").train.l_tr)}
     pos = entry.pos
     m, d, t = settings.resolve("smoke", pos, "prose", over)[1:]
     assert (m.window, t.l_tr, t.batch_size) == (over["window"], over["l_tr"], over["batch_size"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -166,14 +165,14 @@ def test_reproduce_builds_only_the_chapters_the_bundle_holds(one_shipped):
 @pytest.fixture
 def shipped_smoke(tmp_path, monkeypatch):
     """The smoke preset as a shipped long-run preset (warmup-stable-decay), its Table 1 in a bundle."""
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     def smoke():
         sc = base()
-        return scales.LongRun.of(sc, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
+        return presets.LongRun.of(sc, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
 
-    base = scales._BUILDERS["smoke"]
-    monkeypatch.setitem(scales._BUILDERS, "smoke", smoke)
+    base = presets._BUILDERS["smoke"]
+    monkeypatch.setitem(presets._BUILDERS, "smoke", smoke)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
     from rflens.experiments import tables as ex
@@ -216,7 +215,7 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
 
 
 def _setting(settings, row) -> bool:
-    from rflens.setup.scales import FAMILIES
+    from rflens.setup.presets import FAMILIES
 
     fam = FAMILIES[row["family"]]
     cfg = settings[0]
@@ -229,9 +228,9 @@ def test_train_on_a_shipped_model_reports_it(store, capsys):
     training, its parameter count, and no throughput it did not record."""
     from rflens.cli import main
     from rflens.model.transformer import TransformerLM
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    params = TransformerLM(scales.get("long-repeated").model.replace(pos="alibi")).num_params(non_embedding=False)
+    params = TransformerLM(presets.get("long-repeated").model.replace(pos="alibi")).num_params(non_embedding=False)
     assert main(["train", "--scale", "long-repeated", "--pos", "alibi", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "reused the stored run" in out and f"{params:,} parameters" in out and "tokens/s" not in out

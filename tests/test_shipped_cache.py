@@ -76,15 +76,15 @@ def test_a_cached_board_is_the_board_computed_afresh(tmp_path, monkeypatch):
 def test_the_board_by_size_is_cached_and_is_the_board_computed_afresh(tmp_path, monkeypatch):
     from rflens.claims import scoreboard, verdicts
     from rflens.longrun.plan import sizes
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     grown = scoreboard.by_size("long-repeated")
     assert list(grown.columns) == sizes("long-repeated")
     monkeypatch.setattr(verdicts, "check_shipped", lambda *a, **k: 1 / 0)  # from here on, only the cache serves
     assert scoreboard.by_size("long-repeated").equals(grown)
-    base = scales._BUILDERS["long-repeated"]
-    monkeypatch.setitem(scales._BUILDERS, "long-repeated", lambda: dataclasses.replace(base(), title="another"))
+    base = presets._BUILDERS["long-repeated"]
+    monkeypatch.setitem(presets._BUILDERS, "long-repeated", lambda: dataclasses.replace(base(), title="another"))
     with pytest.raises(ZeroDivisionError):  # another preset of the same name is computed again
         scoreboard.by_size("long-repeated")
 

@@ -4,7 +4,6 @@ long run (which answers that it is shipped); one line says the data differs and 
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -17,15 +16,15 @@ from rflens.store import runs
 @pytest.fixture
 def shipped_alibi(tmp_path, monkeypatch):
     """The smoke preset as a shipped preset, its ALiBi model in a bundle, an empty run store."""
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    base = scales._BUILDERS["smoke"]
+    base = presets._BUILDERS["smoke"]
 
     def smoke():
         sc = base()
-        return scales.LongRun.of(sc, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
+        return presets.LongRun.of(sc, train=sc.train.replace(schedule="wsd", warmup=2, steps=32))
 
-    monkeypatch.setitem(scales._BUILDERS, "smoke", smoke)
+    monkeypatch.setitem(presets._BUILDERS, "smoke", smoke)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
     emergence.run(plan.LongModel("alibi", ()), "smoke", progress=False)

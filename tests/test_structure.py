@@ -109,7 +109,7 @@ def test_the_data_package_imports_nothing_above_it():
     graph = _imports()
     above = {m for name in graph if name.startswith("rflens.data") for m in graph[name]
              if not m.startswith("rflens.data")}
-    assert above <= {"rflens.setup.config", "rflens.errors", "rflens.storage", "rflens.setup.schemes", "rflens.setup.scales",
+    assert above <= {"rflens.setup.config", "rflens.errors", "rflens.storage", "rflens.setup.schemes", "rflens.setup.presets",
                      "rflens.setup.settings"}
 
 

@@ -140,7 +140,7 @@ def _no_code_names(view) -> None:
 
 def test_a_rendered_table_names_its_rows_by_model_and_its_families_by_their_titles():
     from rflens.measure import columns
-    from rflens.setup.scales import FAMILIES
+    from rflens.setup.presets import FAMILIES
 
     df = pd.DataFrame({"label": ["Δ=-8", "w=8"], "family": ["slope_shift", "window"], "pos": ["alibi", "window"],
                        "erf": [4, 30]})

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rflens.errors import UserError
-from rflens.setup import scales, settings
+from rflens.setup import presets, settings
 from rflens.setup.config import TrainConfig
 from rflens.store import runs
 from rflens.training.trainer import Batches, lr_at, read_checkpoint_pointer, train, warmup_steps
@@ -44,7 +44,7 @@ SyntheticCorpus = globals()["SyntheticCorpus"]  # the name the exec made, for re
 
 
 def smoke_configs(**train_over):
-    s = scales.get("smoke")
+    s = presets.get("smoke")
     return s.model, s.data, s.train.replace(**train_over)
 
 
@@ -116,14 +116,14 @@ def test_two_runs_of_one_config_give_identical_weights(tmp_path):
 CHILD = SYNTHETIC + '''
 import sys, time
 from rflens.model.transformer import TransformerLM
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.training import trainer
 
 out_dir, delay = sys.argv[1], float(sys.argv[2])
 if delay:  # slow each step down so the parent can kill the process mid-run
     loss = TransformerLM.loss
     TransformerLM.loss = lambda self, *a, **k: (time.sleep(delay), loss(self, *a, **k))[1]
-s = scales.get("smoke")
+s = presets.get("smoke")
 trainer.train(s.model, s.data, s.train.replace(steps=40, ckpt_interval=5, eval_interval=10), out_dir=out_dir,
               progress=False, corpus=SyntheticCorpus())
 '''

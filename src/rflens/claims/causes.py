@@ -26,7 +26,7 @@ from rflens.claims.statements import BY_ID, CONSTRUCTION
 from rflens.claims.verdicts import cost_to_decide
 from rflens.measure.columns import token_count as _tokens
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE as TOL
-from rflens.setup import scales
+from rflens.setup import presets
 
 KINDS = ("not run", "seeds", "straddles", "construction", "mapping", "premise", "rising", "level", "scale")
 # the claims whose deciding model must break, and where its name is found (the last value of a
@@ -52,7 +52,7 @@ def causes(board: list[dict], scale: str, lean: dict | None = None) -> dict[int,
 
 def _table(scale: str):
     """The shipped run's curves (None for a scale whose models are not shipped)."""
-    if not scales.get(scale).shipped:
+    if not presets.get(scale).shipped:
         return None
     from rflens.store import bundle
 
@@ -84,7 +84,7 @@ def _cause(row: dict, scale: str, table, lean: dict) -> tuple[str, str]:
     flips = _flips(cid, scale, lean)
     if flips:
         return "level", flips
-    sc, full = scales.get(scale), scales.get("full")
+    sc, full = presets.get(scale), presets.get("full")
     return "scale", (f"no cause measured beyond size: {sc.model.n_layer} layers, d = {sc.model.d_model} and "
                      f"{_tokens(sc.train.steps * sc.train.batch_size * sc.train.l_tr)} tokens a model against the "
                      f"paper's {full.model.n_layer}, {full.model.d_model} and "
@@ -100,9 +100,9 @@ def _mapping(cid: int, scale: str, table):
     """Claims 1 and 6: the windows the paper counts as stable whose measured ERF passes L_tr."""
     if cid not in (1, 6):
         return None
-    sc = scales.get(scale)
+    sc = presets.get(scale)
     windows = sc.sweeps.window
-    stable = scales.mapped_windows([w for w in paper.WINDOW if w <= paper.WINDOW_STABLE], sc.model.n_layer,
+    stable = presets.mapped_windows([w for w in paper.WINDOW if w <= paper.WINDOW_STABLE], sc.model.n_layer,
                                    sc.train.l_tr)
     over = []
     for w in windows:
@@ -150,12 +150,12 @@ def _rising(cid: int, scale: str, table):
     if cid not in _BREAKING:
         return None
     setting, end = _BREAKING[cid]
-    sw = scales.get(scale).sweeps
+    sw = presets.get(scale).sweeps
     if end is None:
         names = [setting]
     else:
         values = getattr(sw, setting)
-        pos = scales.FAMILIES[setting].pos
+        pos = presets.FAMILIES[setting].pos
         names = [f"{pos}_{setting}={values[end]}"] if values else []
     said = []
     for name in names:

@@ -19,7 +19,7 @@ from rflens.claims.outcomes import UNDECIDED, Missing, simultaneous, straddles
 from rflens.measure.columns import lengths_of, row_ppl
 from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON, tol_level
 from rflens.measure.intervals import paired_interval
-from rflens.setup.scales import mapped_exponents
+from rflens.setup.presets import mapped_exponents
 from rflens.setup.schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE
 
 
@@ -142,7 +142,7 @@ def _fmt(v: float) -> str:
 
 def alibi_row(res):
     """ALiBi as the paper trains it: the slope-shift row that maps the paper's Δ = 0 to this
-    L_tr (rflens.setup.scales.mapped_exponents), else Δ = 0 itself (the Table 1 row, or the
+    L_tr (rflens.setup.presets.mapped_exponents), else Δ = 0 itself (the Table 1 row, or the
     identical Table 3 model).
 
     Why the mapped row and not Table 3's ALiBi: the sentence of claim 3 reads Table 1, whose

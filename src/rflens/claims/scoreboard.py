@@ -20,7 +20,7 @@ from rflens import storage
 from rflens.claims import statements, verdicts
 from rflens.claims.gather import gather
 from rflens.errors import UserError
-from rflens.setup.scales import DEFAULT_SCALE
+from rflens.setup.presets import DEFAULT_SCALE
 
 
 def board_path(scale: str, corpus: str = "prose") -> Path:
@@ -113,7 +113,7 @@ def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[st
     """{scale: board} of every preset whose models are shipped (rflens.experiments.from_bundle), checked on
     what its bundle holds; nothing is trained, a claim whose models are not shipped yet is
     "not run"."""
-    from rflens.setup.scales import get, NAMES
+    from rflens.setup.presets import get, NAMES
 
     return {name: shipped_board(name, corpus) for name in NAMES
             if name != exclude and get(name).shipped and not get(name).extends}  # an extension is read with its run
@@ -134,7 +134,7 @@ def _cached(kind: str, scale: str, corpus: str, compute) -> dict:
     every bundle's and every corpus's manifest and the levels in force. Read inside
     :func:`rflens.store.shipped.at_size` or ``at_seed``, it is computed, never cached."""
     from rflens.measure.criterion import breaks_level, tol_level
-    from rflens.setup.scales import get
+    from rflens.setup.presets import get
     from rflens.store.shipped import served_seed, served_size
 
     if served_size() is not None or served_seed() != 0:
@@ -172,7 +172,7 @@ def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
 def sensitivity(scale: str, level: str, corpus: str = "prose") -> pd.DataFrame:
     """:func:`rflens.claims.verdicts.sensitivity` at its stated range; for a shipped preset (its
     bundle read, nothing trained) cached in the run store (:func:`_cached`)."""
-    from rflens.setup.scales import get
+    from rflens.setup.presets import get
 
     if level not in verdicts.SENSITIVITY or not get(scale).shipped:
         return verdicts.sensitivity(scale, level, corpus)  # a one-line error, or the run store's models

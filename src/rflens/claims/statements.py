@@ -43,7 +43,7 @@ from rflens.measure.columns import lengths_of, row_ppl
 from rflens.measure.criterion import (BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, breaks_level, erf_text,
     erf_within_l_tr, extrapolates, tol_level)
 from rflens.measure.receptive import few_recent
-from rflens.setup.scales import mapped_windows
+from rflens.setup.presets import mapped_windows
 from rflens.setup.schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
 
@@ -62,7 +62,7 @@ LOG_FIT_TOL = 0.02
 PARAMETER_FREE = TABLE3_PARAMETER_FREE
 LEARNED = TABLE3_LEARNABLE
 BASELINES = ("sinusoidal", "rotary", "alibi")  # claim 14: the parameter-free baselines of Table 3's left part
-ARXIV_AND_GITHUB = ("code", "math")  # claim 14: the paper's GitHub and ArXiv (rflens.setup.scales: corpora)
+ARXIV_AND_GITHUB = ("code", "math")  # claim 14: the paper's GitHub and ArXiv (rflens.setup.presets: corpora)
 _SIM = f"every interval the verdict reads widened so that all hold together with {LEVEL:.0%} probability"
 _EX = f"r(L) <= {TOL:.2f} for every L up to {HORIZON} L_tr, upper bound of its paired interval"
 _LB = "lower bound of its paired interval"
@@ -126,7 +126,7 @@ def _max_r_text(row) -> str:
        short=f"windows up to w = {paper.WINDOW_STABLE} extrapolate")
 def small_windows_extrapolate(res):
     """Read as: every window of the sweep at or below the paper's w = 100, mapped to this depth
-    and L_tr (:func:`rflens.setup.scales.mapped_windows` keeps R w / L_tr), stays flat. Not
+    and L_tr (:func:`rflens.setup.presets.mapped_windows` keeps R w / L_tr), stays flat. Not
     by construction: a window whose field R (w - 1) + 1 fits in L_tr cannot see past it (the
     smallest, at the tiny presets), but the mapped w = 80 and 100 reach beyond L_tr."""
     fam = family_rows(res, "window")

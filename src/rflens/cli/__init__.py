@@ -19,7 +19,7 @@ from rflens.errors import UserError, missing_dependency
 from rflens.paper import ERF_THRESHOLD
 from rflens.publish.parallel import EXECUTORS
 from rflens.setup.config import CORPORA, WIDE_CORPORA
-from rflens.setup.scales import DEFAULT_SCALE, LONG_RUNS, SIZES
+from rflens.setup.presets import DEFAULT_SCALE, LONG_RUNS, SIZES
 
 # command (and its module in this package) -> one-line help
 COMMANDS = {

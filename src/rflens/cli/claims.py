@@ -10,17 +10,17 @@ from rflens.cli.common import emit
 
 def run(args) -> int:
     from rflens.errors import UserError
-    from rflens.setup import scales
+    from rflens.setup import presets
     from rflens.setup.config import CORPORA
 
-    preset = scales.get(args.scale)  # one line for an unknown scale, before anything is computed or written
+    preset = presets.get(args.scale)  # one line for an unknown scale, before anything is computed or written
     if preset.shipped and preset.extends:
         raise UserError(f"{args.scale} trains models of the {preset.extends} run further and has no board of its own: "
                         f"check the claims with --scale {preset.extends}; chapter 10 reads {args.scale} against the "
                         "forecast it tests")
     if args.corpus not in CORPORA:
         raise UserError(f"unknown corpus {args.corpus!r}: choose one of {', '.join(CORPORA)}")
-    if scales.get(args.scale).shipped:  # a damaged bundle stops the board: one line naming the file
+    if presets.get(args.scale).shipped:  # a damaged bundle stops the board: one line naming the file
         from rflens.store import bundle
 
         bundle.check(args.scale)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from rflens.errors import UserError
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import EvalConfig, parse_overrides
 from rflens.setup.settings import resolve
 from rflens.store import runs
@@ -31,7 +31,7 @@ def select_run(args):
     ev_overrides = sections.pop("eval")
     EvalConfig().replace(**ev_overrides)  # a bad evaluation setting is one line, before any training
     overrides = {k: v for k, v in sections.items() if v}
-    long = scales.get(args.scale).shipped  # a long preset's model is not trained here: `train` and its hours
+    long = presets.get(args.scale).shipped  # a long preset's model is not trained here: `train` and its hours
     try:
         run = runs.get_run(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet, train=not long)
     except runs.NotStored as err:
@@ -54,7 +54,7 @@ def hf_settings(args):
                         f"settings): drop it, or give eval.* and data.* settings only")
     if args.pos != "alibi":
         raise UserError("--pos does not apply to a Hugging Face model (its config holds its positions): drop it")
-    preset = scales.get(args.scale)
+    preset = presets.get(args.scale)
     ev = preset.eval.replace(**sections["eval"]) if sections["eval"] else preset.eval
     return ev, preset.data.replace(corpus=args.corpus, **sections["data"])
 

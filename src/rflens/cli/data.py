@@ -8,7 +8,7 @@ import time
 from rflens.cli.common import emit
 from rflens.data import prepare
 from rflens.errors import UserError
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import CORPORA, DataConfig, WIDE_CORPORA
 
 
@@ -33,7 +33,7 @@ def _configs_for(args) -> list[DataConfig]:
         if source == "hub" and name in WIDE_CORPORA:
             raise UserError(f"{name} is built from the package registries, not the hub: drop --source hub")
     if getattr(args, "scale", None):
-        base = scales.get(args.scale).data
+        base = presets.get(args.scale).data
         # the preset's source (e.g. the Pile for "full") unless --source asks for another one
         src = base.source if source == "embedded" else source
         if src == "files" and not files:

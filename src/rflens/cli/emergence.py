@@ -7,7 +7,7 @@ import time
 
 from rflens.errors import UserError
 from rflens.longrun import emergence, plan, recheck
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.store import bundle
 from rflens.store.shipped import kept, one_core_cost, one_core_minutes, one_core_speed
 from rflens.training.trainer import OutOfTime
@@ -30,7 +30,7 @@ def _adopt(args) -> int:
 
     if args.list or args.check is not None or args.minutes is not None:
         raise UserError("--adopt joins models another folder holds: give it without --list, --check or --minutes")
-    if scales.get(args.scale).read_only:
+    if presets.get(args.scale).read_only:
         raise UserError(f"the {args.scale} bundle is a read-only control: nothing joins it")
     top = Path(args.adopt).expanduser() / args.scale
     if not top.is_dir():
@@ -88,7 +88,7 @@ def run(args) -> int:
             raise UserError("--list shows the plan and --check retrains shipped models: give one of them")
         at = one_core_speed(args.scale)
         need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at, resumed=True) or []))
-        if todo and scales.get(args.scale).read_only:  # nothing trains into a control: its models are missing
+        if todo and presets.get(args.scale).read_only:  # nothing trains into a control: its models are missing
             for spec in specs:
                 print(f"{'shipped' if spec.name in have else 'missing':9s} {spec.name}")
             print(f"{len(todo)} missing: {bundle.restore_fix(args.scale)}")
@@ -134,7 +134,7 @@ def run(args) -> int:
     if not todo:
         print(f"every model asked for is shipped in {bundle.bundle_dir(args.scale)}")
         return 0
-    if scales.get(args.scale).read_only:
+    if presets.get(args.scale).read_only:
         raise UserError(f"{len(todo)} model(s) asked for are not shipped ({todo[0].name}"
                         f"{', ...' if len(todo) > 1 else ''}): {bundle.restore_fix(args.scale)}")
     print(f"training {len(todo)} model(s): {one_core_cost(todo, args.scale, resumed=True)}"

@@ -7,13 +7,13 @@ import subprocess
 import sys
 
 from rflens.errors import UserError
-from rflens.setup import scales
+from rflens.setup import presets
 
 
 def run(args) -> int:
     from rflens.widgets.explore import NOTEBOOK
 
-    scales.get(args.scale)  # an unknown name: one line naming the choices
+    presets.get(args.scale)  # an unknown name: one line naming the choices
     if not 0 < args.port < 65536:
         raise UserError(f"--port must be between 1 and 65535, not {args.port}")
     try:

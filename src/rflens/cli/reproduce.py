@@ -9,7 +9,7 @@ from pathlib import Path
 from rflens.errors import UserError
 from rflens.terminal import Log
 from rflens.publish import parallel, reproduce
-from rflens.setup import scales
+from rflens.setup import presets
 
 
 def cluster_of(args, scale: str) -> parallel.Cluster | None:
@@ -58,7 +58,7 @@ def _run(args) -> int:
         print(f"the {scale} preset's models are read from its shipped bundle; chapters {', '.join(gaps)} need models "
               f"it lacks ({len({g for lack in gaps.values() for g in lack})} in all) and are left unexecuted: "
               f"{reproduce.shipped_fix(scale, list(gaps))}")
-    if scales.get(scale).shipped:
+    if presets.get(scale).shipped:
         if workers:
             raise UserError(f"--workers: the {scale} preset trains nothing here (its models are read from its "
                             "shipped bundle): drop --workers")
@@ -74,7 +74,7 @@ def _run(args) -> int:
         workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
     with Log(reproduce.log_path(scale), quiet=quiet) as log:
         log(f"reproduce --scale {scale}: chapters {', '.join(chosen)}; progress also in {log.path}")
-        cost = None if scales.get(scale).shipped else parallel.missing_cost(scale, chosen)
+        cost = None if presets.get(scale).shipped else parallel.missing_cost(scale, chosen)
         if cost:  # said before the first model trains
             log(cost)
         if workers:

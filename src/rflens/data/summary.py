@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.settings import resolve
 
 
@@ -14,7 +14,7 @@ def corpora_table(scale: str):
 
     from rflens import data
 
-    sc = scales.get(scale)
+    sc = presets.get(scale)
     budget = sc.train.steps * sc.train.batch_size * sc.train.l_tr
     rows = []
     for role in sc.sweeps.corpora:

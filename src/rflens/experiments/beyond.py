@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.experiments.tables import (Spec, get_scale, measure_erf, progress_bar, rotary_model, run_of, table3,
     table3_models)
 from rflens.measure.columns import add_erf_columns, add_ppl_columns
@@ -23,7 +23,7 @@ def beyond_models(scale, corpora=None) -> list[Spec]:
     return table3_models(scale, corpora, positions=("fire",))
 
 
-def fire_table(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True,
+def fire_table(scale: str = presets.DEFAULT_SCALE, corpora=None, *, progress: bool = True,
                train: bool = True) -> pd.DataFrame:
     """FIRE next to Sandwich, KERPLE and T5, in Table 3's format (:func:`table3`), with each
     model's receptive-field numbers beside it (ERF, share in L_tr, ``erf_within_l_tr``)."""
@@ -36,7 +36,7 @@ def fire_table(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: boo
     return df
 
 
-def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True,
+def rope_stretching(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True,
                     train: bool = True) -> pd.DataFrame:
     """Figure 7's rotary model evaluated plain and with each stretching method, no retraining:
     one row per method with Table 1's columns (ppl, paired r and its interval, extrapolates,
@@ -71,7 +71,7 @@ def rope_stretching(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *,
     return df
 
 
-def rope_curves(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, train: bool = True) -> dict[str, dict]:
+def rope_curves(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, train: bool = True) -> dict[str, dict]:
     """{label: receptive-field result} of the rotary model under each stretching method
     (for :func:`rflens.figures.results.erf_figure`; cached, so fast after :func:`rope_stretching`)."""
     from rflens.measure.perplexity import eval_config

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from rflens.measure import intervals
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import ModelConfig, TrainConfig
 
 
@@ -83,7 +83,7 @@ def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: 
     from rflens.experiments.speed import time_steps
     from rflens.store import runs
 
-    sc = scales.get(scale) if isinstance(scale, str) else scale
+    sc = presets.get(scale) if isinstance(scale, str) else scale
     positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
     params = {"scale": sc.name, "positions": positions, "rounds": rounds, "steps": steps,
               "code": runs.code_version(), "threads": torch.get_num_threads()}
@@ -122,7 +122,7 @@ def speed_record_path(scale):
     bundle's folder for a shipped preset, else in the run store (``speed/record-<scale>.json``)."""
     from rflens import storage
 
-    sc = scales.get(scale) if isinstance(scale, str) else scale
+    sc = presets.get(scale) if isinstance(scale, str) else scale
     if sc.shipped:
         from rflens.store.bundle import bundle_dir
 
@@ -158,7 +158,7 @@ def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: in
     from rflens import storage
     from rflens.store import runs
 
-    sc = scales.get(scale) if isinstance(scale, str) else scale
+    sc = presets.get(scale) if isinstance(scale, str) else scale
     if sc.shipped and sc.read_only:  # a control is read, never written: its record stays the one it shipped with
         from rflens.errors import UserError
 
@@ -186,7 +186,7 @@ def speed_record(scale, *, progress: bool = True) -> dict | None:
     """The recorded training speed of ``scale``; a preset that trains in the run store
     records it now when it has none (once: later calls read it). A shipped preset's record
     is only read, never written here (None when the bundle has none)."""
-    sc = scales.get(scale) if isinstance(scale, str) else scale
+    sc = presets.get(scale) if isinstance(scale, str) else scale
     record = load_speed_record(sc)
     if record is None and not sc.shipped:
         record = record_speed(sc, progress=progress)
@@ -197,7 +197,7 @@ def load_speed_record(scale) -> dict | None:
     """The recorded training speed of ``scale`` (:func:`record_speed`), or None when none was recorded."""
     from rflens import storage
 
-    sc = scales.get(scale) if isinstance(scale, str) else scale
+    sc = presets.get(scale) if isinstance(scale, str) else scale
     if sc.shipped:  # read through the bundle, which checks its manifest first
         from rflens.store import bundle
 

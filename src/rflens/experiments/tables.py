@@ -47,9 +47,9 @@ from rflens.experiments.speed import load_speed_record, training_speed
 from rflens.measure.columns import add_erf_columns, add_ppl_columns, lengths_of, segment_nlls
 from rflens.measure.criterion import EXTRAPOLATION_HORIZON, flag
 from rflens.measure.receptive import gradient_jump
-from rflens.setup import scales, schemes
+from rflens.setup import presets, schemes
 from rflens.setup.config import PROTOCOLS
-from rflens.setup.scales import FAMILIES
+from rflens.setup.presets import FAMILIES
 from rflens.setup.schemes import model_title, title
 from rflens.storage import package_repo
 
@@ -70,10 +70,10 @@ def _num(v) -> str:
 def family_label(family: str, value, l_tr: int | None = None) -> str:
     """The row label of a Table 1 model, e.g. "w=32" or "Δ=-3". ALiBi exponents at an
     L_tr other than the paper's 512 also name the paper's value they map to
-    (rflens.setup.scales.mapped_exponents): "Δ=-6 (paper's -3)"."""
+    (rflens.setup.presets.mapped_exponents): "Δ=-6 (paper's -3)"."""
     label = f"{FAMILIES[family].symbol}={_num(value)}"
     if family in ("slope_shift", "same_slope") and l_tr is not None and l_tr != paper.L_TR:
-        label += f" (paper's {_num(value - scales.mapped_exponents((0,), l_tr)[0])})"  # the mapping undone
+        label += f" (paper's {_num(value - presets.mapped_exponents((0,), l_tr)[0])})"  # the mapping undone
     return label
 
 
@@ -112,9 +112,9 @@ def _plain(v):
 _RUNS: dict = {}  # (scale, pos, corpus, overrides, train) -> Run, so one process asks the store once
 
 
-def get_scale(scale) -> scales.Scale:
+def get_scale(scale) -> presets.Preset:
     """The preset object for a scale name (or the object itself)."""
-    return scales.get(scale) if isinstance(scale, str) else scale
+    return presets.get(scale) if isinstance(scale, str) else scale
 
 
 def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
@@ -188,7 +188,7 @@ def table1_models(scale, corpus: str = "prose") -> list[Spec]:
             for family, fam in FAMILIES.items() for v in getattr(sc.sweeps, family)]
 
 
-def table1(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def table1(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Table 1: one row per model (family, value, label, ppl@L, r@L, extrapolates, erf,
     share_in_ltr, theoretical), last-token perplexity at L_ex = L_tr x length_mults."""
     rows = []
@@ -262,7 +262,7 @@ def table2_skipped(scale, t1: pd.DataFrame) -> list[str]:
     return [row["label"] for row in listed if row is not None and row["label"] not in planned]
 
 
-def table2(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.DataFrame | None = None,
+def table2(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.DataFrame | None = None,
            progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Table 2: the failing Table 1 models retrained with a longer L_tr (``sweeps.table2``),
     measured at the same absolute L_ex as Table 1. r(L) is taken against ppl at the new
@@ -321,7 +321,7 @@ def rotary_model(scale, corpus: str = "prose") -> Spec:
     return spec
 
 
-def figure7(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def figure7(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 7: one row per model (Sinusoidal at each L_tr of the sweep, Rotary): perplexity
     at its own L_tr x length_mults, ERF numbers on segments of erf_length_mult x (the scale's
     L_tr) for every model (the same last token, as in the paper; a shipped model without
@@ -363,7 +363,7 @@ def table3_models(scale, corpora=None, seed: int | None = None, positions=None) 
             for c in corpora_of(sc, corpora) for p in positions]
 
 
-def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True,
+def table3(scale: str = presets.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True,
            seed: int | None = None, positions=None, record: dict | None = None) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
     extrapolates, learnable or not, and training tokens/s: timed now (:func:`training_speed`),
@@ -395,7 +395,7 @@ def table3(scale: str = scales.DEFAULT_SCALE, corpora=None, *, progress: bool = 
     return pd.DataFrame(rows)
 
 
-def table3_stored(scale: str = scales.DEFAULT_SCALE, *, progress: bool = True) -> pd.DataFrame:
+def table3_stored(scale: str = presets.DEFAULT_SCALE, *, progress: bool = True) -> pd.DataFrame:
     """Table 3 over the corpora whose models are all trained or shipped, training nothing;
     ``attrs["lacking_corpora"]`` names the others, so that a claim over every corpus is not
     decided on part of them. No corpus complete: the first one's NotStored. Its speeds are
@@ -418,7 +418,7 @@ def table3_stored(scale: str = scales.DEFAULT_SCALE, *, progress: bool = True) -
     return out
 
 
-def figure11(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def figure11(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 11: ERF, share of the gradient in the last L_tr tokens for Sandwich, KERPLE, T5."""
     rows = []
     for spec in progress_bar(models_of(scale, "figure11", corpus), "Figure 11", progress):
@@ -436,7 +436,7 @@ def d_bar_values(scale) -> list[int]:
 # --------------------------------------------------------------------------------------
 # Evaluation protocols (footnote 2, Figure 3)
 # --------------------------------------------------------------------------------------
-def protocols(scale: str = scales.DEFAULT_SCALE, corpus: str = "prose", positions: Iterable[str] = PROTOCOL_POS, *,
+def protocols(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", positions: Iterable[str] = PROTOCOL_POS, *,
               progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Perplexity of the same models under the three protocols at L_tr x length_mults:
     one row per (model, protocol, L_ex)."""

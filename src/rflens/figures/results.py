@@ -793,7 +793,7 @@ def emergence_pair(new: pd.DataFrame, old: pd.DataFrame, names: list[str], *, la
 
 
 # the long runs named in words (legends, subplot titles): which run, and the text it trained on
-# (the presets' ``about`` in :mod:`rflens.setup.scales` says the same at length)
+# (the presets' ``about`` in :mod:`rflens.setup.presets` says the same at length)
 EW_SYMBOLS = ("circle", "diamond", "square", "triangle-up")  # one marker a run (capped: its open form)
 # one pair of colours a run: broke (warm), did not break (cool); no two traces share one
 EW_COLORS = (("#d62728", "#1f77b4"), ("#ff7f0e", "#17becf"), ("#8c564b", "#2ca02c"), ("#e377c2", "#7f7f7f"))
@@ -802,10 +802,10 @@ EW_COLORS = (("#d62728", "#1f77b4"), ("#ff7f0e", "#17becf"), ("#8c564b", "#2ca02
 def run_name(run: str) -> str:
     """A long run in words: its preset's ``title`` (``"second long run (new text)"`` for
     ``long``), else its name."""
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     try:
-        return scales.get(run).title or run
+        return presets.get(run).title or run
     except Exception:  # noqa: BLE001 - not a preset (a test's run): its name will do
         return run
 
@@ -813,10 +813,10 @@ def run_name(run: str) -> str:
 def _segment_cap(run: str, ratios) -> float:
     """The ERF's cap in units of L_tr: the length of the run's measuring segment (its preset's
     ``erf_length_mult``), else the largest ERF drawn."""
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     try:
-        return float(scales.get(run).eval.erf_length_mult)
+        return float(presets.get(run).eval.erf_length_mult)
     except Exception:  # noqa: BLE001 - not a preset
         return float(max(ratios))
 

@@ -53,9 +53,9 @@ def check_vocabulary(lens, tokens: np.ndarray, name: str) -> np.ndarray:
 
 
 def _defaults(scale: str | None, eval_cfg: EvalConfig | None, data_cfg: DataConfig | None):
-    from rflens.setup import scales
+    from rflens.setup import presets
 
-    preset = scales.get(scale or scales.DEFAULT_SCALE)
+    preset = presets.get(scale or presets.DEFAULT_SCALE)
     ev = eval_cfg or preset.eval
     if getattr(ev, "rope_scaling", None) is not None:
         raise UserError("rope_scaling stretches rflens's rotary models; a Hugging Face model keeps its own "

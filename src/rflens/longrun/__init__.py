@@ -5,6 +5,7 @@
 - ``recheck``: a shipped model trained again from scratch and compared with the bundle.
 - ``compare``: the long runs read side by side (new text against repeated text, seeds).
 - ``forecast``: when a model that still rises reaches r = 2, sealed before it is tested.
+- ``clock``: what each clock of failure (tokens, tokens per parameter) predicts for a ladder, sealed before it trains.
 
 May import: ``store``, ``training``, ``measure``, ``model``, ``data``, ``setup`` and the root.
 """

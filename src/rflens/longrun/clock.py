@@ -29,13 +29,17 @@ otherwise the ladder leaves the question not decided.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rflens.errors import UserError
 from rflens.longrun import forecast, plan
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.store import bundle
+
+if TYPE_CHECKING:  # pandas is imported where a table is built
+    import pandas as pd
 
 PREDICTIONS = "predictions.json"  # in the ladder's bundle, written once, before its models train
 LEVEL = 0.95
@@ -58,12 +62,12 @@ def parameters(scale: str) -> int:
     from rflens.model.transformer import TransformerLM
 
     with torch.device("meta"):
-        return TransformerLM(scales.get(scale).model).num_params(non_embedding=False)
+        return TransformerLM(presets.get(scale).model).num_params(non_embedding=False)
 
 
 def paper_tokens_per_parameter() -> float:
     """The paper's tokens per parameter: the ``full`` preset's tokens over its parameters."""
-    t = scales.get("full").train
+    t = presets.get("full").train
     return t.steps * t.batch_size * t.l_tr / parameters("full")
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from rflens.longrun.plan import by_experiment, further_seeds, LongModel, models, named as emergence_named, seeded
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_TOLERANCE
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import DataConfig
 from rflens.store import bundle
 
@@ -37,7 +37,7 @@ def record_corpora(scale: str = SECOND) -> dict:
     in. Needs the corpora built (``python -m rflens data --corpus wide --scale long``)."""
     from rflens import data
 
-    sc = scales.get(scale)
+    sc = presets.get(scale)
     tokens = sc.train.steps * sc.train.batch_size * sc.train.l_tr
     out = {}
     for role in sc.sweeps.corpora:
@@ -63,7 +63,7 @@ def corpora_table(scale: str = SECOND) -> pd.DataFrame | None:
              "corpus": c["corpus"], "train documents": c["documents"]["train"],
              "train tokens": c["tokens"]["train"], "epochs at the budget": c["epochs"],
              "test documents": c["documents"]["test"], "test documents scored": c["test_documents_scored"]}
-            for role, c in sorted(record["corpora"].items(), key=lambda kv: scales.get(scale).sweeps.corpora.index(kv[0]))]
+            for role, c in sorted(record["corpora"].items(), key=lambda kv: presets.get(scale).sweeps.corpora.index(kv[0]))]
     return pd.DataFrame(rows).set_index("the paper's")
 
 
@@ -146,7 +146,7 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
     """For every model the preset trains from several seeds: each shipped seed's state,
     r(16 L_tr) with its interval and ERF at its last size, and whether the shipped seeds
     agree on the state (None while fewer than two are shipped). One row a model."""
-    sw = scales.get(scale).sweeps
+    sw = presets.get(scale).sweeps
     if not sw.seeds:
         return pd.DataFrame()
     done = bundle.complete(scale)
@@ -271,12 +271,12 @@ DEEP = "deep"  # the paper's depth, beside the long run's four layers
 
 def _paper_names(scale: str) -> list[tuple[str, str, str]]:
     """(model, "window=100", "w = 100") for every Table 1 model of the preset that maps to a
-    setting of the paper's (:func:`rflens.setup.scales.paper_value`)."""
-    sc = scales.get(scale)
+    setting of the paper's (:func:`rflens.setup.presets.paper_value`)."""
+    sc = presets.get(scale)
     rows = []
-    for family in scales.FAMILIES.values():
+    for family in presets.FAMILIES.values():
         for value in getattr(sc.sweeps, family.setting):
-            theirs = scales.paper_value(family.setting, value, sc.model.n_layer, sc.train.l_tr)
+            theirs = presets.paper_value(family.setting, value, sc.model.n_layer, sc.train.l_tr)
             if theirs is not None:
                 shared = " (one slope for every head)" if family.setting == "same_slope" else ""
                 rows.append((f"{family.pos}_{family.setting}={value}", f"{family.setting}={theirs}",
@@ -310,7 +310,7 @@ def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 def by_paper_setting(scale: str) -> pd.DataFrame:
     """The shipped Table 1 models of ``scale`` (rows of :func:`rflens.store.bundle.table`), each
-    named by the paper's setting it maps to (:func:`rflens.setup.scales.paper_value`): ``key``
+    named by the paper's setting it maps to (:func:`rflens.setup.presets.paper_value`): ``key``
     "window=100", ``label`` "w = 100", so that two presets of other depths or L_tr line up."""
     rows, shipped = _paper_names(scale), bundle.entries(scale)  # finished or still training
     names = [n for n, _, _ in rows if n in shipped]
@@ -334,7 +334,7 @@ def depths(shallow: str = SECOND, deep: str = DEEP) -> pd.DataFrame:
     for scale, em in ems.items():
         if em.empty:
             continue
-        sc = scales.get(scale)
+        sc = presets.get(scale)
         for key, d in em.groupby("name", sort=False):
             d = d.sort_values("tokens")
             last = d.iloc[-1]
@@ -342,7 +342,7 @@ def depths(shallow: str = SECOND, deep: str = DEEP) -> pd.DataFrame:
             window = setting == "window"
             then = d[d["tokens"] <= reached[key]] if scale == shallow and key in reached.index else d.iloc[0:0]
             out.append({"the paper's": last["label"], "layers": sc.model.n_layer, "L_tr": int(last["l_tr"]),
-                        "trained as": f"{scales.FAMILIES[setting].symbol} = {value}", "tokens": int(last["tokens"]),
+                        "trained as": f"{presets.FAMILIES[setting].symbol} = {value}", "tokens": int(last["tokens"]),
                         "finished": bool(last["complete"]), "ERF": int(last["erf"]),
                         "ERF / w": round(last["erf"] / float(value), 2) if window else None,
                         "ERF / w, same tokens": round(then["erf"].iloc[-1] / float(value), 2)
@@ -376,7 +376,7 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
             point, l_tr = res["points"][-1], int(res["train"]["l_tr"])
             at = list(point["lengths"]).index(4 * l_tr)
             peak = gradient_jump(point["normalized"], l_tr)["jump_abs_pos"]
-            rows.append({"run": scale, "layers": scales.get(scale).model.n_layer, "L_tr": l_tr,
+            rows.append({"run": scale, "layers": presets.get(scale).model.n_layer, "L_tr": l_tr,
                          "tokens": int(point["tokens"]), "peak at": peak, "peak - L_tr": peak - l_tr,
                          "r(4 L_tr)": float(point["r"][at]), "low": float(point["r_low"][at]),
                          "high": float(point["r_high"][at])})

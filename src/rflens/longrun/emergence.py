@@ -39,7 +39,7 @@ import numpy as np
 from rflens import data, storage
 from rflens.errors import UserError
 from rflens.longrun.plan import LongModel, measured_steps, named
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import DataConfig, EvalConfig
 from rflens.setup.settings import resolve
 from rflens.store import bundle
@@ -144,10 +144,10 @@ def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, 
     _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
         raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
-    if scales.get(scale).shipped and scales.get(scale).read_only and root is None:
+    if presets.get(scale).shipped and presets.get(scale).read_only and root is None:
         raise UserError(f"the {scale} bundle is a read-only control: nothing is trained into it (`emergence --scale "
                         f"{scale} --check K` retrains its models into a temporary folder to compare)")
-    ev = scales.get(scale).eval
+    ev = presets.get(scale).eval
     corpus = data.prepare(data_cfg, progress=progress)
     work = bundle.emergence_state(scale, spec.name)
     if root is not None:
@@ -239,7 +239,7 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
         seconds=seconds, measured_steps=measured_steps(scale, train_cfg), curve=curve, points=points,
         segment_docs=final.get("docs") or corpus.segment_docs(ev.n_segments, max(points[-1]["lengths"]) + 1,
                                                               ev.seed).tolist())
-    run = scales.get(scale)
+    run = presets.get(scale)
     keep = (run.shipped and spec.name in run.drift_models) if keep_weights is None else keep_weights
     out = bundle.write_model(scale, spec.name, result, arrays, final.get("model") if keep else None, root)
     if interrupted is not None:
@@ -277,7 +277,7 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     spec = named(name, scale)
     cosine = {**spec.settings(), "steps": steps, "schedule": "cosine", "warmup": None}
     run_ = get_run(scale, spec.pos, spec.corpus, cosine, progress=progress)
-    ev = scales.get(scale).eval
+    ev = presets.get(scale).eval
     m = measure(run_.load_model(), run_.corpus(), ev, run_.train_cfg.l_tr)
     wsd, cos = point["nll"], m["nll"]
     # paired over segments: r_wsd(L) / r_cos(L) = exp mean_i [(w_iL - c_iL) - (w_i0 - c_i0)], the r(L) of w - c

@@ -3,7 +3,7 @@ measured, and the names they are shipped under.
 
 Each model of a long-run preset (:func:`models`) is trained once to its full budget by
 :mod:`rflens.longrun.emergence` and measured at the sizes of :func:`measured_steps`; the
-plan is read from the preset's sweeps (:mod:`rflens.setup.scales`), and a run that extends
+plan is read from the preset's sweeps (:mod:`rflens.setup.presets`), and a run that extends
 another (``long-extended``) trains the named models of that run further.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rflens.errors import UserError
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import DataConfig, ModelConfig, TrainConfig
 from rflens.setup.settings import resolve
 from rflens.store import bundle
@@ -45,7 +45,7 @@ class LongModel:
 
 def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     """The long run's models by the experiment they answer, failing and stable sides
-    together: Table 1's three sweeps (of :data:`rflens.setup.scales.FAMILIES`), Table 2's
+    together: Table 1's three sweeps (of :data:`rflens.setup.presets.FAMILIES`), Table 2's
     retrainings, NoPE with Figure 7's absolute positions, Table 3 on each corpus, and the
     further seeds of the models that decide claims (:func:`seeded`). A model may answer
     two (Figure 7's Sinusoidal is also Table 3's on prose).
@@ -53,12 +53,12 @@ def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     A Table 2 entry with its training length fixed (``l_tr`` or ``l_tr_mult``) is trained
     whatever its Table 1 model does, as the paper designed Table 2; one whose length covers
     the Table 1 model's ERF waits for that model to be shipped and to fail."""
-    sc = scales.get(scale)
+    sc = presets.get(scale)
     sw, l_tr = sc.sweeps, sc.train.l_tr
     out = {f"Table 1: {f.title}": specs for f, specs in _table1(scale).items()}
     table2 = []
     for entry in sw.table2:
-        setting = ((scales.FAMILIES[entry.family].setting, entry.value),)
+        setting = ((presets.FAMILIES[entry.family].setting, entry.value),)
         if (entry.l_tr is not None or entry.l_tr_mult is not None) and not entry.if_fails:
             table2.append(LongModel(entry.pos, (*setting, *sorted(entry.training(l_tr).items()))))
             continue
@@ -109,7 +109,7 @@ def listing(scale: str = "long"):
 def reasons(scale: str = "long") -> dict[str, str]:
     """{model: why the plan trains it}: the experiments it answers (:func:`by_experiment`'s
     groups), and for a further seed, what it decides (the preset's ``sweeps.seeded``)."""
-    why = dict(scales.get(scale).sweeps.seeded)
+    why = dict(presets.get(scale).sweeps.seeded)
     out: dict[str, list[str]] = {}
     for family, specs in by_experiment(scale).items():
         for spec in specs:
@@ -142,13 +142,13 @@ def with_seeds(spec: LongModel, seeds) -> list[LongModel]:
 def seeded(name: str, scale: str = "long") -> list[str]:
     """The names of ``name``'s model trained from every seed the preset has (its own first)."""
     spec = named(name, scale)
-    return [name] + [s.name for s in with_seeds(spec, scales.get(scale).sweeps.seeds)]
+    return [name] + [s.name for s in with_seeds(spec, presets.get(scale).sweeps.seeds)]
 
 
 def further_seeds(scale: str = "long") -> list[LongModel]:
     """The plan's models trained from a further seed (the group of :func:`by_experiment`
     that holds them; empty for a preset without further seeds)."""
-    if not scales.get(scale).sweeps.seeds:
+    if not presets.get(scale).sweeps.seeds:
         return []
     return next((specs for group, specs in by_experiment(scale).items() if group.startswith("Seeds")), [])
 
@@ -183,8 +183,8 @@ def served_settings(scale: str, pos: str, corpus: str, settings: dict) -> dict:
 
 def _table1(scale: str) -> dict:
     """{family: its sweep's models}, Table 1's three sweeps in their order."""
-    sw = scales.get(scale).sweeps
-    return {f: [LongModel(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in scales.FAMILIES.values()}
+    sw = presets.get(scale).sweeps
+    return {f: [LongModel(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in presets.FAMILIES.values()}
 
 
 def models(scale: str = "long") -> list[LongModel]:
@@ -192,7 +192,7 @@ def models(scale: str = "long") -> list[LongModel]:
     Table 1 and NoPE first (the thesis), then Table 2's retrainings and the Table 1 models
     they are compared with, the rest of Table 1, Figure 7's Sinusoidal and Rotary, Table 3
     on every corpus, and the further seeds (:func:`by_experiment`)."""
-    preset = scales.long_run(scale)
+    preset = presets.long_run(scale)
     if preset.extends:  # models of another run trained further
         return [named(name, preset.extends) for name in preset.models]
     sw = preset.sweeps
@@ -208,16 +208,16 @@ def models(scale: str = "long") -> list[LongModel]:
 
 def measured_steps(scale: str, train_cfg: TrainConfig) -> list[int]:
     """The steps at which a model of the ``scale`` run is branched and measured: where the
-    preset fixes them (:meth:`rflens.setup.scales.Scale.measured_points`: a run extending
+    preset fixes them (:meth:`rflens.setup.presets.LongRun.measured_points`: a run extending
     another, a model at another L_tr measured at its end), else
     :func:`rflens.training.trainer.point_steps`."""
-    points = scales.get(scale).measured_points(train_cfg)
+    points = presets.get(scale).measured_points(train_cfg)
     return list(points) if points else point_steps(train_cfg)
 
 
 def sizes(scale: str = "long") -> list[int]:
     """The training tokens of the measured sizes of the preset's models (:func:`measured_steps`)."""
-    t = scales.get(scale).train
+    t = presets.get(scale).train
     return [steps * t.batch_size * t.l_tr for steps in measured_steps(scale, t)]
 
 
@@ -293,7 +293,7 @@ def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_
     bundle nothing trains into) ``train``, into the run store, where it is read first."""
     from rflens.setup.settings import describe, train_command
 
-    if not scales.get(scale).read_only:
+    if not presets.get(scale).read_only:
         for spec in models(scale):
             r = resolve(scale, spec.pos, spec.corpus, spec.settings())
             if (r.model, r.data, r.train) == (model_cfg, data_cfg, train_cfg):
@@ -304,7 +304,7 @@ def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_
 def sweep(scale: str = "long", family: str = "slope_shift") -> tuple[str, list[str]]:
     """One of Table 1's sweeps in the long run ``scale``: the experiment's title and its
     models' names (ALiBi's Δ sweep, the book's key figure, by default)."""
-    title = f"Table 1: {scales.FAMILIES[family].title}"
+    title = f"Table 1: {presets.FAMILIES[family].title}"
     return title, [spec.name for spec in by_experiment(scale)[title]]
 
 

@@ -135,7 +135,7 @@ _FOLDED = {"erf_capped", "old_erf_capped", "erf_length"}  # shown inside the ERF
 
 
 def _family_title(value) -> str:
-    from rflens.setup.scales import FAMILIES
+    from rflens.setup.presets import FAMILIES
 
     return FAMILIES[value].title if value in FAMILIES else str(value)
 
@@ -147,7 +147,7 @@ def _scheme_title(value) -> str:
 
 
 # columns whose values are code names, shown in the words of their one home: a Table 1 family
-# by its title (rflens.setup.scales.FAMILIES), a scheme by its printed name (rflens.setup.schemes)
+# by its title (rflens.setup.presets.FAMILIES), a scheme by its printed name (rflens.setup.schemes)
 _NAMED = {"family": _family_title, "pos": _scheme_title}
 _ROW_NAMES = ("label", "model")  # the columns that name a table's rows, as the book prints them
 

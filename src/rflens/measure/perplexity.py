@@ -293,10 +293,10 @@ def segment_notes(result: dict, interval: bool = True) -> list[str]:
 
 def eval_config(run) -> EvalConfig:
     """The evaluation settings of the run's scale (the defaults if it has none)."""
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     name = getattr(run, "scale", None)
-    return scales.get(name).eval if name else EvalConfig()
+    return presets.get(name).eval if name else EvalConfig()
 
 
 def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None = None, progress: bool = True,

@@ -24,13 +24,13 @@ TABLES_ENV, CHAPTER_ENV = "RFLENS_TABLES", "RFLENS_CHAPTER"
 def provenance(scale: str | None = None) -> dict[str, str]:
     """The scale, the code version and the fingerprints of the corpora prepared for it."""
     from rflens.data.build import built_path
-    from rflens.setup import scales
+    from rflens.setup import presets
     from rflens.setup.settings import resolve
     from rflens.storage import read_json
     from rflens.store.runs import code_version
 
     out = {"scale": scale or "", "code_version": code_version()}
-    names = scales.get(scale).sweeps.corpora if scale else ()
+    names = presets.get(scale).sweeps.corpora if scale else ()
     for corpus in names:
         manifest = built_path(resolve(scale, "alibi", corpus).data) / "manifest.json"
         if manifest.is_file():

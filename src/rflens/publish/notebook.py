@@ -15,7 +15,7 @@ import os
 from numbers import Real
 
 from rflens.errors import UserError
-from rflens.setup.scales import DEFAULT_SCALE
+from rflens.setup.presets import DEFAULT_SCALE
 
 
 def default_scale() -> str:
@@ -34,7 +34,7 @@ def _positive_number(v) -> bool:
 def _checks() -> dict:
     """Every chapter parameter: (test, what a valid value is)."""
     from rflens.setup.config import CORPORA
-    from rflens.setup.scales import NAMES
+    from rflens.setup.presets import NAMES
 
     return {
         "scale": (lambda v: v in NAMES, f"one of {', '.join(NAMES)}"),

@@ -40,9 +40,9 @@ from rflens.experiments import from_bundle
 from rflens.longrun import plan
 from rflens.terminal import LineStream
 from rflens.publish.notebook import check_parameters
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import CORPORA
-from rflens.setup.scales import DEFAULT_SCALE  # its book goes to _build/html, the path the README names
+from rflens.setup.presets import DEFAULT_SCALE  # its book goes to _build/html, the path the README names
 from rflens.publish.csv_files import CHAPTER_ENV, TABLES_ENV
 from rflens.storage import package_repo
 
@@ -128,13 +128,13 @@ def request(scale: str, chapters_spec: str | None = None, parameters: list[str] 
     Raises UserError (one line) for an unknown scale, chapter, corpus or parameter name;
     nothing is executed before this passes.
     """
-    scales.get(scale)  # UserError on an unknown scale
+    presets.get(scale)  # UserError on an unknown scale
     available = chapters()
     if not available:
         raise UserError(f"no chapters found in {BOOK}")
     chosen = _select(chapters_spec, available)
     skipped = {}
-    if scales.get(scale).shipped:
+    if presets.get(scale).shipped:
         chosen, skipped = shipped_chapters(scale, chosen, named=bool(chapters_spec))
     extra = _parse_parameters(parameters or [])
     if corpus is not None and corpus not in CORPORA:
@@ -187,20 +187,20 @@ def shipped_chapters(scale: str, chosen: list[str], *, named: bool) -> tuple[lis
 def shipped_fix(scale: str, chapters) -> str:
     """What builds ``chapters`` that a shipped preset's bundle cannot: the long run
     (``emergence``) trains the models its plan lists; a chapter that measures weights the
-    bundle does not ship is built at a preset that trains (:data:`rflens.setup.scales.DEFAULT_SCALE`)."""
+    bundle does not ship is built at a preset that trains (:data:`rflens.setup.presets.DEFAULT_SCALE`)."""
     from rflens.experiments.book_models import CHAPTER_EXPERIMENTS
     from rflens.store import bundle
 
     weights = [c for c in chapters if any(e not in from_bundle.SERVED_EXPERIMENTS for e in CHAPTER_EXPERIMENTS.get(c, ()))]
     trained = [c for c in chapters if c not in weights]
     parts = []
-    if trained and scales.get(scale).shipped and scales.get(scale).read_only:
+    if trained and presets.get(scale).shipped and presets.get(scale).read_only:
         parts.append(f"chapter(s) {', '.join(trained)}: {bundle.restore_fix(scale)}")
     elif trained:
         parts.append(f"`python -m rflens emergence --scale {scale}` trains the models of chapter(s) {', '.join(trained)}")
     if weights:
         parts.append(f"chapter(s) {', '.join(weights)} measure weights the bundle does not ship: "
-                     f"`python -m rflens reproduce --scale {scales.DEFAULT_SCALE} --chapters {','.join(weights)}` "
+                     f"`python -m rflens reproduce --scale {presets.DEFAULT_SCALE} --chapters {','.join(weights)}` "
                      "builds them at a preset that trains its models")
     return "; ".join(parts)
 
@@ -319,8 +319,8 @@ def bundle_downloads(book: Path) -> dict[str, Path]:
     from rflens.store import bundle
 
     out = {}
-    for name in scales.NAMES:
-        if scales.get(name).shipped and bundle.entries(name):
+    for name in presets.NAMES:
+        if presets.get(name).shipped and bundle.entries(name):
             folder = book / DOWNLOADS
             folder.mkdir(parents=True, exist_ok=True)
             out[name] = Path(shutil.make_archive(str(folder / f"rflens-{name}"), "zip", bundle.bundle_dir(name).parent,
@@ -342,14 +342,14 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     from rflens.readings import claims_at_each_scale, first_screen, reading_notes, this_build
 
 
-    if scale not in scales.NAMES:
+    if scale not in presets.NAMES:
         return  # a build folder that is not a preset's has no scale to describe
     try:
         board = scoreboard.load_scoreboard(scale)
         counts, trained = scoreboard.summary(board), scoreboard.summary(board, statements.TRAINED)
     except (UserError, OSError, ValueError, KeyError):
         board = counts = trained = None  # chapter 9 was not executed in this build
-    long = scales.BOOK_LONG
+    long = presets.BOOK_LONG
     try:  # read from the bundles, nothing trained
         boards = scoreboard.shipped_boards(exclude=scale)
     except (UserError, OSError, ValueError, KeyError):
@@ -360,10 +360,10 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
         second = (len(bundle.complete("long") & set(planned)), len(planned))
     params = {}
     for preset in dict.fromkeys((scale, long)):
-        if preset == long and scales.get(long).model == scales.get(scale).model:
+        if preset == long and presets.get(long).model == presets.get(scale).model:
             continue  # the long run trains this build's model: said once
         with torch.device("meta"):  # the parameters counted, none allocated
-            model = TransformerLM(scales.get(preset).model)
+            model = TransformerLM(presets.get(preset).model)
         params[preset] = (model.num_params(non_embedding=False), model.num_params())
     table = bundle.table(long)
     family, names = plan.sweep(long)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from rflens.claims.statements import BY_ID, CONSTRUCTION, TRAINED
 from rflens.claims.verdicts import RESULTS
 from rflens.readings.notation import _bullets, _join, _tokens, Prose, tex
-from rflens.setup.scales import BOOK_LONG
+from rflens.setup.presets import BOOK_LONG
 
 
 _WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided at this scale",
@@ -103,7 +103,7 @@ def long_failures(board: list[dict], overfit, run: str = BOOK_LONG, *, rise: flo
     ``lean``, the levels' sensitivity of chapter 9, lets it name a level that decides one)."""
     from rflens.claims.causes import causes
     from rflens.readings.index_box import _tokens_a_model, PAPER
-    from rflens.setup.scales import get
+    from rflens.setup.presets import get
 
     open_ = [c for c in board if c["result"] in ("fail", "not decided") and BY_ID[int(c["id"])].evidence == TRAINED]
     if not open_:

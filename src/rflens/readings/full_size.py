@@ -1,6 +1,6 @@
 """Chapter 11's sentences: the phenomena pilot's rule and findings, and the design of the
 CPU presets it led to (tiny, in chapter 11, and the long run, in chapter 10), each computed from the pilot's shipped
-measurements (:mod:`rflens.readings.pilot`) and the presets (:mod:`rflens.setup.scales`)."""
+measurements (:mod:`rflens.readings.pilot`) and the presets (:mod:`rflens.setup.presets`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_TOLERANCE
 from rflens.readings.notation import _join, _tokens, Prose
 from rflens.readings.pilot import PILOT_FAILING, PILOT_STABLE, pilot_summary, PILOT_WINDOW_RATIO
-from rflens.setup.scales import get
+from rflens.setup.presets import get
 from rflens.training.trainer import point_steps
 
 TOL = EXTRAPOLATION_TOLERANCE

@@ -19,7 +19,7 @@ from rflens.claims.verdicts import RESULTS
 from rflens.data import ABOUT
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_HORIZON as HORIZON
 from rflens.readings.notation import _join, _tokens, Prose, tex
-from rflens.setup.scales import BOOK_LONG, get
+from rflens.setup.presets import BOOK_LONG, get
 
 PAPER = "full"  # the preset of the paper's own setting
 

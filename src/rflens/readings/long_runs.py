@@ -450,7 +450,7 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     one_side = [f"Claim {i} is decided at one depth only: {reading(shallow, i, x)}; {reading(deep, i, y)}."
                 for i, (x, y) in pairs.items() if (x in decided) != (y in decided)]
     neither = [str(i) for i, (x, y) in pairs.items() if x not in decided and y not in decided]
-    from rflens.setup.scales import get
+    from rflens.setup.presets import get
 
     planned = set(get(deep).decides) or set(a)
     waiting = [str(i) for i in a if b.get(i) == "not run" and i in planned]

@@ -17,7 +17,7 @@ from rflens.measure.criterion import (BREAKS, erf_within_l_tr, EXTRAPOLATION_HOR
     EXTRAPOLATION_TOLERANCE as TOL)
 from rflens.readings.notation import _bullets, _erf, _join, _label, _mult, _num, _r, _top, Prose, tex
 from rflens.readings.pilot import pilot_table
-from rflens.setup.scales import get
+from rflens.setup.presets import get
 
 
 def _breaks(row, L: int) -> bool:

@@ -121,7 +121,7 @@ def seed_spread(path=None) -> dict[str, pd.DataFrame]:
                     "criterion": "today's" if today(cid) else
                     f"an earlier one, under which it read {v['result']}: rerunning python bench/seeds.py run decides it"}
                    for cid, by_seed in res["claims"].items() for seed, v in by_seed.items()]
-    from rflens.setup.scales import get
+    from rflens.setup.presets import get
 
     top = f"{max(get(res['scale']).eval.length_mults)} L_tr"  # the longest length the bench measured
     t3 = pd.DataFrame(res["table3"]).pivot_table(index=["corpus", "label"], columns="seed",

@@ -3,7 +3,7 @@ dataclasses, the presets and the resolution of a run's settings.
 
 - ``schemes``: the table of positional schemes (name, kind, title), one row a scheme.
 - ``config``: the settings dataclasses (model, data, training, evaluation), checked when built.
-- ``scales``: the presets (smoke, tiny, the long runs, small, full) and the sweeps each runs.
+- ``presets``: the size presets (smoke, tiny, small, full) and the long runs (long, deep, ...), with the sweeps each runs.
 - ``settings``: a run's settings resolved from a preset, a scheme, a corpus and overrides.
 - ``deviations``: where rflens trains differently from the paper's code, and why.
 

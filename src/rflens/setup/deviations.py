@@ -25,11 +25,11 @@ class Deviation:
 
 def _cpu_presets() -> str:
     """The CPU presets in one line, read from the presets themselves."""
-    from rflens.setup import scales
+    from rflens.setup import presets
 
     parts = []
     for name in ("tiny", "small"):
-        s = scales.get(name)
+        s = presets.get(name)
         tokens = s.train.steps * s.train.batch_size * s.train.l_tr
         parts.append(f"{name}: R = {s.model.n_layer}, d = {s.model.d_model}, L_tr = {s.train.l_tr}, "
                      f"{tokens / 1e6:.1f}M tokens, lr {s.train.lr:g}, {s.train.warmup_frac:.0%} warm-up")

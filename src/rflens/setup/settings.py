@@ -1,6 +1,6 @@
 """Which settings a run has, resolved before anything is trained or looked up.
 
-A preset scale (:mod:`rflens.setup.scales`) with a positional scheme, a corpus and overrides
+A preset scale (:mod:`rflens.setup.presets`) with a positional scheme, a corpus and overrides
 becomes the model, data and train settings of one run (:func:`resolve`); "auto" precision
 becomes the one native to this machine (:func:`native_dtype`); and a run's settings are
 read back as what differs from its preset (:func:`describe`) and the command line that
@@ -17,31 +17,31 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rflens.errors import ConfigError
-from rflens.setup import scales
+from rflens.setup import presets
 from rflens.setup.config import DataConfig, ModelConfig, SETTINGS, TrainConfig
 
 
 class Resolved(NamedTuple):
     """The settings of one run: its preset, and the model, data and train settings."""
 
-    scale: scales.Scale
+    scale: presets.Preset
     model: ModelConfig
     data: DataConfig
     train: TrainConfig
 
 
-def resolve(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
+def resolve(scale: str = presets.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
             overrides: dict | None = None) -> Resolved:
     """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied; the book's
     corpora (prose, code, math) become the data the preset trains them on
-    (:meth:`rflens.setup.scales.Scale.text`).
+    (:meth:`rflens.setup.presets.Preset.text`).
 
     ``overrides`` is either flat (``{"window": 8, "l_tr": 256}``: each key goes to every
     settings class that has it, e.g. vocab_size to model and data) or by section
     (``{"model": {...}, "train": {...}}``, as from :func:`rflens.setup.config.parse_overrides`).
     Evaluation settings are rejected here: they do not change a trained model.
     """
-    s = scales.get(scale)
+    s = presets.get(scale)
     sections = {"model": {}, "data": {}, "train": {}}
     overrides = dict(overrides or {})
     if overrides and set(overrides) <= set(SETTINGS) and all(isinstance(v, dict) for v in overrides.values()):
@@ -99,7 +99,7 @@ def cuda_available() -> bool:
 
 def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, scale: str) -> dict:
     """The settings that differ from the preset (what makes this run special)."""
-    s = scales.get(scale)
+    s = presets.get(scale)
     train_base = s.train.replace(dtype=native_dtype()) if s.train.dtype == "auto" else s.train
     out = {}
     for base, cfg in ((s.model, model_cfg), (s.data, data_cfg), (train_base, train_cfg)):

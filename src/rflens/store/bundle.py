@@ -34,7 +34,7 @@ import numpy as np
 from rflens import storage
 from rflens.errors import UserError
 from rflens.setup.config import ModelConfig
-from rflens.setup.scales import FAMILIES
+from rflens.setup.presets import FAMILIES
 from rflens.setup.schemes import model_title, title
 
 RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"

@@ -39,7 +39,7 @@ from filelock import FileLock, Timeout
 from rflens import data, storage
 from rflens.errors import ConfigError, UserError
 from rflens.measure import resources
-from rflens.setup import scales, schemes
+from rflens.setup import presets, schemes
 from rflens.setup.config import DataConfig, ModelConfig, TrainConfig
 from rflens.setup.settings import cuda_available, describe, resolve, train_command
 from rflens.storage import read_json, runs_dir, sha256_file, write_json
@@ -250,7 +250,7 @@ def _check_bundle_data(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig,
     if name is None:
         return
     theirs = shipped.index(scale)[name][3]
-    preset = scales.get(scale).data.replace(corpus=data_cfg.corpus)
+    preset = presets.get(scale).data.replace(corpus=data_cfg.corpus)
     command = data.rebuild_command(data_cfg, scale if data_cfg == preset else None)
     raise OtherData(f"the {scale} bundle's {name} was trained and measured on {data_cfg.corpus} data with fingerprint "
                     f"{str(theirs)[:12]}, but the {data_cfg.corpus} corpus built here ({corpus.path}) has "
@@ -258,7 +258,7 @@ def _check_bundle_data(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig,
                     "this again")
 
 
-def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
+def get_run(scale: str = presets.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
             overrides: dict | None = None, *, train: bool = True, progress: bool = True, retrain: bool = False,
             **settings) -> Run:
     """The model for these settings: the stored one, or trained now and stored.
@@ -330,7 +330,7 @@ def get_run(scale: str = scales.DEFAULT_SCALE, pos: str = "alibi", corpus: str =
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
     check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
-    if main and (scales.get(scale).shipped or cost.training_flops(model_cfg, train_cfg) >= cost.ANNOUNCED_FLOPS):
+    if main and (presets.get(scale).shipped or cost.training_flops(model_cfg, train_cfg) >= cost.ANNOUNCED_FLOPS):
         print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
               f"{hours_to_train(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():

@@ -307,12 +307,12 @@ def _rates(scale: str) -> dict[str, list[tuple[float, float]]]:
     """{vector unit: [:func:`rflens.training.cost.rates` of each finished shipped model trained
     on a CPU with it]}: the models of ``scale``'s bundle, or, while it has none, of every
     shipped preset's (a FLOP rate is the core's, whichever run it was measured in)."""
-    from rflens.setup import scales
+    from rflens.setup import presets
     from rflens.training import cost
 
     pools: dict[str, list[tuple[float, float]]] = {}
     found = [(scale, name) for name in bundle.complete(scale)] or [
-        (other, name) for other in scales.NAMES if scales.get(other).shipped for name in bundle.complete(other)]
+        (other, name) for other in presets.NAMES if presets.get(other).shipped for name in bundle.complete(other)]
     for where, name in found:
         res = bundle.load(name, where)
         rate = cost.rates(res)
@@ -348,13 +348,13 @@ def one_core_minutes(specs: list, scale: str = "long", at=None, *, resumed: bool
     """The one-core minutes of each model of ``specs`` at ``at`` (default :func:`one_core_speed`,
     the shipped models' speed on this kind of CPU), or, with ``resumed``, of what is left of
     each from its kept state (:func:`kept`); None when no model is shipped to time."""
-    from rflens.setup import scales
+    from rflens.setup import presets
     from rflens.setup.settings import resolve
 
     at = at or one_core_speed(scale)
     if at is None:
         return None
-    preset = scales.get(scale)
+    preset = presets.get(scale)
     out = []
     for spec in specs:
         r = resolve(scale, spec.pos, spec.corpus, spec.settings())

@@ -3,7 +3,7 @@
 Chi et al. (ACL 2023) train their models with the recipe of the KERPLE / GPT-NeoX code
 base they build on: Adam(W) with lr 6e-4, betas (0.9, 0.999), 1% linear warm-up then
 cosine decay, gradient clipping at 1.0, no dropout, bf16 on GPUs. The presets in
-:mod:`rflens.setup.scales` scale the recipe down for CPUs.
+:mod:`rflens.setup.presets` scale the recipe down for CPUs.
 
 A training batch is ``batch_size`` random windows of ``l_tr + 1`` tokens from the train
 split, drawn by a seeded numpy generator whose state goes into every checkpoint. That

@@ -39,7 +39,7 @@ def app(scale: str):
     from rflens.widgets.results import erf_explorer
 
     curves = stored_curves(scale)
-    from rflens.setup.scales import get
+    from rflens.setup.presets import get
 
     fix = (f"its bundle in <code>reference/{scale}</code> holds none of them yet (<code>python -m rflens emergence "
            f"--scale {scale} --list</code> shows what it lacks)" if get(scale).shipped else

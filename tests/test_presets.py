@@ -11,7 +11,7 @@ from rflens.data import summary
 from rflens.errors import UserError
 from rflens.model import positional
 from rflens.paper import L_TR as PAPER_L_TR, SAME_SLOPE as PAPER_SAME_SLOPE, SLOPE_SHIFT as PAPER_SLOPE_SHIFT, WINDOW as PAPER_WINDOW
-from rflens.setup import scales, settings
+from rflens.setup import presets, settings
 from rflens.setup.config import SCHEMES
 
 SWEEP_KEYS = {"slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2", "table3_pos", "corpora"}
@@ -22,9 +22,9 @@ def sweeps(s) -> dict:
     return {f.name: getattr(s.sweeps, f.name) for f in dataclasses.fields(s.sweeps)}
 
 
-@pytest.mark.parametrize("name", scales.NAMES)
+@pytest.mark.parametrize("name", presets.NAMES)
 def test_every_preset_is_complete_and_consistent(name):
-    s = scales.get(name)
+    s = presets.get(name)
     assert s.name == name
     assert s.model.vocab_size == s.data.vocab_size  # the model reads the data's tokens
     assert set(sweeps(s)) == SWEEP_KEYS | set(OPTIONAL)
@@ -36,15 +36,15 @@ def test_every_preset_is_complete_and_consistent(name):
     assert s.lengths == [s.train.l_tr * m for m in s.eval.length_mults]
 
 
-@pytest.mark.parametrize("name", [n for n in scales.NAMES if n != "full"])
+@pytest.mark.parametrize("name", [n for n in presets.NAMES if n != "full"])
 def test_every_cpu_preset_trains_in_fp32(name):
     # one precision whatever the CPU (dtype=auto would follow its instruction set), and the
     # fast one at these widths (bench/README.md, bf16_cpu.py)
-    assert scales.get(name).train.dtype == "fp32"
+    assert presets.get(name).train.dtype == "fp32"
 
 
 def test_spec_numbers():
-    smoke, tiny, small, full, long, repeated, extended, deep, wide = (scales.get(n) for n in scales.NAMES)
+    smoke, tiny, small, full, long, repeated, extended, deep, wide = (presets.get(n) for n in presets.NAMES)
     m, t = smoke.model, smoke.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
@@ -88,17 +88,17 @@ def test_spec_numbers():
 
 
 def test_full_sweeps_are_the_papers_grids():
-    full = scales.get("full")
+    full = presets.get("full")
     assert full.sweeps.slope_shift == (-3, 0, 3, 6, 8)
     assert full.sweeps.window == (40, 80, 100, 120, 160, 320)
-    assert scales.Retrain("window", 160, l_tr=1024) in full.sweeps.table2
-    assert scales.Retrain("slope_shift", 6, l_tr=2048) in full.sweeps.table2
+    assert presets.Retrain("window", 160, l_tr=1024) in full.sweeps.table2
+    assert presets.Retrain("slope_shift", 6, l_tr=2048) in full.sweeps.table2
 
 
 @pytest.mark.parametrize("name", ["smoke", "tiny", "small"])
 def test_window_sweep_straddles_l_tr(name):
     """Section 4: a windowed model extrapolates when its receptive field R * w fits in L_tr."""
-    s = scales.get(name)
+    s = presets.get(name)
     fields = [s.model.n_layer * w for w in s.sweeps.window]
     assert min(fields) <= s.train.l_tr < max(fields)
 
@@ -107,7 +107,7 @@ def test_window_sweep_straddles_l_tr(name):
 def test_window_grids_keep_the_papers_field_to_l_tr_ratios(name):
     """R * w / L_tr of every mapped window is the paper's (12 * w / 512) to within the
     rounding of w to a whole token, and spans the paper's boundary (2.34 .. 2.81)."""
-    s = scales.get(name)
+    s = presets.get(name)
     R, l_tr = s.model.n_layer, s.train.l_tr
     paper = [12 * w / 512 for w in PAPER_WINDOW if 12 * w / 512 <= R]
     ours = [R * w / l_tr for w in s.sweeps.window]
@@ -117,15 +117,15 @@ def test_window_grids_keep_the_papers_field_to_l_tr_ratios(name):
 
 
 def test_window_mapping():
-    assert scales.mapped_windows(PAPER_WINDOW, 12, 512) == PAPER_WINDOW
-    assert scales.mapped_windows((40, 160, 320), 4, 32) == (8, 30)  # 320 -> 60 > L_tr: left out
-    assert scales.mapped_windows((1,), 4, 32) == (1,)
+    assert presets.mapped_windows(PAPER_WINDOW, 12, 512) == PAPER_WINDOW
+    assert presets.mapped_windows((40, 160, 320), 4, 32) == (8, 30)  # 320 -> 60 > L_tr: left out
+    assert presets.mapped_windows((1,), 4, 32) == (1,)
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "full"])
 def test_slope_sweeps_hold_both_sides(name):
     """Table 1: steep slopes act as a window, flat ones fail; d_bar on both sides of 128."""
-    s = scales.get(name)
+    s = presets.get(name)
     assert min(s.sweeps.slope_shift) < 0 < max(s.sweeps.slope_shift)
     assert len(s.sweeps.same_slope) >= 4
     assert min(s.sweeps.d_bar) < 128 < max(s.sweeps.d_bar)
@@ -138,36 +138,36 @@ def _implicit_window(n_head: int, shift: float, l_tr: int, same: float | None = 
     return float(slopes.min()) * l_tr, float(slopes.max()) * l_tr
 
 
-@pytest.mark.parametrize("name", scales.NAMES)
+@pytest.mark.parametrize("name", presets.NAMES)
 def test_mapped_alibi_grids_keep_the_papers_implicit_windows(name):
     """Every model of both ALiBi sweeps is one of the paper's, and puts the same penalty on its
     flattest head at L_tr as the paper's does at L_tr = 512 (12 heads); with one slope for
     every head, every head matches."""
-    s = scales.get(name)
+    s = presets.get(name)
     for mine in s.sweeps.slope_shift:
-        paper = scales.paper_value("slope_shift", mine, s.model.n_layer, s.train.l_tr)
+        paper = presets.paper_value("slope_shift", mine, s.model.n_layer, s.train.l_tr)
         assert paper in PAPER_SLOPE_SHIFT
         ours = _implicit_window(s.model.n_head, mine, s.train.l_tr)[0]
         theirs = _implicit_window(12, paper, PAPER_L_TR)[0]
         assert ours == pytest.approx(theirs)
     for mine in s.sweeps.same_slope:
-        paper = scales.paper_value("same_slope", mine, s.model.n_layer, s.train.l_tr)
+        paper = presets.paper_value("same_slope", mine, s.model.n_layer, s.train.l_tr)
         assert paper in PAPER_SAME_SLOPE
         assert _implicit_window(s.model.n_head, 0, s.train.l_tr, same=mine) == \
             pytest.approx(_implicit_window(12, 0, PAPER_L_TR, same=paper))
 
 
 def test_the_mapping_is_a_shift_by_log2_of_the_length_ratio():
-    assert scales.mapped_exponents((-3, 0, 8), 64) == (-6, -3, 5)
-    assert scales.mapped_exponents((-3, 0, 8), 512) == (-3, 0, 8)
-    assert scales.mapped_exponents((6,), 2048) == (8,)
-    assert scales.mapped_exponents((0,), 96) == (pytest.approx(-math.log2(512 / 96)),)
+    assert presets.mapped_exponents((-3, 0, 8), 64) == (-6, -3, 5)
+    assert presets.mapped_exponents((-3, 0, 8), 512) == (-3, 0, 8)
+    assert presets.mapped_exponents((6,), 2048) == (8,)
+    assert presets.mapped_exponents((0,), 96) == (pytest.approx(-math.log2(512 / 96)),)
 
 
 @pytest.mark.parametrize("name", ["tiny", "small"])
 @pytest.mark.parametrize("erf_mult", [1.2, 2.0, 3.5])
 def test_table2_covers_the_erf_and_keeps_tokens_per_step(name, erf_mult):
-    s = scales.get(name)
+    s = presets.get(name)
     for entry in s.sweeps.table2:
         erf = int(erf_mult * s.train.l_tr)
         over = entry.training(s.train.l_tr, s.train.batch_size, erf)
@@ -175,9 +175,9 @@ def test_table2_covers_the_erf_and_keeps_tokens_per_step(name, erf_mult):
         assert over["l_tr"] * over["batch_size"] == s.train.l_tr * s.train.batch_size
 
 
-@pytest.mark.parametrize("name", scales.NAMES)
+@pytest.mark.parametrize("name", presets.NAMES)
 def test_every_sweep_point_is_a_valid_configuration(name):
-    s = scales.get(name)
+    s = presets.get(name)
     corpus = s.sweeps.corpora[0]
     configs = [settings.resolve(name, "alibi", corpus, {"slope_shift": v}) for v in s.sweeps.slope_shift]
     configs += [settings.resolve(name, "alibi", corpus, {"same_slope": v}) for v in s.sweeps.same_slope]
@@ -185,7 +185,7 @@ def test_every_sweep_point_is_a_valid_configuration(name):
     configs += [settings.resolve(name, "sandwich", corpus, {"d_bar": v}) for v in s.sweeps.d_bar]
     configs += [settings.resolve(name, "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps.sinusoidal_l_tr]
     for entry in s.sweeps.table2:
-        over = {scales.FAMILIES[entry.family].setting: entry.value,
+        over = {presets.FAMILIES[entry.family].setting: entry.value,
                 **entry.training(s.train.l_tr, s.train.batch_size, s.eval.erf_length_mult * s.train.l_tr)}
         configs.append(settings.resolve(name, entry.pos, corpus, over))
     configs += [settings.resolve(name, p, c) for p in s.sweeps.table3_pos for c in s.sweeps.corpora]
@@ -195,9 +195,9 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 def test_unknown_preset_names_the_choices():
     with pytest.raises(UserError, match=r"a size \(smoke, tiny, small, full\) or a long run \(long, long-repeated, "
                                         r"long-extended, deep, deep-d128\)"):
-        scales.get("huge")
+        presets.get("huge")
     with pytest.raises(UserError, match="tiny is a size preset, not a long run"):
-        scales.long_run("tiny")
+        presets.long_run("tiny")
 
 
 def test_the_books_table_of_presets_states_the_presets():
@@ -207,11 +207,11 @@ def test_the_books_table_of_presets_states_the_presets():
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[0].strip("`") in scales.NAMES:
+        if len(cells) == 7 and cells[0].strip("`") in presets.NAMES:
             rows[cells[0].strip("`")] = cells
-    assert set(rows) == set(scales.NAMES)
+    assert set(rows) == set(presets.NAMES)
     for name, (_, model, vocab, l_tr, training, n, _) in rows.items():
-        s = scales.get(name)
+        s = presets.get(name)
         assert model == f"{s.model.n_layer}, {s.model.n_head}, {s.model.d_model}"
         assert vocab.split()[0] == str(s.model.vocab_size)
         assert l_tr == str(s.train.l_tr)
@@ -228,7 +228,7 @@ def test_the_corpora_table_reads_what_each_corpus_of_a_preset_holds(own_data):
     row = summary.corpora_table("smoke").loc["prose"]
     assert row["stands in for"] == "OpenWebText2" and "State of the Union" in row["text"]
     assert row["train tokens"] == f"{m['tokens']['train']:,}"
-    budget = scales.get("smoke").train
+    budget = presets.get("smoke").train
     assert float(row["passes at the budget"]) == pytest.approx(
         budget.steps * budget.batch_size * budget.l_tr / m["tokens"]["train"], abs=0.05)
     # the long preset trains on the wide corpora, each described
