@@ -3,7 +3,6 @@ numbers say, whichever way they fall; and the chapters state no measured number 
 prose."""
 
 import json
-import math
 import re
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 
 from rflens import readings as rd
 from rflens.claims import statements, verdicts
-from rflens.experiments import tables as ex
 from rflens.setup.presets import BOOK_LONG
 from rflens.setup.schemes import title
 
@@ -281,8 +279,8 @@ def test_the_this_build_box_is_computed_from_the_board_and_the_long_run():
     assert "needed 8.4M training tokens; a model here sees 0.6M" in box and "2 of its 40 models shipped" in box
     assert "trained on 2.1M tokens each (a on 8.4M)" in box and "second long run" not in box
     # a model on more tokens because it trained the same steps at a longer L_tr says so
-    runs = pd.DataFrame([{"name": n, "label": n.upper(), "complete": True, "l_tr": l, "tokens": t, "r_horizon_lo": 1.0}
-                         for n, l, t in [("x", 32, 2_097_152), ("y", 32, 2_097_152), ("z", 64, 4_194_304)]])
+    runs = pd.DataFrame([{"name": n, "label": n.upper(), "complete": True, "l_tr": lt, "tokens": t, "r_horizon_lo": 1.0}
+                         for n, lt, t in [("x", 32, 2_097_152), ("y", 32, 2_097_152), ("z", 64, 4_194_304)]])
     assert "2.1M tokens each (Z on 4.2M: the same steps at a longer $L_{tr}$)" in rd.this_build("tiny", None, runs, 3)
     assert "second long run, on text it repeats at most 4 times" in rd.this_build("tiny", None, long, 40, second=(3, 62))
     assert "3 of its 62 models shipped" in rd.this_build("tiny", None, long, 40, second=(3, 62))

@@ -50,7 +50,7 @@ from rflens.measure.receptive import gradient_jump
 from rflens.setup import presets, schemes
 from rflens.setup.config import PROTOCOLS
 from rflens.setup.presets import FAMILIES
-from rflens.setup.schemes import model_title, title
+from rflens.setup.schemes import model_title
 from rflens.storage import package_repo
 
 # The schemes of two figures of the paper: Figure 11 (Section 6) compares the receptive

@@ -138,7 +138,7 @@ def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str 
                f"{len(apart)} of them with intervals that do not overlap (the runs differ in their corpora as well "
                "as in repetition, so this is not repetition's effect alone)." if len(rising) else "")
             + (f" {_join(early)} break{'s' if len(early) == 1 else ''} in both runs." if early else ""))
-    lines = [f"| model | new text: r(16 $L_{{tr}}$) | state | repeated text: r(16 $L_{{tr}}$) | state |",
+    lines = ["| model | new text: r(16 $L_{tr}$) | state | repeated text: r(16 $L_{tr}$) | state |",
              "|---|---|---|---|---|"]
     for _, row in both.iterrows():
         (r_new, s_new), (r_old, s_old) = r(row, new), r(row, old)
@@ -197,7 +197,10 @@ def early_warning(counts: pd.DataFrame) -> Prose:
     out, missed, false = [], 0, 0
     for run in dict.fromkeys(counts.index.get_level_values("run")):
         c = counts.loc[run]
-        get = lambda flagged, col: int(c.loc[flagged, col]) if flagged in c.index and col in c.columns else 0
+
+        def get(flagged, col, c=c):
+            return int(c.loc[flagged, col]) if flagged in c.index and col in c.columns else 0
+
         tp, fp, fn, tn = get(True, "broke"), get(True, "did not break"), get(False, "broke"), get(False, "did not break")
         broke, missed, false = tp + fn, missed + fn, false + fp
         out.append(f"- `{run}`: of the {broke} models that broke, {tp} had an ERF beyond $L_{{tr}}$ at the first size; "
