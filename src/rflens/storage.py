@@ -26,8 +26,10 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import pickle
+import re
 import stat
 import sys
 import time
@@ -182,22 +184,115 @@ def open_regular(path):
         raise
 
 
-def read_json(path):
+MAX_JSON_DEPTH = 64  # of arrays and objects nested in a file rflens reads: its own files nest a handful deep
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a string literal, escapes included
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")  # an empty pair: one scan peels one level
+_DIGITS = bytes.maketrans(b"0123456789", b"9" * 10)
+# where a number could pass a float's range: an exponent of three digits or more, or 300 digits in a row
+_HUGE = (b"e999", b"E999", b"e+999", b"E+999", b"9" * 300)
+
+
+class UnreadableJSON(UserError, ValueError):
+    """A JSON file rflens will not read: nested deeper than :data:`MAX_JSON_DEPTH`, or holding a
+    number beyond a float's range (or NaN or an infinity, where finite numbers are read). A
+    ValueError too, so a reader that takes an unreadable file for a damaged one (and
+    recomputes it, or names its own fix) still does; one line otherwise. ``why``: what is wrong
+    with it, for a reader that names its own fix."""
+
+    def __init__(self, where, why: str):
+        self.why = why
+        super().__init__(f"{where} is not a file rflens reads ({why}): restore it, or remove it if rflens wrote it "
+                         "(it is then made again)")
+
+
+def _json_depth_exceeds(bare: bytes, limit: int) -> bool:
+    """Whether the arrays and objects of the JSON text ``bare`` (its strings dropped) nest
+    deeper than ``limit``: found before parsing (the parser recurses once a level, and a deep
+    enough file exhausts Python's stack), without recursing: innermost pairs peeled off."""
+    if bare.count(b"[") + bare.count(b"{") <= limit:
+        return False
+    brackets = bare.translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        peeled = _INNERMOST.sub(b"", brackets)
+        if peeled == brackets:  # unbalanced: not JSON, which the parser says
+            return False
+        brackets = peeled
+        if not brackets:
+            return False
+    return True
+
+
+def _may_overflow(bare: bytes) -> bool:
+    """Whether a number of the JSON text ``bare`` (its strings dropped) may pass a float's
+    range: then numbers are read one by one and checked, else at the parser's speed."""
+    digits = bare.translate(_DIGITS)
+    return any(pattern in digits for pattern in _HUGE)
+
+
+class _NotFinite(ValueError):
+    """A number of a JSON text that no float holds, or NaN or an infinity where finite numbers are read."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: Python reads it as infinity
+        raise _NotFinite(f"the number {_cut(text)}, beyond a float's range")
+    return value
+
+
+def _float_sized_int(text: str) -> int:
+    value = int(text)
+    if len(text) > 300 and abs(value) >= 2 ** 1024:  # no float holds it: float(value) would overflow
+        raise _NotFinite(f"the number {_cut(text)}, beyond a float's range")
+    return value
+
+
+def _no_constant(text: str):
+    raise _NotFinite(f"{text}, not a finite number")
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text):,} characters)"
+
+
+def parse_json(data: bytes | str, where, *, finite: bool = True) -> object:
+    """The JSON text ``data`` (of the file ``where``) parsed, or :class:`UnreadableJSON`
+    naming the file when it nests deeper than :data:`MAX_JSON_DEPTH`, holds a number no float
+    holds (``1e400``, which Python would read as infinity) or, with ``finite``, NaN or an
+    infinity (``json.dumps`` writes them; a cache of computed results may hold them, the
+    files whose numbers are counts, steps and sizes may not). Malformed JSON raises
+    ValueError, as ``json.loads`` does."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    bare = _JSON_STRING.sub(b"", raw)
+    if _json_depth_exceeds(bare, MAX_JSON_DEPTH):
+        raise UnreadableJSON(where, f"its JSON nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        numbers = {"parse_float": _finite_float, "parse_int": _float_sized_int} if _may_overflow(bare) else {}
+        return json.loads(data, **numbers, **({"parse_constant": _no_constant} if finite else {}))
+    except _NotFinite as err:
+        raise UnreadableJSON(where, f"it holds {err}") from None
+    except RecursionError:  # nested within the limit, yet deeper than this stack allows
+        raise UnreadableJSON(where, "its JSON nests too deep") from None
+
+
+def read_json(path, *, finite: bool = True):
+    """The JSON file ``path`` (a regular file), parsed by :func:`parse_json`."""
     with open_regular(path) as f:
-        return json.load(f)
+        return parse_json(f.read(), path, finite=finite)
 
 
 _PARSED: dict[str, tuple] = {}  # path -> (the file's identity and change times, its parsed JSON pickled)
 
 
-def read_json_cached(path):
+def read_json_cached(path, *, finite: bool = True):
     """:func:`read_json`, parsed once a process while the file's inode, size and change times
     stay the same (as :func:`sha256_file` remembers digests); each call gets its own copy."""
     st = os.stat(path)
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, finite)
     hit = _PARSED.get(os.fspath(path))
     if hit is None or hit[0] != key:
-        hit = _PARSED[os.fspath(path)] = (key, pickle.dumps(read_json(path), pickle.HIGHEST_PROTOCOL))
+        hit = _PARSED[os.fspath(path)] = (key, pickle.dumps(read_json(path, finite=finite), pickle.HIGHEST_PROTOCOL))
     return pickle.loads(hit[1])
 
 
@@ -288,6 +383,38 @@ def locked(path) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def locked_folder(path, timeout: float | None = None) -> Iterator[None]:
+    """An exclusive lock across processes on the folder ``path`` itself (it must exist): no
+    lock file is made, so a folder the repository tracks (a shipped bundle) stays as it is.
+    Released by the operating system when its holder dies, like :func:`locked`; each call
+    takes it anew (a nested call of the same process waits for ever: callers keep count).
+    ``timeout``: seconds to wait before :class:`TimeoutError` (None: as long as it takes)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: the lock file beside the folder
+        with locked(Path(path).with_name(f".{Path(path).name}.lock")):
+            yield
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        if timeout is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            end = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > end:
+                        raise TimeoutError(f"{path} stayed locked for {timeout:g} s") from None
+                    time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 # ----------------------------------------------------------------------------- cached results
 
 CACHE_KEY_LENGTH = 16  # hex digits of sha256 naming a cached result
@@ -310,7 +437,7 @@ def cached_file(path: Path, name: str, params: dict, compute: Callable[[], dict]
     def stored():
         if path.is_file():
             try:
-                entry = read_json(path)
+                entry = read_json(path, finite=False)  # a computed result may hold NaN
                 if entry.get("params") == wanted:
                     if entry.get("sha256") == _digest(entry["result"]):
                         return entry["result"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from rflens.cli.common import emit
@@ -23,6 +24,14 @@ def _check_export(export: str) -> None:
     """UserError unless ``--export`` names a folder that exists or can be made."""
     if not export.strip():
         raise UserError("--export needs a folder to write the CSV files into, e.g. --export tables")
+    for what, name in (("--export", export), ("RFLENS_RUNS", str(runs_dir()))):
+        try:  # the files record where they came from, and the command names what it wrote, in UTF-8
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+            raise UserError(f"{what} names {shown}, whose name holds a byte that is not UTF-8 (the CSV files name "
+                            "their source, and the command what it wrote, in UTF-8): rename the folder, or give one "
+                            "whose name is UTF-8") from None
     target = Path(export).expanduser()
     from rflens.storage import project_dir, reference_dir
 
@@ -50,7 +59,15 @@ def run(args) -> int:
     if export is not None:
         from rflens.publish.csv_files import export_store
 
-        for path in export_store(export):
+        target = Path(export).expanduser()
+        made = not target.exists()
+        try:
+            written = export_store(export)
+        except BaseException:
+            if made and target.is_dir() and not any(target.iterdir()):
+                target.rmdir()  # the folder this export made, left empty: not left behind
+            raise
+        for path in written:
             emit(f"wrote {path}")
         return 0
     rows = list_runs()

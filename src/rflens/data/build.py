@@ -146,7 +146,7 @@ def _source_documents(corpus: str, root: Path, progress: bool, max_bytes: int | 
     info = None
     if info_path.is_file() and docs_path.is_file():
         try:
-            info = json.loads(info_path.read_text())
+            info = storage.read_json(info_path)
         except ValueError:
             info = None
         if not (_checksum_ok(info) and info.get("format") == FORMAT and info.get("packages") == packages
@@ -344,7 +344,7 @@ def _load(cfg: DataConfig, path: Path, fix: str) -> tuple[Corpus | None, str]:
     if not mpath.is_file():
         return None, "missing"
     try:
-        manifest = json.loads(mpath.read_text())
+        manifest = storage.read_json(mpath)
     except (ValueError, UnicodeDecodeError):
         raise UserError(f"{mpath} is not valid JSON (damaged): {fix}") from None
     if not _checksum_ok(manifest):

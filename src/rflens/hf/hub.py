@@ -36,7 +36,9 @@ class ModelRef:
     def __init__(self, name: str, folder: Path, identity: dict):
         self.name, self.folder, self.identity = name, folder, identity
         try:
-            self.config = json.loads((folder / "config.json").read_text())
+            self.config = storage.read_json(folder / "config.json", finite=False)  # as transformers reads it
+        except storage.UnreadableJSON:
+            raise
         except (OSError, ValueError) as err:
             raise UserError(f"{folder / 'config.json'} cannot be read ({type(err).__name__}): {LOAD_FIX}") from None
         if not isinstance(self.config, dict):

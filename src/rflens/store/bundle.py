@@ -24,9 +24,12 @@ the models to the run store.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +77,69 @@ def restore_fix(scale: str) -> str:
 
 # ----------------------------------------------------------------------------- writing
 
+LOCK_WAIT = 120.0  # seconds a reader that found the bundle changing waits for its writer
+_HELD = threading.local()  # the bundles whose writer lock this thread holds, with a count each
+# what a killed writer leaves beside the models: a copy not yet in place (removed), a model taken out of
+# place for its successor (put back when its place is empty, else removed)
+PARTIAL, TAKEN_OUT = (".adopting", ".writing"), (".replaced", ".old")
+
+
+@contextlib.contextmanager
+def writing(scale: str = "long", root: Path | None = None):
+    """The bundle's writer lock, held across a whole change of it and its seal (a model
+    joined, written or rewritten, a file of the bundle written): two writers one after the
+    other, and what a killed writer left is cleaned first (:func:`_recover`). A lock on the
+    bundle's folder itself (:func:`rflens.storage.locked_folder`): nothing is added to it.
+    Nested calls of one thread take it once."""
+    top = bundle_dir(scale, root)
+    top.mkdir(parents=True, exist_ok=True)
+    key = str(top.resolve())
+    held = getattr(_HELD, "counts", None)
+    if held is None:
+        held = _HELD.counts = {}
+    if held.get(key):
+        held[key] += 1
+        try:
+            yield
+        finally:
+            held[key] -= 1
+        return
+    with storage.locked_folder(top):
+        held[key] = 1
+        try:
+            _recover(top)
+            yield
+        finally:
+            held.pop(key, None)
+
+
+def _holds(top: Path) -> bool:
+    """Whether this thread holds the writer lock of the bundle at ``top``."""
+    return bool(getattr(_HELD, "counts", {}).get(str(top.resolve())))
+
+
+def _recover(top: Path) -> None:
+    """Under the writer lock, no writer is at work: a hidden model folder is what a killed
+    writer left. A copy not yet in place is removed; a model taken out of place for its
+    successor goes back where the successor never arrived, and is removed where it did;
+    a killed writer's temporary file (``.NAME.PID.tmp``) is removed."""
+    for entry in top.iterdir():
+        name = entry.name
+        if not name.startswith(".") or entry.is_symlink():
+            continue
+        if entry.is_dir() and name.endswith(PARTIAL):
+            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.is_dir() and name.endswith(TAKEN_OUT):
+            model = top / name[1:].rsplit(".", 1)[0]
+            if model.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.rename(model)  # the join was killed between its two renames: the model as it was
+        elif entry.is_file() and name.endswith(".tmp"):
+            entry.unlink(missing_ok=True)
+
+
+
 def new_result(name: str, scale: str, pos: str, corpus: str, settings: dict, model_cfg, data_cfg, train_cfg, ev, *,
                fingerprint: str, code: str, commit: str | None, where, stopped: int | None, seconds: float,
                measured_steps: list[int], curve: list, points: list[dict], segment_docs: list) -> dict:
@@ -109,8 +175,12 @@ def write_model(scale: str, name: str, result: dict, arrays: dict, weights=None,
     then its manifest (last: it marks the model shipped), written in a hidden folder beside
     the models and renamed into place, then the bundle's manifest: a write that fails (a full
     disk) leaves the bundle as it was. Returns the model's folder."""
-    import shutil
+    with writing(scale, root):
+        return _write_model(scale, name, result, arrays, weights, root)
 
+
+def _write_model(scale: str, name: str, result: dict, arrays: dict, weights, root: Path | None) -> Path:
+    """:func:`write_model` under the bundle's writer lock."""
     final = bundle_dir(scale, root) / name
     path, old = final.with_name(f".{name}.writing"), final.with_name(f".{name}.old")
     shutil.rmtree(path, ignore_errors=True)  # a killed writer's: not the bundle's
@@ -146,10 +216,14 @@ def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
     (and that it holds no other file and no link) and that it is of this preset; then seal
     the bundle. An unfinished model joins too; the same model further along (more sizes
     measured, the bundle's sizes first and unchanged: the run it continues) replaces it.
-    Returns the model's folder here."""
-    import shutil
+    Returns the model's folder here. The whole join, checks and seal, holds the bundle's
+    writer lock (:func:`writing`): two joins at once run one after the other."""
+    with writing(scale, root):
+        return _adopt(scale, Path(folder), root)
 
-    folder = Path(folder)
+
+def _adopt(scale: str, folder: Path, root: Path | None) -> Path:
+    """:func:`adopt` under the bundle's writer lock."""
     verify(folder)
     listed = {MANIFEST, *storage.read_json(folder / MANIFEST)["sha256"]}
     for entry in [folder, *folder.iterdir()]:  # the model's own files and nothing else: no link, nothing unlisted
@@ -161,6 +235,9 @@ def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
         raise UserError(f"{folder} holds a model of the {result['scale']} preset: only a {scale} model joins the "
                         f"{scale} bundle")
     path = bundle_dir(scale, root) / result["name"]
+    if path.is_dir() and (path / MANIFEST).is_file() and \
+            (path / MANIFEST).read_bytes() == (folder / MANIFEST).read_bytes():
+        return path  # joined already (by another join of the same folder): nothing to do
     if path.exists() and not continues(read_result(path), result):
         raise UserError(f"the {scale} bundle already holds {result['name']} and {folder} does not continue it "
                         f"(more sizes, its own first): {RESTORE} if it is damaged")
@@ -194,20 +271,21 @@ def rewrite_result(scale: str, name: str, result: dict, root: Path | None = None
     """A shipped model's result.json replaced by ``result`` (its measurements untouched:
     only what is computed from them may change), then its manifest and the bundle's."""
     path = bundle_dir(scale, root) / name
-    listed = storage.read_json(path / MANIFEST)["sha256"]
-    storage.write_json(path / RESULT, result, newline=True)
-    listed[RESULT] = storage.sha256_file(path / RESULT)
-    storage.write_json(path / MANIFEST, {"version": VERSION, "sha256": listed}, newline=True)
-    seal(scale, root)
+    with writing(scale, root):
+        listed = storage.read_json(path / MANIFEST)["sha256"]
+        storage.write_json(path / RESULT, result, newline=True)
+        listed[RESULT] = storage.sha256_file(path / RESULT)
+        storage.write_json(path / MANIFEST, {"version": VERSION, "sha256": listed}, newline=True)
+        seal(scale, root)
     return path
 
 
 def write_file(scale: str, filename: str, obj, root: Path | None = None) -> Path:
     """A JSON file of the whole bundle (beside the models), then the bundle's manifest."""
     path = bundle_dir(scale, root) / filename
-    path.parent.mkdir(parents=True, exist_ok=True)
-    storage.write_json(path, obj, newline=True)
-    seal(scale, root)
+    with writing(scale, root):
+        storage.write_json(path, obj, newline=True)
+        seal(scale, root)
     return path
 
 
@@ -215,8 +293,9 @@ def seal(scale: str = "long", root: Path | None = None) -> None:
     """Write the bundle's manifest: the sha256 of every file in the bundle (by its path
     inside it). Only the writers call it: what they did not write is never vouched for."""
     top = bundle_dir(scale, root)
-    storage.write_json(top / MANIFEST, {"version": VERSION, "sha256": {
-        rel: storage.sha256_file(top / rel) for rel in _files(top)}}, newline=True)
+    with writing(scale, root):  # the writer that called it holds it already
+        storage.write_json(top / MANIFEST, {"version": VERSION, "sha256": {
+            rel: storage.sha256_file(top / rel) for rel in _files(top)}}, newline=True)
 
 
 def _files(top: Path) -> list[str]:
@@ -243,6 +322,25 @@ def check(scale: str = "long", root: Path | None = None) -> None:
     lists, each with its sha256 (re-hashed only after a file changed). A folder without
     any file is an empty bundle."""
     top = bundle_dir(scale, root)
+    try:
+        _check(top)
+    except UserError as found:
+        if not top.is_dir() or _holds(top):
+            raise
+        # a writer at work (a model in place, its seal still to come) is not damage: the check again once it
+        # is done, under its lock; a bundle that stays so is damaged
+        try:
+            with storage.locked_folder(top, timeout=LOCK_WAIT):
+                _check(top)
+        except TimeoutError:
+            raise UserError(f"the shipped bundle {top} is being changed by another process, which holds it for "
+                            f"more than {LOCK_WAIT:g} s: wait for it to finish, then run the command again") from None
+        except OSError:  # a folder that cannot be locked here: what the check found stands
+            raise found from None
+
+
+def _check(top: Path) -> None:
+    """:func:`check` of the bundle at ``top``, once."""
     found = _files(top) if top.is_dir() else []
     if not found:
         return
@@ -297,7 +395,9 @@ def entries(scale: str = "long") -> dict[str, Path]:
     if not root.is_dir():
         return {}
     check(scale)
-    return {d.name: d for d in sorted(root.iterdir()) if d.is_dir() and (d / MANIFEST).is_file()}
+    # a hidden folder is a writer's (.NAME.adopting, .NAME.replaced: a killed one's), never a shipped model
+    return {d.name: d for d in sorted(root.iterdir())
+            if not d.name.startswith(".") and d.is_dir() and (d / MANIFEST).is_file()}
 
 
 def verify(path: Path, weights: bool = True) -> None:
@@ -322,10 +422,12 @@ def read_result(path: Path) -> dict:
     file otherwise."""
     file = Path(path) / RESULT
     try:
-        result = storage.read_json_cached(file)
+        result = storage.read_json_cached(file, finite=False)  # its values are checked where they are read
         missing = [k for k in RESULT_KEYS if k not in result]
         missing += [f"points[{i}].{k}" for i, p in enumerate(result.get("points") or [{}]) for k in POINT_KEYS
                     if k not in p]
+    except storage.UnreadableJSON as err:
+        raise UserError(f"the shipped result {file} is damaged ({RESULT}: {err.why}): {RESTORE}") from None
     except (OSError, ValueError, TypeError, AttributeError) as err:
         raise UserError(f"the shipped result {file} is damaged (not a result: {type(err).__name__}): {RESTORE}") from None
     if missing:
@@ -378,7 +480,9 @@ def read_file(scale: str, filename: str) -> dict | None:
         return None
     check(scale)
     try:
-        return storage.read_json(path)
+        return storage.read_json(path, finite=False)  # its readers check its values
+    except storage.UnreadableJSON as err:
+        raise UserError(f"the shipped bundle file {path} is damaged ({err.why}): {RESTORE}") from None
     except (OSError, ValueError):
         raise UserError(f"the shipped bundle file {path} is damaged (not JSON): {RESTORE}") from None
 
