@@ -29,6 +29,7 @@ given.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING
 
@@ -250,8 +251,61 @@ def write(scale: str = "long", test_tokens: list[int] | None = None, names: list
 
 
 def read(scale: str = "long") -> dict | None:
-    """The sealed forecast of ``scale``, or None when it has none."""
-    return bundle.read_file(scale, FORECAST)
+    """The sealed forecast of ``scale``, or None when it has none; checked where it is read
+    (:func:`_malformed`): a one-line UserError naming the file otherwise."""
+    f = bundle.read_file(scale, FORECAST)
+    if f is None:
+        return None
+    why = _malformed(f)
+    if why is not None:
+        raise UserError(f"the forecast {bundle.bundle_dir(scale) / FORECAST} {why}: {REWRITE}, or {bundle.RESTORE}")
+    return f
+
+
+REWRITE = "write it again with rflens.longrun.forecast.write (it forecasts from the shipped curves)"
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _malformed(f) -> str | None:
+    """What makes ``f`` no forecast :func:`write` wrote (None: nothing): the test's sizes
+    whole positive numbers, each model named in ``tested`` one of ``models`` with its seed,
+    and each seed's forecast at every test size under each curve model."""
+    if not isinstance(f, dict) or not isinstance(f.get("models"), dict):
+        return "holds no forecast of models"
+    tokens, tested = f.get("test_tokens"), f.get("tested")
+    if not isinstance(tokens, list) or not all(_is_count(t) for t in tokens):
+        return f"gives test_tokens = {json.dumps(tokens)[:60]}, not a list of token counts"
+    if not isinstance(tested, list) or not all(isinstance(n, str) for n in tested):
+        return f"gives tested = {json.dumps(tested)[:60]}, not a list of model names"
+    for model, m in f["models"].items():
+        if not isinstance(m, dict) or not isinstance(m.get("seeds"), dict):
+            return f"holds no seeds of {model}"
+        for seed, s in m["seeds"].items():
+            at = [s[cm].get("at") if isinstance(s, dict) and isinstance(s.get(cm), dict) else None for cm in MODELS]
+            if not all(isinstance(a, dict) and set(map(str, tokens)) <= set(a) for a in at):
+                return f"lacks the forecast of {_seed_name(model, seed)} at a test size"
+    for name in tested:
+        model, _, seed = name.partition("_seed=")
+        if (seed or "0") not in f["models"].get(model, {"seeds": {}})["seeds"]:
+            return f"names {name} in tested, which its models do not hold"
+    return None
+
+
+def _test_sizes(path, f: dict, test: str) -> None:
+    """UserError naming the forecast's file unless each of its test sizes is one the ``test``
+    run measures (a size between them would be compared with the nearest measured one)."""
+    from rflens.longrun import plan
+    from rflens.setup import presets
+
+    sizes = plan.sizes(presets.long_run(test))
+    off = [t for t in f["test_tokens"] if t not in sizes]
+    if off:
+        raise UserError(f"the forecast {path} gives test_tokens {off[:3]}, sizes the {test} run does not measure (it "
+                        f"measures {', '.join(map(str, sizes))}): {REWRITE} at the {test} run's sizes, or "
+                        f"{bundle.RESTORE}")
 
 
 # ----------------------------------------------------------------------------- forecast and outcome, as tables
@@ -322,6 +376,7 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
     f = read(scale)
     if f is None:
         return pd.DataFrame()
+    _test_sizes(bundle.bundle_dir(scale) / FORECAST, f, test)
     shipped = bundle.complete(test) if bundle.bundle_dir(test).is_dir() else set()
     rows = []
     for name in f["tested"]:
