@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 
 import torch
 import torch.nn as nn
@@ -97,16 +98,56 @@ def device_and_dtype(device=None) -> tuple[torch.device, torch.dtype]:
     return device, (torch.bfloat16 if device.type == "cuda" else torch.float32)
 
 
+_DECLARED: dict[tuple, int | None] = {}  # (folder, config) -> the parameters its config declares
+
+
+def declared_parameters(ref: ModelRef) -> int | None:
+    """The number of parameters of the model ``ref``'s config declares, counted on a model
+    built on the meta device (no memory, no weights read): what loading it will allocate,
+    whatever its weight files hold. None when transformers cannot build it from its config
+    (the load then says why)."""
+    key = (str(ref.folder), json.dumps(ref.config, sort_keys=True, default=str))
+    if key not in _DECLARED:
+        try:
+            with _quiet_transformers(False):
+                from transformers import AutoConfig, AutoModelForCausalLM
+
+                config = AutoConfig.from_pretrained(ref.folder)
+                with torch.device("meta"):
+                    built = AutoModelForCausalLM.from_config(config)
+            _DECLARED[key] = sum(p.numel() for p in built.parameters())
+        except Exception:  # noqa: BLE001 - a config transformers cannot build: the load names it
+            _DECLARED[key] = None
+    return _DECLARED[key]
+
+
+def check_memory(ref: ModelRef, device=None) -> None:
+    """One line naming the memory needed when loading ``ref`` would take more than this
+    machine has free, before anything is loaded: its parameters as its config declares them
+    (the weights are read into memory first, bf16 for a GPU, float32 on the CPU), or its
+    weight files where those are larger (a float16 file is read as float32 on the CPU)."""
+    device, dtype = device_and_dtype(device)
+    size = torch.finfo(dtype).bits // 8
+    weights = sum(p.stat().st_size for p in ref.folder.iterdir()
+                  if p.suffix in (".safetensors", ".bin", ".pt", ".pth") and p.is_file())
+    stored = str(ref.config.get("dtype") or ref.config.get("torch_dtype") or "float32")
+    files = weights * (2 if stored in ("float16", "bfloat16") and size == 4 else 1)
+    params = declared_parameters(ref)
+    declared = (params or 0) * size
+    what = f"{ref.name} in {str(dtype).replace('torch.', '')}"
+    if params and declared >= files:
+        what += f" ({params / 1e9:,.2f} billion parameters, as its config declares)" if params >= 10**8 else \
+            f" ({params:,} parameters, as its config declares)"
+    resources.check(max(declared, files), what, "use a smaller model, or a machine with more memory"
+                    + (" or a GPU" if device.type == "cpu" else ""))
+
+
 def load(model, *, revision: str | None = None, device=None, progress: bool = False):
-    """(CausalLMLens, tokenizer) of a folder or hub name (or a :class:`ModelRef`)."""
+    """(CausalLMLens, tokenizer) of a folder or hub name (or a :class:`ModelRef`), after
+    :func:`check_memory`."""
     ref = model if isinstance(model, ModelRef) else resolve(model, revision)
     device, dtype = device_and_dtype(device)
-    if device.type == "cpu":
-        weights = sum(p.stat().st_size for p in ref.folder.iterdir()
-                      if p.suffix in (".safetensors", ".bin", ".pt", ".pth") and p.is_file())
-        stored = str(ref.config.get("dtype") or ref.config.get("torch_dtype") or "float32")
-        resources.check(weights * (2 if stored in ("float16", "bfloat16") else 1), f"{ref.name} in float32",
-                        "use a smaller model, or a machine with more memory or a GPU")
+    check_memory(ref, device)
     try:
         with _quiet_transformers(progress):
             from transformers import AutoModelForCausalLM, AutoTokenizer
