@@ -24,6 +24,7 @@ not reproduced, since the book's sentence about that model would change.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import tempfile
 from pathlib import Path
@@ -277,6 +278,30 @@ def _load(path: Path) -> dict:
     return result
 
 
+@contextlib.contextmanager
+def _progressing(name: str, scale: str, deadline: float | None):
+    """Around the retraining of ``name``: a sitting whose time runs out where the check's kept
+    state already stood (setting a sitting up, its data and model, took all the time given)
+    is a one-line UserError saying so; "run the same command to resume" would stop at the
+    same step again, every time."""
+    from rflens.training.trainer import CHECKPOINT_POINTER, OutOfTime
+
+    work = bundle.emergence_state(scale, name).with_name(f"{name}.check")  # a check's state (emergence.run)
+    try:
+        before = storage.read_json(work / CHECKPOINT_POINTER)["step"] if (work / CHECKPOINT_POINTER).is_file() else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        before = 0  # unreadable: the training says so
+    try:
+        yield
+    except OutOfTime as stop:
+        if deadline is None or not isinstance(before, int) or stop.step > before:
+            raise
+        raise UserError(f"the sitting's time ran out before the check of {name} trained past step {before:,}, where "
+                        "its kept state stood: starting a sitting here (the data, the shipped models, the model) takes "
+                        "longer than the time given, so the same command would stop there again; give --minutes more "
+                        "time (the state is kept)") from None
+
+
 def check(names: list[str], scale: str = "long", *, progress: bool = True, deadline: float | None = None,
           keep=None) -> list[dict]:
     """Retrain the shipped models ``names`` from scratch and compare each with the bundle
@@ -292,14 +317,15 @@ def check(names: list[str], scale: str = "long", *, progress: bool = True, deadl
     for name in names:
         shipped = bundle.load(name, scale)
         spec = plan.named(name, scale)
-        if folder is None:
-            with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
-                again = _load(emergence.run(spec, scale, progress=progress, keep_weights=False, root=Path(tmp),
-                                            deadline=deadline))
-            kept = None
-        else:
-            kept = emergence.run(spec, scale, progress=progress, keep_weights=True, root=folder, deadline=deadline)
-            again = _load(kept)
+        with _progressing(name, scale, deadline):
+            if folder is None:
+                with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
+                    again = _load(emergence.run(spec, scale, progress=progress, keep_weights=False, root=Path(tmp),
+                                                deadline=deadline))
+                kept = None
+            else:
+                kept = emergence.run(spec, scale, progress=progress, keep_weights=True, root=folder, deadline=deadline)
+                again = _load(kept)
         rows.append(compare(shipped, again, like=like_machine(shipped), spread=spread) | {"kept": kept and str(kept)})
     return rows
 
