@@ -25,6 +25,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from rflens.setup import presets
 
 # dense bf16 peak FLOP/s by device name (vendor data sheets); MFU is left out for others
 BF16_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
@@ -134,7 +135,7 @@ def check_small(store: Path) -> dict:
     os.environ["RFLENS_RUNS"] = str(store)
     it = small_model_item()
     t0 = time.perf_counter()
-    run = get_run("small", it["pos"], it["corpus"], it["overrides"], progress=True)
+    run = get_run(presets.get("small"), it["pos"], it["corpus"], it["overrides"], progress=True)
     seconds = time.perf_counter() - t0
     tps = run.metrics.get("tokens_per_s")
     log(f"  small model ({it['pos']}) trained end to end in {seconds:.0f} s ({tps:,.0f} tokens/s)")
@@ -144,7 +145,7 @@ def check_small(store: Path) -> dict:
 def book_tokens(scale: str = "small") -> list[int]:
     from rflens.experiments import book_models
 
-    return [row["tokens"] for row in book_models.training_cost(scale)]
+    return [row["tokens"] for row in book_models.training_cost(presets.get(scale))]
 
 
 def main() -> int:

@@ -62,6 +62,7 @@ import numpy as np
 from rflens.experiments.tables import PILOT_FAILING as FAILING, PILOT_STABLE as STABLE  # the rule's two sides
 from rflens.measure.criterion import BREAKS as FAIL_R, EXTRAPOLATION_TOLERANCE as STABLE_R
 from rflens.setup.presets import mapped_exponents
+from rflens.setup import presets
 
 HERE = Path(__file__).resolve().parent
 OUT_JSON = HERE / "phenomena.json"
@@ -183,7 +184,7 @@ def run_model(R, d, l_tr, tokens, spec, stage) -> dict | None:
     steps = max(1, round(TOKENS[tokens] / (BATCH * l_tr)))
     over = {**over, "l_tr": l_tr, "batch_size": BATCH, "steps": steps}
     log(f"START {mid}: {pos} {over}")
-    run = runs.get_run("tiny", pos, "prose", progress=False, **over)
+    run = runs.get_run(presets.get("tiny"), pos, "prose", progress=False, **over)
     m = run.metrics
     log(f"  trained {mid} ({'reused' if run.reused else 'new'}): {m['train_seconds'] / 60:.2f} min, "
         f"{m['tokens_per_s']:,.0f} tok/s, val loss {m['val_loss']:.3f}")

@@ -63,7 +63,7 @@ def cmd_run(args) -> int:
     result = {"scale": sc.name, "seeds": seeds, "table3": [], "claims": {}, "table1": [],
               "criteria": {str(cid): statements.BY_ID[cid].criterion for cid in (14, 15)}}
     for seed in seeds:
-        t3 = ex.table3(sc.name, seed=seed, progress=False, train=False)
+        t3 = ex.table3(sc, seed=seed, progress=False, train=False)
         for c in verdicts.check({"table3": t3, "corpus": "prose"}, [14, 15]):
             result["claims"].setdefault(str(c["id"]), {})[str(seed)] = {"result": c["result"], "measured": c["measured"]}
         top = sc.train.l_tr * max(sc.eval.length_mults)
@@ -72,7 +72,7 @@ def cmd_run(args) -> int:
                                      "ppl_l_tr": float(row[f"ppl@{sc.train.l_tr}"]), "ppl_top": float(row[f"ppl@{top}"])})
         over = {} if seed == sc.train.seed else {"seed": seed}
         for label, pos, settings in failing_side(sc):
-            run = get_run(sc.name, pos, "prose", {**settings, **over}, train=False, progress=False)
+            run = get_run(sc, pos, "prose", {**settings, **over}, train=False, progress=False)
             row = {}
             columns.add_ppl_columns(row, ex.measure_ppl(run), run.train_cfg.l_tr)
             result["table1"].append({"seed": seed, "label": label, "r_top": row[f"r@{top}"],

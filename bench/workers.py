@@ -25,6 +25,7 @@ import time
 
 from rflens.experiments import tables as ex
 from rflens.publish import parallel
+from rflens.setup import presets
 
 
 def load(stop) -> None:
@@ -53,11 +54,11 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=6)
     ap.add_argument("--steps", type=int, default=150)
     args = ap.parse_args()
-    specs = ex.table1_models("tiny")[:args.models]
+    specs = ex.table1_models(presets.get("tiny"))[:args.models]
     items = [{"pos": s.pos, "corpus": s.corpus, "overrides": {**s.settings, "steps": args.steps}} for s in specs]
     from rflens.setup.settings import resolve
 
-    tcfg = resolve("tiny", items[0]["pos"], "prose", items[0]["overrides"]).train
+    tcfg = resolve(presets.get("tiny"), items[0]["pos"], "prose", items[0]["overrides"]).train
     tokens = len(items) * tcfg.steps * tcfg.batch_size * tcfg.l_tr
     print(f"{len(items)} models ({', '.join(s.label for s in specs)}), {args.steps} steps each, "
           f"{tokens / 1e6:.2f}M tokens in all\n")

@@ -45,3 +45,13 @@ def reference(tmp_path, monkeypatch):
     path.mkdir()
     monkeypatch.setenv("RFLENS_REFERENCE", str(path))
     return path
+
+
+@pytest.fixture
+def smoke_long_run(monkeypatch):
+    """The smoke preset's models as a long run (``emergence --scale smoke``): the long-run
+    commands at the size whose models train in a second."""
+    from rflens.setup import presets
+
+    base = presets._BUILDERS["smoke"]
+    monkeypatch.setitem(presets._BUILDERS, "smoke", lambda: presets.LongRun.of(base()))

@@ -15,6 +15,7 @@ from rflens import storage
 from rflens.errors import UserError
 from rflens.experiments import speed
 from rflens.store import bundle
+from rflens.setup import presets
 
 CONTROL = "long-repeated"
 MODEL = "nope"
@@ -46,7 +47,7 @@ def _original(root):
 
 
 def test_the_copy_reads_as_shipped(copy):
-    assert bundle.load(MODEL, CONTROL)["points"] and speed.load_speed_record(CONTROL)["tokens_per_s"]["t5"]
+    assert bundle.load(MODEL, CONTROL)["points"] and speed.load_speed_record(presets.get(CONTROL))["tokens_per_s"]["t5"]
 
 
 _BAD_SPEED = st.sampled_from([float("nan"), float("inf"), float("-inf"), -1.0, 0.0, "fast", None, True, [1.0]])
@@ -70,7 +71,7 @@ def test_a_resealed_speed_record_with_values_no_timing_gives_is_one_line(copy, s
     try:
         bundle.write_file(CONTROL, speed.RECORD_FILE, rec, copy)  # edited and resealed
         with pytest.raises(UserError, match="speed record .* is damaged"):
-            speed.load_speed_record(CONTROL)
+            speed.load_speed_record(presets.get(CONTROL))
     finally:
         bundle.write_file(CONTROL, speed.RECORD_FILE, original, copy)
 

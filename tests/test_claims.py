@@ -19,6 +19,7 @@ from rflens.errors import UserError
 from rflens.experiments import tables as ex
 from rflens.measure import columns, criterion, receptive
 from rflens.setup.schemes import title
+from rflens.setup import presets
 
 L_TR = 16
 R = 4  # layers of the fabricated window models: the paper's w = 100 maps to w = 9 at L_tr = 16
@@ -333,19 +334,19 @@ def test_table3_stored_keeps_the_complete_corpora_and_names_the_others(monkeypat
 
     monkeypatch.setattr(ex, "corpora_of", lambda scale, corpora=None: ["prose", "code"])
     monkeypatch.setattr(ex, "table3", fake)
-    t3 = ex.table3_stored("smoke", progress=False)
+    t3 = ex.table3_stored(presets.get("smoke"), progress=False)
     assert set(t3["corpus"]) == {"prose"} and t3.attrs["lacking_corpora"] == ["code"]
     monkeypatch.setattr(ex, "corpora_of", lambda scale, corpora=None: ["code"])
     with pytest.raises(NotStored, match="sandwich on code"):
-        ex.table3_stored("smoke", progress=False)
+        ex.table3_stored(presets.get("smoke"), progress=False)
 
 
 def test_a_shipped_table3_reads_its_recorded_speeds_and_times_nothing(monkeypatch, store):
     from rflens.experiments.speed import load_speed_record
 
     monkeypatch.setattr(ex, "training_speed", lambda *a, **k: pytest.fail("a shipped Table 3 was timed"))
-    t3 = ex.table3_stored("long", progress=False)
-    record = load_speed_record("long")
+    t3 = ex.table3_stored(presets.get("long"), progress=False)
+    record = load_speed_record(presets.get("long"))
     for _, row in t3.iterrows():
         assert row.tokens_per_s_rounds == record["tokens_per_s"][row.pos]
         assert row.speed_source == f"recorded on {record['machine']}, {record['recorded']}"
@@ -353,7 +354,7 @@ def test_a_shipped_table3_reads_its_recorded_speeds_and_times_nothing(monkeypatc
     timed = []
     monkeypatch.setattr(ex, "training_speed", lambda scale, positions, **k: timed.append(positions) or
                         {p: [1.0, 2.0] for p in positions})
-    t3 = ex.table3("long", "prose", train=False, progress=False,
+    t3 = ex.table3(presets.get("long"), "prose", train=False, progress=False,
                    record={"machine": "m", "recorded": "then", "tokens_per_s": {"alibi": [5.0, 6.0]}})
     assert timed and set(t3["speed_source"]) == {"timed when the table was made"}
     assert t3.query("pos == 'alibi'")["tokens_per_s_rounds"].iloc[0] == [1.0, 2.0]

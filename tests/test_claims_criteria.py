@@ -16,6 +16,7 @@ from rflens.claims.outcomes import simultaneous
 from rflens.experiments import tables as ex
 from rflens.measure import columns
 from rflens.setup.presets import mapped_windows
+from rflens.setup import presets
 
 L_TR, R, N = 32, 4, 400
 LENGTHS = [L_TR * m for m in (1, 2, 4, 8, 16)]
@@ -257,15 +258,15 @@ def test_claim16_reads_the_record_and_never_times(monkeypatch, tmp_path):
     monkeypatch.setattr(speed, "time_steps", lambda *a, **k: pytest.fail("the board timed something"))
     for name in ("table1", "table2", "figure7", "figure11", "table3", "table3_stored"):
         monkeypatch.setattr(ex, name, lambda *a, **k: pd.DataFrame())
-    assert speed.load_speed_record("smoke") is None
+    assert speed.load_speed_record(presets.get("smoke")) is None
     res = gather.gather("smoke", compute=False, progress=False)
     assert res["speed_record"] is None and result(16, res)["result"] == "not run"
     # a record written once, with the machine named: the board reads it
     monkeypatch.setattr(speed, "time_steps", lambda cfgs, *a, **k: {p: [0.010] * 12 if p == "t5" else [0.009] * 12
                                                                        for p in cfgs})
-    rec = speed.record_speed("smoke", progress=False)
-    assert speed.speed_record_path("smoke") == tmp_path / "speed" / "record-smoke.json"
-    stored = json.loads(speed.speed_record_path("smoke").read_text())
+    rec = speed.record_speed(presets.get("smoke"), progress=False)
+    assert speed.speed_record_path(presets.get("smoke")) == tmp_path / "speed" / "record-smoke.json"
+    stored = json.loads(speed.speed_record_path(presets.get("smoke")).read_text())
     assert stored["machine"] == rec["machine"] and "cores" in stored["machine"] and stored["recorded"]
     monkeypatch.setattr(speed, "time_steps", lambda *a, **k: pytest.fail("the board timed something"))
     c16 = result(16, gather.gather("smoke", compute=False, progress=False))
@@ -276,7 +277,7 @@ def test_a_shipped_preset_keeps_its_record_beside_its_models():
     from rflens.experiments import speed
     from rflens.store.bundle import bundle_dir
 
-    assert speed.speed_record_path("long") == bundle_dir("long") / speed.RECORD_FILE
+    assert speed.speed_record_path(presets.get("long")) == bundle_dir("long") / speed.RECORD_FILE
 
 
 # ----------------------------------------------------------------------------- every claim

@@ -69,7 +69,7 @@ def test_a_long_preset_model_the_store_lacks_is_not_trained_by_a_measuring_comma
     assert main(advised.split()) == 2  # the fake stops it
     [(cfgs, before)] = started
     assert "hours on one core" in before, before  # said before it started
-    assert cfgs == tuple(settings.resolve("long-repeated", "alibi", "prose", parse_overrides(["slope_shift=3"]))[1:])
+    assert cfgs == tuple(settings.resolve(presets.get("long-repeated"), "alibi", "prose", parse_overrides(["slope_shift=3"]))[1:])
 
 
 def test_workers_at_a_shipped_preset_names_a_fix_that_works(capsys):
@@ -110,7 +110,7 @@ def test_a_training_of_minutes_or_more_says_its_hours_before_it_starts_at_any_pr
 def test_on_a_gpu_the_announced_training_gives_no_one_core_hours(monkeypatch):
     from rflens.store import runs
 
-    _, model_cfg, _, train_cfg = settings.resolve("tiny", "alibi", "prose", {"steps": 100000})
+    _, model_cfg, _, train_cfg = settings.resolve(presets.get("tiny"), "alibi", "prose", {"steps": 100000})
     monkeypatch.setattr(runs, "cuda_available", lambda: True)
     assert runs.hours_to_train("tiny", model_cfg, train_cfg) == "100,000 steps on the GPU"
 
@@ -123,7 +123,7 @@ def test_a_damaged_checkpoint_met_by_a_measuring_command_names_the_train_command
     from rflens.store import runs
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    _, model_cfg, data_cfg, train_cfg = settings.resolve("smoke", "alibi", "prose", {})
+    _, model_cfg, data_cfg, train_cfg = settings.resolve(presets.get("smoke"), "alibi", "prose", {})
     path = runs.runs_dir() / runs.run_key(model_cfg, data_cfg, train_cfg, data.prepare(data_cfg, progress=False).fingerprint)
     path.mkdir(parents=True)
     (path / "checkpoint.json").write_text("{")

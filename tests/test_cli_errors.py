@@ -16,6 +16,7 @@ from rflens.errors import ConfigError, UserError
 from rflens.setup import settings
 from rflens.setup.config import ModelConfig, parse_overrides, TrainConfig
 from rflens.store import runs
+from rflens.setup import presets
 
 
 @pytest.fixture()
@@ -44,7 +45,7 @@ def test_a_bare_training_key_is_a_training_setting_even_where_evaluation_has_one
     assert sections["train"] == {"batch_size": 4, "seed": 1}
     assert sections["eval"] == {"n_segments": 8}
     assert parse_overrides(["eval.batch_size=2"])["eval"] == {"batch_size": 2}
-    _, _, _, t = settings.resolve("smoke", "alibi", "prose", {k: v for k, v in sections.items() if k != "eval"})
+    _, _, _, t = settings.resolve(presets.get("smoke"), "alibi", "prose", {k: v for k, v in sections.items() if k != "eval"})
     assert (t.batch_size, t.seed) == (4, 1)
 
 
@@ -62,7 +63,7 @@ def test_non_finite_numbers_are_config_errors(pair, store, capsys):
     assert "finite" in one_line_error(capsys, "train", "--scale", "smoke", "--set", pair)
     assert not store.exists() or not any(store.iterdir())  # no orphan run folder
     with pytest.raises(ConfigError, match="finite"):
-        settings.resolve("smoke", "alibi", "prose", {k: v for k, v in parse_overrides([pair]).items() if k != "eval"})
+        settings.resolve(presets.get("smoke"), "alibi", "prose", {k: v for k, v in parse_overrides([pair]).items() if k != "eval"})
 
 
 def test_non_finite_numbers_are_refused_from_python_too():
@@ -83,7 +84,7 @@ def test_a_negative_evaluation_seed_is_one_line_before_anything_trains(store, ca
 
 @pytest.mark.slow
 def test_stored_weights_get_the_usual_file_mode(store):
-    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     expected = 0o666 & ~_umask()
     for name in ("model.safetensors", "config.json", "metrics.json", "manifest.json"):
         assert stat.S_IMODE(os.stat(run.path / name).st_mode) == expected, name
@@ -119,7 +120,7 @@ def test_two_identical_measurements_at_once_compute_once(store):
     import threading
     import time
 
-    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     calls = []
 
     def compute():
@@ -140,8 +141,8 @@ def test_two_identical_measurements_at_once_compute_once(store):
     ("config.json", "{"), ("metrics.json", "null"), ("metrics.json", "{oops"), ("metrics.json", '{"val_loss": 1}'),
 ])
 def test_a_damaged_run_file_is_one_line_and_the_store_still_lists(name, text, store, capsys):
-    good = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
-    bad = runs.get_run("smoke", "alibi", "prose", steps=4, progress=False)
+    good = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
+    bad = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=4, progress=False)
     (bad.path / name).write_text(text)
     listed = {r["key"]: r for r in runs.list_runs()}
     # a config.json that no longer carries its run key is not known to be rflens's: never cleaned
@@ -161,11 +162,11 @@ def test_a_failed_training_is_listed_as_failed_and_cleaned(store, monkeypatch, c
 
     monkeypatch.setattr(training, "train", boom)
     with pytest.raises(RuntimeError):
-        runs.get_run("smoke", "alibi", "prose", steps=5, progress=False)
+        runs.get_run(presets.get("smoke"), "alibi", "prose", steps=5, progress=False)
     monkeypatch.undo()
     monkeypatch.setenv("RFLENS_RUNS", str(store))
     monkeypatch.setenv("RFLENS_DATA", str(store.parent / "data"))
-    good = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    good = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     (row,) = [r for r in runs.list_runs() if r["key"] != good.key]
     assert row["status"] == "failed" and "loss is nan" in row["error"]
     assert main(["runs", "--clean"]) == 0
@@ -177,7 +178,7 @@ def test_a_failed_training_is_listed_as_failed_and_cleaned(store, monkeypatch, c
 def test_a_store_that_cannot_be_written_still_prints_the_result(store, monkeypatch, capsys):
     import errno
 
-    runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
 
     def read_only(path, *args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system", str(path))
@@ -202,7 +203,7 @@ def test_a_store_path_that_is_a_file_is_one_line(variable, tmp_path, monkeypatch
 
 def test_a_diverged_training_stops_with_the_step_and_stores_nothing_complete(store):
     with pytest.raises(UserError, match=r"diverged: the (training|validation) loss is (nan|inf) at step \d+"):
-        runs.get_run("smoke", "alibi", "prose", lr=1e30, steps=20, progress=False)
+        runs.get_run(presets.get("smoke"), "alibi", "prose", lr=1e30, steps=20, progress=False)
     (row,) = runs.list_runs()
     assert row["status"] == "failed" and "diverged" in row["error"]
     assert not (store / row["key"] / "manifest.json").exists()
@@ -212,7 +213,7 @@ def test_a_diverged_training_stops_with_the_step_and_stores_nothing_complete(sto
 def test_an_edited_or_damaged_result_is_recomputed_not_trusted(edit, store, capsys):
     from rflens.measure import perplexity
 
-    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     first = perplexity.perplexity(run, lengths=[16], n=4, progress=False)
     (path,) = (run.path / "results").glob("perplexity*.json")
     if edit == "ppl":
@@ -228,10 +229,10 @@ def test_an_edited_or_damaged_result_is_recomputed_not_trusted(edit, store, caps
 
 
 def test_a_finished_run_holds_only_what_it_needs(store):
-    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     (run.path / "checkpoint-2.pt").write_bytes(b"left by a kill")
     (run.path / ".model.safetensors.123.tmp").write_bytes(b"half")
-    again = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    again = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     assert again.reused and not list(run.path.glob("checkpoint*")) and not list(run.path.glob(".*.tmp"))
 
 
@@ -409,7 +410,7 @@ def test_a_killed_training_is_listed_as_interrupted_and_a_live_one_as_in_progres
 
     monkeypatch.setattr(training, "train", killed)
     with pytest.raises(KeyboardInterrupt):
-        runs.get_run("smoke", "alibi", "prose", steps=400, progress=False)
+        runs.get_run(presets.get("smoke"), "alibi", "prose", steps=400, progress=False)
     (row,) = runs.list_runs()
     assert row["status"] == "interrupted (30/400)" and "--set steps=400" in row["resume"]
     assert main(["runs"]) == 0 and "interrupted (30/400)" in capsys.readouterr().out
@@ -429,7 +430,7 @@ def test_the_evaluation_estimate_counts_every_allocation_that_grows_with_n(store
     from rflens.measure import perplexity, resources
     from rflens.measure.intervals import N_BOOTSTRAP
 
-    run = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     n = 20_000
     estimate = resources.evaluation_bytes(n, 16, 1, 8, run.model_cfg)
     assert estimate > 3 * 8 * N_BOOTSTRAP * n  # the bootstrap's resample indices and what they gather

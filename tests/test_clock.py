@@ -12,13 +12,14 @@ from rflens import storage
 from rflens.errors import UserError
 from rflens.longrun import clock, forecast, plan
 from rflens.store import bundle
+from rflens.setup import presets
 
 LADDER = "deep-d128"
 
 
 @pytest.fixture(scope="module")
 def predicted():
-    return clock.predict(LADDER, n_boot=200)
+    return clock.predict(presets.get(LADDER), n_boot=200)
 
 
 def test_a_wider_model_has_fewer_tokens_per_parameter_at_the_same_tokens(predicted):
@@ -46,9 +47,9 @@ def test_the_tokens_per_parameter_clock_reads_the_base_curve_earlier(predicted):
     for tokens, cell in predicted["models"]["alibi_same_slope=5"]["sizes"].items():
         eq = cell["tokens per parameter"]["base_tokens"]
         assert eq == round(int(tokens) * n["deep"] / n[LADDER])
-        assert cell["tokens per parameter"]["before_first_size"] == (eq < min(plan.sizes("deep")))
+        assert cell["tokens per parameter"]["before_first_size"] == (eq < min(plan.sizes(presets.get("deep"))))
     # a rising curve read earlier reads lower: the two clocks part where the base model rises
-    last = predicted["models"]["alibi_same_slope=5"]["sizes"][str(max(plan.sizes(LADDER)))]
+    last = predicted["models"]["alibi_same_slope=5"]["sizes"][str(max(plan.sizes(presets.get(LADDER))))]
     assert last["tokens per parameter"]["range"][1] < last["tokens"]["range"][0]
     assert last["decides"]
 
@@ -67,11 +68,11 @@ def test_interpolation_is_linear_in_log_tokens_and_held_outside():
 
 def test_predictions_are_sealed_once(reference, monkeypatch):
     shutil.copytree(storage.package_repo() / "reference" / "deep", reference / "deep")
-    out = clock.seal(LADDER)
-    assert clock.read(LADDER)["models"].keys() == out["models"].keys()
+    out = clock.seal(presets.get(LADDER))
+    assert clock.read(presets.get(LADDER))["models"].keys() == out["models"].keys()
     bundle.check(LADDER)
     with pytest.raises(UserError, match="never rewritten"):
-        clock.seal(LADDER)
+        clock.seal(presets.get(LADDER))
 
 
 def test_the_sealed_rule_names_the_clock_the_deciding_cells_agree_with(monkeypatch):
@@ -80,16 +81,16 @@ def test_the_sealed_rule_names_the_clock_the_deciding_cells_agree_with(monkeypat
     monkeypatch.setattr(clock, "read", lambda ladder: {"clocks": list(clock.CLOCKS), "min_deciding": 3,
                                                        "win_share": 2 / 3})
     monkeypatch.setattr(clock, "outcome", lambda ladder: pd.DataFrame(cells))
-    v = clock.verdict(LADDER)
+    v = clock.verdict(presets.get(LADDER))
     assert v == {"deciding": 3, "agree": {"tokens": 1, "tokens per parameter": 2}, "holds": "tokens per parameter"}
     cells["agrees with"][1] = "neither"
-    assert clock.verdict(LADDER)["holds"] is None  # 1 of 3 each: not decided
+    assert clock.verdict(presets.get(LADDER))["holds"] is None  # 1 of 3 each: not decided
     cells["measured"][2] = math.nan  # a size not measured yet does not count
-    assert clock.verdict(LADDER)["deciding"] == 2
+    assert clock.verdict(presets.get(LADDER))["deciding"] == 2
 
 
 def test_the_sealed_predictions_are_what_the_code_computes_from_the_shipped_curves():
-    sealed = clock.read(LADDER)
+    sealed = clock.read(presets.get(LADDER))
     if sealed is None:
         pytest.skip(f"{LADDER} has no sealed predictions")
-    assert sealed == clock.predict(LADDER, n_boot=sealed["n_boot"])
+    assert sealed == clock.predict(presets.get(LADDER), n_boot=sealed["n_boot"])

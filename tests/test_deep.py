@@ -31,12 +31,12 @@ def test_paper_value_undoes_each_presets_map(name):
 
 def test_the_deep_plan_seeds_only_the_models_that_decide_a_claim_and_says_why(monkeypatch):
     monkeypatch.setattr(plan, "_failing", lambda spec, scale: None)  # no Table 1 model has failed
-    names = [m.name for m in plan.models("deep")]
+    names = [m.name for m in plan.models(presets.get("deep"))]
     assert "nope" not in names and "rotary" not in names  # no claim turns on them at this depth
     seeded = {n.rsplit("_seed=", 1)[0] for n in names if "_seed=" in n}
     assert seeded == {name for name, _ in presets.get("deep").sweeps.seeded}
     assert all(f"{n}_seed={s}" in names for n in seeded for s in (1, 2))
-    why = plan.reasons("deep")
+    why = plan.reasons(presets.get("deep"))
     assert set(why) == set(names)
     assert why["window_window=12_seed=1"].endswith("claim 1: the widest window the paper counts as stable")
     assert why["window_window=15"] == "Table 1: windowed attention of size w"
@@ -46,15 +46,15 @@ def test_the_deep_plan_seeds_only_the_models_that_decide_a_claim_and_says_why(mo
 
 def test_a_retrained_model_at_the_papers_ratio_can_wait_for_its_failure(monkeypatch):
     monkeypatch.setattr(plan, "_failing", lambda spec, scale: 100 if spec.name == "window_window=20" else None)
-    table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
+    table2 = next(specs for group, specs in plan.by_experiment(presets.get("deep")).items() if group.startswith("Table 2"))
     # the ERF of 100 is covered at 2 L_tr = 128, which is also the paper's ratio: one model, not two
     assert [s.name for s in table2] == ["window_window=20_batch_size=8_l_tr=128"]
     monkeypatch.setattr(plan, "_failing", lambda spec, scale: 200 if spec.name == "window_window=20" else None)
-    table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
+    table2 = next(specs for group, specs in plan.by_experiment(presets.get("deep")).items() if group.startswith("Table 2"))
     assert [s.name for s in table2] == ["window_window=20_batch_size=4_l_tr=256", "window_window=20_batch_size=8_l_tr=128"]
     # a failing Δ = 6, whose ERF reaches its segment's end: at the paper's ratio (4 L_tr) alone, never at 16 L_tr
     monkeypatch.setattr(plan, "_failing", lambda spec, scale: 1014 if spec.name == "alibi_slope_shift=3" else None)
-    table2 = next(specs for group, specs in plan.by_experiment("deep").items() if group.startswith("Table 2"))
+    table2 = next(specs for group, specs in plan.by_experiment(presets.get("deep")).items() if group.startswith("Table 2"))
     assert [s.name for s in table2] == ["alibi_slope_shift=3_batch_size=4_l_tr=256"]
 
 
@@ -65,22 +65,22 @@ def test_a_deep_model_at_another_l_tr_is_measured_at_its_last_size_alone():
     from rflens.training.trainer import point_steps
 
     def train(scale, name):
-        spec = plan.named(name, scale)
-        return resolve(scale, spec.pos, spec.corpus, spec.settings()).train
+        spec = plan.named(name, presets.get(scale))
+        return resolve(presets.get(scale), spec.pos, spec.corpus, spec.settings()).train
 
     sinusoidal_128 = train("deep", "sinusoidal_batch_size=8_l_tr=128")
-    assert plan.measured_steps("deep", sinusoidal_128) == [sinusoidal_128.steps]
+    assert plan.measured_steps(presets.get("deep"), sinusoidal_128) == [sinusoidal_128.steps]
     # the deep run's own L_tr, and the long run at every L_tr: every size
     for scale, name in [("deep", "sinusoidal"), ("deep", "window_window=20"), ("long", "sinusoidal_batch_size=16_l_tr=64")]:
         cfg = train(scale, name)
-        assert plan.measured_steps(scale, cfg) == point_steps(cfg) and len(point_steps(cfg)) == 7
+        assert plan.measured_steps(presets.get(scale), cfg) == point_steps(cfg) and len(point_steps(cfg)) == 7
     # and its cost is timed so: no cool-down branch, one measurement
     at = cost.Speed(1e9, 1e9, 1, "a test")
-    spec = plan.named("sinusoidal_batch_size=8_l_tr=128", "deep")
-    every = at.minutes(*(lambda r: (r.model, r.train))(resolve("deep", spec.pos, spec.corpus, spec.settings())),
+    spec = plan.named("sinusoidal_batch_size=8_l_tr=128", presets.get("deep"))
+    every = at.minutes(*(lambda r: (r.model, r.train))(resolve(presets.get("deep"), spec.pos, spec.corpus, spec.settings())),
                        presets.get("deep").eval)
-    assert shipped.one_core_minutes([spec], "deep", at)[0] < every
-    listed = plan.listing("deep")["sizes measured"]
+    assert shipped.one_core_minutes([spec], presets.get("deep"), at)[0] < every
+    listed = plan.listing(presets.get("deep"))["sizes measured"]
     assert listed["sinusoidal_batch_size=8_l_tr=128"].endswith(" of 1") and listed["sinusoidal"].endswith(" of 7")
 
 
@@ -153,9 +153,9 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
 
 def test_the_plans_listing_says_each_models_state_and_why(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path))  # an empty bundle: nothing shipped or started
-    table = plan.listing("deep")
+    table = plan.listing(presets.get("deep"))
     assert list(table.columns) == ["state", "sizes measured", "why"]
-    assert list(table.index) == [m.name for m in plan.models("deep")]
+    assert list(table.index) == [m.name for m in plan.models(presets.get("deep"))]
     assert set(table["state"]) == {"to train"}  # the models at another L_tr are measured at their end alone
     assert {name: n for name, n in table["sizes measured"].items() if n != "0 of 7"} == {
         "sinusoidal_batch_size=8_l_tr=128": "0 of 1"}
@@ -187,11 +187,11 @@ def test_figure_7_holds_the_models_the_preset_trains_and_claim_8_reads_sinusoida
     from rflens.errors import UserError
     from rflens.experiments import tables as ex
 
-    assert [s.pos for s in ex.figure7_models("deep")] == ["sinusoidal", "sinusoidal"]  # no Rotary at this depth
-    assert [s.pos for s in ex.figure7_models("long")][-1] == "rotary"
+    assert [s.pos for s in ex.figure7_models(presets.get("deep"))] == ["sinusoidal", "sinusoidal"]  # no Rotary at this depth
+    assert [s.pos for s in ex.figure7_models(presets.get("long"))][-1] == "rotary"
     with pytest.raises(UserError, match="--scale long"):
-        ex.rotary_model("deep")
-    f7 = gather.figure7_curves("deep", "prose", ex.figure7("deep", progress=False, train=False))
+        ex.rotary_model(presets.get("deep"))
+    f7 = gather.figure7_curves("deep", "prose", ex.figure7(presets.get("deep"), progress=False, train=False))
     (row,) = verdicts.check({"figure7": f7, "corpus": "prose", "scale": "deep"}, [8])
     assert row["result"] in ("pass", "fail", "not decided")  # decided on the bundle, not "not run" for want of Rotary
     assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128: step at L_tr" in row["measured"]

@@ -30,7 +30,7 @@ def stores(store, reference):
 def test_the_wsd_schedule_is_a_longer_runs_schedule_up_to_its_cooldown():
     from rflens.training.trainer import lr_at
 
-    cfg = settings.resolve("smoke", "alibi", "prose", dict(WSD))[3]
+    cfg = settings.resolve(presets.get("smoke"), "alibi", "prose", dict(WSD))[3]
     short = cfg.replace(steps=16)
     assert [lr_at(s, short) for s in range(13)] == [lr_at(s, cfg) for s in range(13)]  # cool-down of 16: steps 13-15
     assert lr_at(12, short) == cfg.lr and lr_at(15, short) == pytest.approx(cfg.lr / 3)
@@ -41,10 +41,10 @@ def test_a_branch_is_the_finished_shorter_run(stores):
     """The point at 16 steps, cooled down from the 32-step run, is the 16-step wsd run
     trained on its own: the same NLLs to the bit."""
     spec = plan.LongModel("alibi", WSD)
-    out = emergence.run(spec, "smoke", progress=False)
+    out = emergence.run(spec, presets.get("smoke"), progress=False)
     shipped = bundle.load(spec.name, "smoke")
     assert [p["steps"] for p in shipped["points"]] == [4, 8, 16, 32]
-    alone = runs.get_run("smoke", "alibi", "prose", {**dict(WSD), "steps": 16}, progress=False)
+    alone = runs.get_run(presets.get("smoke"), "alibi", "prose", {**dict(WSD), "steps": 16}, progress=False)
     from rflens.setup.presets import get
 
     m = emergence.measure(alone.load_model(), alone.corpus(), get("smoke").eval, 16)
@@ -56,7 +56,7 @@ def test_a_branch_is_the_finished_shorter_run(stores):
 
 def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, monkeypatch):
     spec = plan.LongModel("alibi", WSD)
-    emergence.run(spec, "smoke", progress=False)
+    emergence.run(spec, presets.get("smoke"), progress=False)
     first = bundle.load(spec.name, "smoke")
     assert first["complete"] and first["stopped_at_step"] is None
     (storage.reference_dir() / "smoke" / spec.name / "manifest.json").unlink()
@@ -64,14 +64,14 @@ def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, m
     monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
     monkeypatch.setattr(training, "_late", lambda deadline: False)  # the checkpoints alone decide here
     with pytest.raises(OutOfTime):
-        emergence.run(spec, "smoke", progress=False, deadline=1.0)
+        emergence.run(spec, presets.get("smoke"), progress=False, deadline=1.0)
     partial = bundle.load(spec.name, "smoke")  # the points measured so far, marked incomplete
     assert not partial["complete"] and 0 < len(partial["points"]) < 4
     assert partial["stopped_at_step"] < 32 and spec.name not in bundle.complete("smoke")
     monkeypatch.undo()
     monkeypatch.setenv("RFLENS_RUNS", str(stores / "runs"))
     monkeypatch.setenv("RFLENS_REFERENCE", str(stores / "reference"))
-    emergence.run(spec, "smoke", progress=False)  # resumes from the kept state
+    emergence.run(spec, presets.get("smoke"), progress=False)  # resumes from the kept state
     again = bundle.load(spec.name, "smoke")
     assert again["complete"] and spec.name in bundle.complete("smoke")
     for a, b in zip(first["points"], again["points"], strict=True):
@@ -80,7 +80,7 @@ def test_a_stopped_run_ships_its_points_and_resumes_to_the_same_result(stores, m
 
 def test_a_damaged_bundle_is_one_line_naming_the_fix(stores):
     spec = plan.LongModel("alibi", WSD)
-    out = emergence.run(spec, "smoke", progress=False)
+    out = emergence.run(spec, presets.get("smoke"), progress=False)
     with pytest.raises(UserError, match="holds no model .* --list. shows what it holds"):
         bundle.load("nope", "smoke")
     (out / "nll.npz").write_bytes(b"damaged")
@@ -167,38 +167,38 @@ def main_exit(argv) -> int:
 
 
 def test_the_plan_starts_with_the_thesis_models():
-    names = [s.name for s in plan.models("long")]
+    names = [s.name for s in plan.models(presets.get("long"))]
     assert names[:4] == ["alibi_slope_shift=4", "window_window=30", "alibi_same_slope=4", "nope"]
     assert len(names) == len(set(names))
-    families = plan.by_experiment("long")
+    families = plan.by_experiment(presets.get("long"))
     assert {s.name for specs in families.values() for s in specs} == set(names)  # every model answers a family
     assert [s.name for s in families["Table 3 on code"]] == [n for n in names if n.endswith("_code")]
     with pytest.raises(UserError, match="choose from"):
-        plan.named("alibi_slope_shift=99")
-    title, delta = plan.sweep("long")  # the key figure's models: ALiBi's Δ sweep, flattest last
+        plan.named("alibi_slope_shift=99", presets.get("long"))
+    title, delta = plan.sweep(presets.get("long"))  # the key figure's models: ALiBi's Δ sweep, flattest last
     assert title.startswith("Table 1: ALiBi") and delta == [s.name for s in families[title]]
     assert delta[-1] == "alibi_slope_shift=4" and all(n.startswith("alibi_slope_shift=") for n in delta)
 
 
 def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_three_seeds():
-    names = [s.name for s in plan.models("long")]
+    names = [s.name for s in plan.models(presets.get("long"))]
     # the paper's Delta = 6 at 4 L_tr and w = 160 at 2 L_tr, mapped to L_tr = 32, each with 1024 tokens a step,
     # planned whatever the Table 1 model does, right after the thesis models with their Table 1 partners
     assert names[4:7] == ["alibi_slope_shift=2_batch_size=8_l_tr=128", "alibi_slope_shift=2",
                           "window_window=30_batch_size=16_l_tr=64"]
     assert "sinusoidal_batch_size=16_l_tr=64" in names  # Figure 7's two L_tr on the same tokens
     seeded = [n for n in names if "_seed=" in n]
-    assert len(seeded) == 2 * 11 and set(plan.seeded("alibi_slope_shift=-7")) <= set(names)
-    assert plan.seeded("rotary") == ["rotary", "rotary_seed=1", "rotary_seed=2"]
-    r = settings.resolve("long", "alibi", "math", {"seed": 2})
-    assert r.data.corpus == "math-tex" and r.train.seed == 2 and r.scale.eval.n_segments == 1024
-    assert settings.resolve(CONTROL, "alibi", "math").data.corpus == "math"  # the control keeps its corpora
+    assert len(seeded) == 2 * 11 and set(plan.seeded("alibi_slope_shift=-7", presets.get("long"))) <= set(names)
+    assert plan.seeded("rotary", presets.get("long")) == ["rotary", "rotary_seed=1", "rotary_seed=2"]
+    r = settings.resolve(presets.get("long"), "alibi", "math", {"seed": 2})
+    assert r.data.corpus == "math-tex" and r.train.seed == 2 and r.preset.eval.n_segments == 1024
+    assert settings.resolve(presets.get(CONTROL), "alibi", "math").data.corpus == "math"  # the control keeps its corpora
     assert presets.get(CONTROL).read_only and not presets.get("long").read_only
 
 
 def test_the_control_bundle_is_never_trained_into(stores):
     with pytest.raises(UserError, match="read-only control"):
-        emergence.run(plan.LongModel("nope"), CONTROL, progress=False)
+        emergence.run(plan.LongModel("nope"), presets.get(CONTROL), progress=False)
 
 
 # every shipped model of the repository's long runs (the deep run's unfinished ones too), as (preset, name)
@@ -226,12 +226,12 @@ def test_the_shipped_bundle_holds_exactly_what_its_manifest_lists():
 @pytest.mark.parametrize("scale, name", _shipped(SHIPPED))
 def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name):
     result = bundle.load(name, scale)  # verifies every sha256 first
-    spec = plan.named(name, scale)
-    _, model_cfg, data_cfg, train_cfg = settings.resolve(scale, spec.pos, spec.corpus, spec.settings())
+    spec = plan.named(name, presets.get(scale))
+    _, model_cfg, data_cfg, train_cfg = settings.resolve(presets.get(scale), spec.pos, spec.corpus, spec.settings())
     assert result["scale"] == scale and DataConfig.from_dict(result["data"]) == data_cfg
     assert result["model"] == model_cfg.to_dict() and result["train"] == train_cfg.to_dict()
     steps = [p["steps"] for p in result["points"]]
-    planned = plan.measured_steps(scale, train_cfg)  # every size, or the last alone at another L_tr (deep)
+    planned = plan.measured_steps(presets.get(scale), train_cfg)  # every size, or the last alone at another L_tr (deep)
     assert steps == sorted(steps) and set(steps) <= set(planned) <= set(point_steps(train_cfg))
     assert result["complete"] == (steps == planned)
     for p in result["points"]:
@@ -280,7 +280,7 @@ def test_a_shipped_model_gives_its_stored_nlls_under_the_current_code(scale, nam
     assert not stale, f"{name}: the NLLs at L = {stale} moved by up to {diff.max():.2e} (> {tol:g}): the bundle is stale"
 
 
-def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkeypatch):
+def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkeypatch, smoke_long_run):
     from rflens.cli import main
 
     assert main(["emergence", "--list"]) == 0
@@ -298,10 +298,8 @@ def test_the_command_lists_the_plan_and_refuses_bad_input(stores, capsys, monkey
                                                        "measured  (Table 1: ALiBi, slope exponents shifted by Δ)")
     assert main(["emergence", "--scale", "tiny", "--list"]) == 2  # a size preset is not a long run
     assert "tiny is a size preset, not a long run" in capsys.readouterr().err
-    base = presets._BUILDERS["smoke"]  # the smoke preset's models as a long run
-    monkeypatch.setitem(presets._BUILDERS, "smoke", lambda: presets.LongRun.of(base()))
-    out = emergence.run(plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))), "smoke",
-                        progress=False)
+    out = emergence.run(plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8))),
+                        presets.get("smoke"), progress=False)
     # a speed needs training time beyond the measuring: an 8-step model's wall times are too short to be sure of it
     result = bundle.read_result(out)
     bundle.rewrite_result("smoke", out.name, {**result, "train_seconds": 10.0 + sum(
@@ -397,19 +395,19 @@ def test_every_model_of_the_long_run_has_a_colour_of_its_own():
 def test_a_shipped_failure_puts_its_table2_retraining_in_the_plan(stores, monkeypatch):
     flattest = plan.LongModel("alibi", (("slope_shift", max(presets.get(CONTROL).sweeps.slope_shift)),))
     monkeypatch.setattr(bundle, "complete", lambda scale="long": set())
-    assert not any("l_tr=" in s.name for s in plan.models(CONTROL) if s.pos == "alibi")
+    assert not any("l_tr=" in s.name for s in plan.models(presets.get(CONTROL)) if s.pos == "alibi")
     monkeypatch.setattr(bundle, "complete", lambda scale="long": {flattest.name})
     point = {"ppl": [50.0, 60.0, 80.0, 90.0, 100.0], "r_high": [1.0, 1.3, 1.7, 1.9, 2.1], "erf": 300,
              "lengths": [32, 64, 128, 256, 512]}
     monkeypatch.setattr(bundle, "load", lambda name, scale="long": {"points": [point], "train": {"l_tr": 32}})
-    names = [s.name for s in plan.models(CONTROL)]
+    names = [s.name for s in plan.models(presets.get(CONTROL))]
     assert "alibi_slope_shift=4_batch_size=2_l_tr=512" in names  # 32 x 2^4 = 512 covers the ERF of 300
     assert names.index("alibi_slope_shift=4_batch_size=2_l_tr=512") < names.index("sinusoidal")
 
 
 def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
     spec = plan.LongModel("alibi", WSD)
-    emergence.run(spec, "smoke", progress=False)
+    emergence.run(spec, presets.get("smoke"), progress=False)
     assert bundle.table("smoke", names=[]).empty and len(bundle.table("smoke")) == 4
     em = bundle.table("smoke")
     l_tr = int(em["l_tr"].iloc[0])
@@ -418,7 +416,7 @@ def test_the_tables_read_only_what_is_asked_and_say_where_it_came_from(stores):
     prov = bundle.provenance("smoke")
     assert list(prov["finished"]) == [True] and prov["points"].iloc[0] == 4 and prov["threads"].iloc[0] >= 1
     assert list(prov["device"]) == [machine.device_name(machine.device())]  # "cpu" here
-    assert plan.table1_names("long") == []  # nothing shipped in this store
+    assert plan.table1_names(presets.get("long")) == []  # nothing shipped in this store
 
 
 def test_the_drift_tolerance_is_tight_only_on_a_machine_that_computes_alike():
@@ -443,12 +441,12 @@ def test_the_last_sizes_give_each_shipped_model_once_at_its_largest_size():
 
     em = pd.concat([_synthetic([(1.1, 1.05, 1.15), (1.3, 1.2, 1.4)]).assign(name=name, label=name)
                     for name in ("sinusoidal", "nope")], ignore_index=True)
-    last = plan.last_sizes(em, "long")
+    last = plan.last_sizes(em, presets.get("long"))
     # Sinusoidal answers Figure 7 and Table 3: one row (a count of rows is a count of models), under both
     assert list(last.index) == [("NoPE and Figure 7: no bias, absolute positions", "nope"),
                                 ("NoPE and Figure 7: no bias, absolute positions and Table 3 on prose", "sinusoidal")]
     assert last["r_horizon"].tolist() == [1.3] * 2 and last["tokens"].tolist() == [2**20] * 2
-    assert plan.last_sizes(em.iloc[:0], "long").empty
+    assert plan.last_sizes(em.iloc[:0], presets.get("long")).empty
 
 
 def test_the_bundles_files_and_the_training_state_each_have_one_reader():

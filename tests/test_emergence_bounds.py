@@ -11,6 +11,7 @@ from rflens.errors import UserError
 from rflens.longrun import emergence, plan, recheck
 
 from test_emergence import WSD
+from rflens.setup import presets
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_a_model_another_process_trains_is_one_line_and_not_trained_twice(tmp_pa
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(UserError) as err:
-            emergence.run(spec, "smoke", progress=False)
+            emergence.run(spec, presets.get("smoke"), progress=False)
     finally:
         holder.kill()
         holder.wait()
@@ -83,7 +84,7 @@ def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monk
     monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
     monkeypatch.setattr(training, "_late", lambda deadline: False)  # the checkpoints alone decide here
     with pytest.raises(OutOfTime):
-        emergence.run(spec, "smoke", progress=False, deadline=1.0)
+        emergence.run(spec, presets.get("smoke"), progress=False, deadline=1.0)
     monkeypatch.setattr(training, "_past", lambda deadline: False)
     work = bundle.emergence_state("smoke", spec.name)
     if damage == "checkpoint":
@@ -92,11 +93,11 @@ def test_a_damaged_emergence_state_names_a_fix_that_works(store, reference, monk
         target = work / damage
     target.write_bytes(b"\0" + target.read_bytes()[1:])
     with pytest.raises(UserError) as err:
-        emergence.run(spec, "smoke", progress=False)
+        emergence.run(spec, presets.get("smoke"), progress=False)
     line = str(err.value)
     assert len(line.splitlines()) == 1 and "--retrain" not in line and f"remove {work}" in line, line
     shutil.rmtree(work)  # what it advises
-    emergence.run(spec, "smoke", progress=False)
+    emergence.run(spec, presets.get("smoke"), progress=False)
     assert spec.name in bundle.complete("smoke")
 
 
@@ -111,7 +112,7 @@ NUMBER_WORDS = r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])"
 
 def _emergence_argv(st):
     """``emergence`` with a drawn --scale, --only, --check, --minutes, --list and --quiet."""
-    names = sorted({s.name for s in plan.models("long")})
+    names = sorted({s.name for s in plan.models(presets.get("long"))})
     only = st.lists(st.one_of(st.sampled_from(names), st.sampled_from(FUZZ_JUNK)), min_size=0, max_size=3)
     check = st.one_of(st.integers(-3, 45).map(str), st.integers(-2 ** 70, 2 ** 70).map(str), st.sampled_from(FUZZ_CHECK))
 
@@ -216,14 +217,14 @@ def test_the_long_run_s_command_refuses_in_one_line_or_says_its_cost_before_any_
 FUZZ_EXAMPLES = 25  # and the explicit examples; 150 drawn examples passed when the fuzz was written
 
 
-def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkeypatch, capsys):
+def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkeypatch, capsys, smoke_long_run):
     from rflens.store import bundle
 
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
     spec = plan.LongModel("alibi", WSD)
     monkeypatch.setattr(plan, "models", lambda scale="long": [spec])  # the plan: this model
-    emergence.run(spec, "smoke", progress=False)
+    emergence.run(spec, presets.get("smoke"), progress=False)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 0
     assert bundle.complete("smoke") == {spec.name} and "1 model(s) joined" in capsys.readouterr().out
@@ -256,7 +257,7 @@ def test_adopt_joins_a_workers_finished_models_checked_and_once(tmp_path, monkey
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-def test_adopt_joins_an_unfinished_model_and_replaces_it_by_its_continuation_only(tmp_path, monkeypatch, capsys):
+def test_adopt_joins_an_unfinished_model_and_replaces_it_by_its_continuation_only(tmp_path, monkeypatch, capsys, smoke_long_run):
     """A worker stopped at its deadline ships the sizes it measured: they join the bundle,
     and the same run trained on to its end replaces them. A finished model is never
     replaced, and a run that does not continue the bundle's sizes is refused in one line."""
@@ -273,10 +274,10 @@ def test_adopt_joins_an_unfinished_model_and_replaces_it_by_its_continuation_onl
     monkeypatch.setattr(training, "_past", lambda deadline: deadline is not None and next(checks) >= 4)
     monkeypatch.setattr(training, "_late", lambda deadline: False)  # the checkpoints alone decide here
     with pytest.raises(OutOfTime):
-        emergence.run(spec, "smoke", progress=False, deadline=1.0)
+        emergence.run(spec, presets.get("smoke"), progress=False, deadline=1.0)
     worker = tmp_path / "worker" / "smoke" / spec.name
     early = bundle.read_result(worker)
-    assert not early["complete"] and 0 < len(early["points"]) < len(plan.measured_steps("smoke", _train_cfg(spec)))
+    assert not early["complete"] and 0 < len(early["points"]) < len(plan.measured_steps(presets.get("smoke"), _train_cfg(spec)))
     adopt = ["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     assert main(adopt) == 0 and "unfinished" in capsys.readouterr().out
@@ -285,7 +286,7 @@ def test_adopt_joins_an_unfinished_model_and_replaces_it_by_its_continuation_onl
     shutil.copytree(worker, tmp_path / "stopped")
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
     monkeypatch.setattr(training, "_past", lambda deadline: False)
-    emergence.run(spec, "smoke", progress=False)  # resumed from the kept state to its end
+    emergence.run(spec, presets.get("smoke"), progress=False)  # resumed from the kept state to its end
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     assert main(adopt) == 0 and "(finished)" in capsys.readouterr().out
     assert bundle.complete("smoke") == {spec.name}
@@ -312,10 +313,10 @@ def test_adopt_joins_an_unfinished_model_and_replaces_it_by_its_continuation_onl
 def _train_cfg(spec):
     from rflens.setup.settings import resolve
 
-    return resolve("smoke", spec.pos, spec.corpus, spec.settings())[3]
+    return resolve(presets.get("smoke"), spec.pos, spec.corpus, spec.settings())[3]
 
 
-def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_path, monkeypatch, capsys):
+def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_path, monkeypatch, capsys, smoke_long_run):
     """A worker's folder renamed (or its result.json's name edited with a manifest to match)
     would join the bundle as another model of the plan: refused in one line, nothing joins."""
     from rflens import storage
@@ -325,7 +326,7 @@ def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "worker"))
     spec, planned = plan.LongModel("alibi", WSD), plan.LongModel("alibi", (*WSD, ("slope_shift", 1)))
     monkeypatch.setattr(plan, "models", lambda scale="long": [spec, planned])  # the plan: these two
-    emergence.run(spec, "smoke", progress=False)
+    emergence.run(spec, presets.get("smoke"), progress=False)
     other = planned.name
     top = tmp_path / "worker" / "smoke"
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))

@@ -14,6 +14,7 @@ from rflens.errors import UserError
 from rflens.measure import intervals, perplexity
 from rflens.model import transformer as model_mod
 from rflens.setup.config import EvalConfig, ModelConfig, SCHEMES
+from rflens.setup import presets
 
 VOCAB = 61
 
@@ -239,7 +240,7 @@ def test_smoke_run_end_to_end(store, tmp_path, monkeypatch, capsys):
     from rflens.measure import receptive
     from rflens.store import runs
 
-    run = runs.get_run("smoke", "alibi", "prose", progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", progress=False)
     res = perplexity.perplexity(run, progress=False)
     l_tr = run.train_cfg.l_tr
     assert res["lengths"] == [l_tr * m for m in (1, 2, 4, 8, 16)] and res["n"] == 16
@@ -264,7 +265,7 @@ def test_smoke_run_end_to_end(store, tmp_path, monkeypatch, capsys):
                                   "--json", "--threshold", "0.9"])
     assert erf["threshold"] == 0.9 and erf["erf"] <= 2 * (4 - 1) + 1 and erf["length"] == 4 * l_tr
     assert sum(erf["normalized"]) == pytest.approx(1.0)
-    window_run = runs.get_run("smoke", "window", "prose", window=4, train=False, progress=False)
+    window_run = runs.get_run(presets.get("smoke"), "window", "prose", window=4, train=False, progress=False)
     assert receptive.receptive_field(window_run, threshold=0.9, progress=False) == erf
     assert cli.main(["evaluate", "--scale", "smoke", "--quiet", "--lengths", "1,16"]) == 2
     assert "at least 2 tokens" in capsys.readouterr().err

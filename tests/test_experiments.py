@@ -202,22 +202,22 @@ def smoke_store(tmp_path_factory):
 
 @pytest.mark.slow
 def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
-    t1 = ex.table1("smoke", progress=False)
+    t1 = ex.table1(presets.get("smoke"), progress=False)
     assert list(t1["label"]) == ["Δ=0 (paper's 5)", "w=4"]  # ALiBi exponents name the paper's value
     assert columns.lengths_of(t1) == [16, 32, 64, 128, 256]
     assert t1["erf"].between(1, 64).all() and (t1["r@16"] == 1).all()
     assert t1.loc[t1.label == "w=4", "theoretical"].item() == 8  # R * w = 2 * 4
 
-    t3 = ex.table3("smoke", progress=False)
+    t3 = ex.table3(presets.get("smoke"), progress=False)
     # ALiBi with Delta = 0 is one model: the Table 1 row and the Table 3 entry share the run
     assert t3["run_key"].item() == t1.loc[t1.label == "Δ=0 (paper's 5)", "run_key"].item()
     assert np.isfinite(t3["tokens_per_s"].item())
 
-    f7 = ex.figure7("smoke", progress=False)
+    f7 = ex.figure7(presets.get("smoke"), progress=False)
     assert list(f7["pos"]) == ["sinusoidal", "rotary"] and f7["default_l_tr"].all()
     assert (f7["erf_length"] == 64).all() and f7["jump_abs_pos"].notna().all()
 
-    pr = ex.protocols("smoke", positions=("alibi",), progress=False)
+    pr = ex.protocols(presets.get("smoke"), positions=("alibi",), progress=False)
     assert set(pr["protocol"]) == set(ex.PROTOCOLS) and len(pr) == 3 * 5
 
     n_runs = len(list((smoke_store / "runs").glob("*/manifest.json")))
@@ -225,7 +225,7 @@ def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
 
     ex._RUNS.clear()
     start = time.perf_counter()
-    again = ex.table1("smoke", progress=False)
+    again = ex.table1(presets.get("smoke"), progress=False)
     assert time.perf_counter() - start < 10
     pd.testing.assert_frame_equal(again, t1)
 
@@ -237,9 +237,9 @@ def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
 
 
 def test_training_speed_is_measured_side_by_side_and_cached(store):
-    first = speed.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False)
+    first = speed.training_speed(presets.get("smoke"), ["alibi", "t5"], rounds=2, steps=1, progress=False)
     assert set(first) == {"alibi", "t5"} and all(len(v) == 2 and min(v) > 0 for v in first.values())
-    assert speed.training_speed("smoke", ["alibi", "t5"], rounds=2, steps=1, progress=False) == first
+    assert speed.training_speed(presets.get("smoke"), ["alibi", "t5"], rounds=2, steps=1, progress=False) == first
     assert len(list((store / "speed").glob("smoke-*.json"))) == 1
 
 
@@ -250,17 +250,17 @@ def test_the_plans_cost_times_each_model_by_its_flops_at_the_shipped_models_spee
     from rflens.store import bundle
 
     spec = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
-    assert shipped.one_core_speed("smoke") is None and "not timed" in shipped.one_core_cost([spec], "smoke")
-    assert shipped.one_core_cost([], "smoke") == "nothing: no model is left to train"  # a plan fully shipped
-    emergence.run(spec, "smoke", progress=False)
+    assert shipped.one_core_speed("smoke") is None and "not timed" in shipped.one_core_cost([spec], presets.get("smoke"))
+    assert shipped.one_core_cost([], presets.get("smoke")) == "nothing: no model is left to train"  # a plan fully shipped
+    emergence.run(spec, presets.get("smoke"), progress=False)
     result = bundle.load(spec.name, "smoke")
     # wall times fixed, as the run's own (rounded to 0.1 s) can read 0.0 s of measuring
     timed = {**result, "train_seconds": 90.0, "points": [{**p, "measure_seconds": 2.5} for p in result["points"]]}
     monkeypatch.setattr(bundle, "load", lambda name, scale: timed)
     at = shipped.one_core_speed("smoke")
     assert at.models == 1 and at.where.endswith("like this one") and at.measure != at.train
-    assert shipped.one_core_minutes([spec], "smoke", at)[0] == pytest.approx(1.5, rel=1e-9)
-    _, model_cfg, _, train_cfg = settings.resolve("smoke", "alibi", "prose", dict(spec.overrides))
+    assert shipped.one_core_minutes([spec], presets.get("smoke"), at)[0] == pytest.approx(1.5, rel=1e-9)
+    _, model_cfg, _, train_cfg = settings.resolve(presets.get("smoke"), "alibi", "prose", dict(spec.overrides))
     ev = EvalConfig.from_dict(result["eval"])
     train, measure = cost.run_flops(model_cfg, train_cfg, ev)
     longer = train_cfg.replace(l_tr=4 * train_cfg.l_tr, batch_size=train_cfg.batch_size)
@@ -285,28 +285,28 @@ def test_the_cost_of_a_stopped_model_is_what_is_left_of_it_from_its_kept_state(s
 
     spec = plan.LongModel("alibi", (("schedule", "wsd"), ("warmup", 2), ("steps", 8)))
     at = cost.Speed(1e9, 2e9, 1, "a test")
-    full = shipped.one_core_minutes([spec], "smoke", at)[0]
-    assert shipped.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full  # nothing kept
+    full = shipped.one_core_minutes([spec], presets.get("smoke"), at)[0]
+    assert shipped.one_core_minutes([spec], presets.get("smoke"), at, resumed=True)[0] == full  # nothing kept
     work = emergence_state("smoke", spec.name)
-    _, model_cfg, _, train_cfg = settings.resolve("smoke", "alibi", "prose", dict(spec.overrides))
-    sizes = plan.measured_steps("smoke", train_cfg)
+    _, model_cfg, _, train_cfg = settings.resolve(presets.get("smoke"), "alibi", "prose", dict(spec.overrides))
+    sizes = plan.measured_steps(presets.get("smoke"), train_cfg)
     work.mkdir(parents=True)
     storage.write_json(work / "checkpoint.json", {"step": train_cfg.steps})
     storage.write_json(work / "points.json", [{"steps": s} for s in sizes])
-    assert shipped.one_core_minutes([spec], "smoke", at, resumed=True) == [0.0]
+    assert shipped.one_core_minutes([spec], presets.get("smoke"), at, resumed=True) == [0.0]
     storage.write_json(work / "checkpoint.json", {"step": train_cfg.steps // 2})
     storage.write_json(work / "points.json", [{"steps": s} for s in sizes[:-1]])
-    assert 0 < shipped.one_core_minutes([spec], "smoke", at, resumed=True)[0] < full
-    assert shipped.one_core_minutes([spec], "smoke", at)[0] == full
+    assert 0 < shipped.one_core_minutes([spec], presets.get("smoke"), at, resumed=True)[0] < full
+    assert shipped.one_core_minutes([spec], presets.get("smoke"), at)[0] == full
     (work / "points.json").write_text("{not json")
-    assert shipped.one_core_minutes([spec], "smoke", at, resumed=True)[0] == full
+    assert shipped.one_core_minutes([spec], presets.get("smoke"), at, resumed=True)[0] == full
 
 
 @pytest.mark.parametrize("name", ["tiny", "full"])
 def test_model_plan_lists_every_model_of_the_book_once(name):
     """Chapter 11's plan comes from the experiments' own model lists: a model two experiments
     share (ALiBi at Delta = 0 is a Table 1 row and a Table 3 entry) is trained once."""
-    plan = book_models.model_plan(name)
+    plan = book_models.model_plan(presets.get(name))
     keys = [(m["pos"], m["corpus"], tuple(sorted(m["overrides"].items()))) for m in plan]
     assert len(keys) == len(set(keys))
     sc = presets.get(name)
@@ -320,7 +320,7 @@ def test_model_plan_lists_every_model_of_the_book_once(name):
     beyond = [m for m in plan if m["experiment"] == "Beyond the paper"]
     assert [m["pos"] for m in beyond] == ["fire"] * len(sc.sweeps.corpora)
     assert all(m["overrides"].get("max_distance") == sc.train.l_tr for m in beyond)
-    rows = book_models.training_cost(name)
+    rows = book_models.training_cost(presets.get(name))
     assert len(rows) == len(plan) and all(c["gpu_hours"] > 0 for c in rows)
 
 

@@ -71,8 +71,8 @@ def test_the_extension_trains_the_models_the_forecast_named_in_its_order():
 
     f = forecast.read("long")
     assert f is not None and tuple(f["tested"]) == presets.get("long-extended").models
-    assert [m.name for m in plan.models("long-extended")] == f["tested"]
-    assert f["test_tokens"] == plan.sizes("long-extended")[1:]
+    assert [m.name for m in plan.models(presets.get("long-extended"))] == f["tested"]
+    assert f["test_tokens"] == plan.sizes(presets.get("long-extended"))[1:]
 
 
 def test_the_outcome_sets_each_tested_model_beside_its_forecast():

@@ -12,6 +12,7 @@ import pytest
 from rflens import readings as rd, storage
 from rflens.longrun import compare as lr, plan
 from rflens.store import bundle
+from rflens.setup import presets
 
 CONTROL = lr.CONTROL
 REPO_CONTROL = bundle.bundle_dir(CONTROL)  # the repository's, before a test points $RFLENS_REFERENCE elsewhere
@@ -181,14 +182,14 @@ def test_the_long_run_tables_chapter_10_shows_read_in_words():
         assert "r(L), warmup-stable-decay" in view.columns
         assert "interval that" in rd.schedule_check(sc)
     em = bundle.table(CONTROL)
-    _no_code_names(columns.readable(plan.last_sizes(em, CONTROL), digits=3))
+    _no_code_names(columns.readable(plan.last_sizes(em, presets.get(CONTROL)), digits=3))
 
 
 def test_the_long_table_of_table_1_comes_by_family_then_sweep_value():
     from rflens.setup import presets
 
-    t1 = bundle.table(CONTROL, names=plan.table1_names(CONTROL))
-    last = plan.last_sizes(t1, CONTROL)
+    t1 = bundle.table(CONTROL, names=plan.table1_names(presets.get(CONTROL)))
+    last = plan.last_sizes(t1, presets.get(CONTROL))
     families = list(dict.fromkeys(last.index.get_level_values("family")))
     assert families == [f"Table 1: {f.title}" for f in presets.FAMILIES.values()][:len(families)]
     for family in families:

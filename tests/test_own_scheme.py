@@ -15,6 +15,7 @@ from rflens.model import attention, positional
 from rflens.model.transformer import TransformerLM
 from rflens.setup import schemes, settings
 from rflens.setup.config import ModelConfig
+from rflens.setup import presets
 
 HERE = Path(__file__).resolve().parent
 OWN = HERE / "own_scheme.py"
@@ -37,7 +38,7 @@ def test_a_scheme_is_keyed_by_its_file(registry, tmp_path):
     from rflens.store import runs
 
     rflens.load_schemes(OWN)
-    _, m, d, t = settings.resolve("smoke", "quarter_slope", "prose")
+    _, m, d, t = settings.resolve(presets.get("smoke"), "quarter_slope", "prose")
     key = runs.run_key(m, d, t, "fp")
     copy = tmp_path / "copy.py"
     copy.write_text(OWN.read_text().replace("-0.25", "-0.3"))
@@ -50,7 +51,7 @@ def test_a_scheme_is_keyed_by_its_file(registry, tmp_path):
     os.environ.pop(schemes.ENV)
     rflens.load_schemes(copy)
     assert runs.run_key(m, d, t, "fp") != key
-    _, ma, da, ta = settings.resolve("smoke", "alibi", "prose")
+    _, ma, da, ta = settings.resolve(presets.get("smoke"), "alibi", "prose")
     assert "scheme_source" not in json.dumps(runs.run_key(ma, da, ta, "fp"))
 
 
@@ -81,7 +82,7 @@ def test_train_evaluate_erf_and_the_cli_on_a_scheme_of_ones_own(registry, store,
 
     assert cli.main(["train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 2  # not loaded yet
     assert cli.main(["--schemes", str(OWN), "train", "--scale", "smoke", "--pos", "learned_slope", "--quiet"]) == 0
-    run = runs.get_run("smoke", "learned_slope", "prose", train=False, progress=False)
+    run = runs.get_run(presets.get("smoke"), "learned_slope", "prose", train=False, progress=False)
     model = run.load_model()
     assert not torch.allclose(model.pos.slope, torch.full_like(model.pos.slope, 0.5))  # it was trained
     ppl = perplexity.perplexity(run, progress=False)
@@ -183,8 +184,8 @@ def test_a_run_of_a_scheme_whose_file_is_not_loaded_is_unknown_never_damaged(reg
     from rflens.store import runs
 
     rflens.load_schemes(OWN)
-    own = runs.get_run("smoke", "quarter_slope", "prose", steps=3, progress=False)
-    good = runs.get_run("smoke", "alibi", "prose", steps=3, progress=False)
+    own = runs.get_run(presets.get("smoke"), "quarter_slope", "prose", steps=3, progress=False)
+    good = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=3, progress=False)
     # a later process that was not given --schemes
     monkeypatch.delenv(schemes.ENV)
     monkeypatch.setattr(schemes, "_SEEN_ENV", "")

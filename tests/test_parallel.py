@@ -8,6 +8,7 @@ from rflens.terminal import Log
 from rflens.publish import parallel
 from rflens.storage import sha256_file
 from rflens.store import runs
+from rflens.setup import presets
 
 ITEMS = [{"pos": "alibi", "corpus": "prose", "overrides": {}},
          {"pos": "window", "corpus": "prose", "overrides": {"window": 4}}]
@@ -36,7 +37,7 @@ def test_workers_store_bitwise_what_a_sequential_run_stores(tmp_path, monkeypatc
             assert any(ln.endswith(")") and "trained (" in ln for ln in mine) and "done in" in mine[-1]
         stored[name] = {}
         for it in ITEMS:
-            run = runs.get_run("smoke", it["pos"], it["corpus"], it["overrides"], train=False, progress=False)
+            run = runs.get_run(presets.get("smoke"), it["pos"], it["corpus"], it["overrides"], train=False, progress=False)
             assert run.metrics["threads"] == 1
             from rflens.experiments import tables as ex
 
@@ -62,12 +63,12 @@ def test_submitit_local_executor_round_trip(tmp_path, monkeypatch):
     done = parallel.run_items("smoke", ITEMS[:1], workers=1, threads=1, progress=False, cluster=cluster)
     assert [d["pos"] for d in done] == ["alibi"] and done[0]["trained"]
     assert list((tmp_path / "jobs").glob("*/*_result.pkl"))  # submitit's own pickle of the result
-    run = runs.get_run("smoke", "alibi", "prose", {}, train=False, progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", {}, train=False, progress=False)
     assert run.key == done[0]["key"] and run.metrics["threads"] == 1
     weights = sha256_file(run.path / "model.safetensors")
     _store(monkeypatch, tmp_path / "here-store")
     parallel.run_items("smoke", ITEMS[:1], workers=1, threads=1, progress=False)
-    here = runs.get_run("smoke", "alibi", "prose", {}, train=False, progress=False)
+    here = runs.get_run(presets.get("smoke"), "alibi", "prose", {}, train=False, progress=False)
     assert here.key == run.key and sha256_file(here.path / "model.safetensors") == weights
 
 

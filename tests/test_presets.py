@@ -179,16 +179,16 @@ def test_table2_covers_the_erf_and_keeps_tokens_per_step(name, erf_mult):
 def test_every_sweep_point_is_a_valid_configuration(name):
     s = presets.get(name)
     corpus = s.sweeps.corpora[0]
-    configs = [settings.resolve(name, "alibi", corpus, {"slope_shift": v}) for v in s.sweeps.slope_shift]
-    configs += [settings.resolve(name, "alibi", corpus, {"same_slope": v}) for v in s.sweeps.same_slope]
-    configs += [settings.resolve(name, "window", corpus, {"window": v}) for v in s.sweeps.window]
-    configs += [settings.resolve(name, "sandwich", corpus, {"d_bar": v}) for v in s.sweeps.d_bar]
-    configs += [settings.resolve(name, "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps.sinusoidal_l_tr]
+    configs = [settings.resolve(presets.get(name), "alibi", corpus, {"slope_shift": v}) for v in s.sweeps.slope_shift]
+    configs += [settings.resolve(presets.get(name), "alibi", corpus, {"same_slope": v}) for v in s.sweeps.same_slope]
+    configs += [settings.resolve(presets.get(name), "window", corpus, {"window": v}) for v in s.sweeps.window]
+    configs += [settings.resolve(presets.get(name), "sandwich", corpus, {"d_bar": v}) for v in s.sweeps.d_bar]
+    configs += [settings.resolve(presets.get(name), "sinusoidal", corpus, {"l_tr": v}) for v in s.sweeps.sinusoidal_l_tr]
     for entry in s.sweeps.table2:
         over = {presets.FAMILIES[entry.family].setting: entry.value,
                 **entry.training(s.train.l_tr, s.train.batch_size, s.eval.erf_length_mult * s.train.l_tr)}
-        configs.append(settings.resolve(name, entry.pos, corpus, over))
-    configs += [settings.resolve(name, p, c) for p in s.sweeps.table3_pos for c in s.sweeps.corpora]
+        configs.append(settings.resolve(presets.get(name), entry.pos, corpus, over))
+    configs += [settings.resolve(presets.get(name), p, c) for p in s.sweeps.table3_pos for c in s.sweeps.corpora]
     assert all(m.vocab_size == d.vocab_size for _, m, d, _ in configs)
 
 
@@ -223,7 +223,7 @@ def test_the_corpora_table_reads_what_each_corpus_of_a_preset_holds(own_data):
     from rflens import data
 
     assert list(summary.corpora_table("smoke")["documents (train / validation / test)"]) == ["not built"]
-    cfg = settings.resolve("smoke", "alibi", "prose")[2]
+    cfg = settings.resolve(presets.get("smoke"), "alibi", "prose")[2]
     m = data.prepare(cfg, progress=False).manifest
     row = summary.corpora_table("smoke").loc["prose"]
     assert row["stands in for"] == "OpenWebText2" and "State of the Union" in row["text"]

@@ -13,15 +13,16 @@ from rflens.longrun import emergence, plan, recheck
 from rflens.store import bundle
 
 from test_emergence import WSD, stores  # noqa: F401 (stores: a fixture)
+from rflens.setup import presets
 
 SPEC = plan.LongModel("alibi", WSD)
 
 
 @pytest.fixture
-def shipped(stores, monkeypatch):  # noqa: F811
+def shipped(stores, monkeypatch, smoke_long_run):  # noqa: F811
     """SPEC trained and shipped in this test's own bundle, the smoke preset's only model."""
     monkeypatch.setattr(plan, "models", lambda scale="long": [SPEC])
-    emergence.run(SPEC, "smoke", progress=False)
+    emergence.run(SPEC, presets.get("smoke"), progress=False)
     return bundle.load(SPEC.name, "smoke")
 
 
@@ -51,7 +52,7 @@ def _flipped(nll: np.ndarray, was: str) -> np.ndarray:
 
 
 def test_a_check_on_a_machine_like_the_bundles_is_bitwise(shipped):
-    [row] = recheck.check([SPEC.name], "smoke", progress=False)
+    [row] = recheck.check([SPEC.name], presets.get("smoke"), progress=False)
     assert row["like_machine"] == recheck.like_machine(shipped)
     assert row["bitwise"] and row["max_abs_diff"] == 0.0 and row["reproduced"] and not row["why"]
     assert len(row["sizes"]) == 4 and all(e["same_verdict"] and e["diff_l_tr"][0] == 0.0 for e in row["sizes"])
@@ -62,7 +63,7 @@ def test_a_check_on_a_machine_like_the_bundles_is_bitwise(shipped):
 def test_on_a_like_machine_a_difference_far_below_any_bound_is_not_bitwise(shipped, monkeypatch):
     monkeypatch.setattr(recheck, "like_machine", lambda result: True)
     _reship(shipped, lambda nll: nll + 1e-3)
-    [row] = recheck.check([SPEC.name], "smoke", progress=False)
+    [row] = recheck.check([SPEC.name], presets.get("smoke"), progress=False)
     assert not row["bitwise"] and not row["reproduced"] and row["max_abs_diff"] == pytest.approx(1e-3, rel=1e-2)
     assert all(e["same_verdict"] and e["within"] for e in row["sizes"])  # only the rule of a like machine fails it
     assert row["why"][0].startswith("not bitwise")
@@ -71,7 +72,7 @@ def test_on_a_like_machine_a_difference_far_below_any_bound_is_not_bitwise(shipp
 def test_a_check_on_another_machine_passes_on_equal_verdicts(shipped):
     _reship(shipped, **_another_machine(shipped))
     assert not recheck.like_machine(bundle.load(SPEC.name, "smoke"))
-    [row] = recheck.check([SPEC.name], "smoke", progress=False)
+    [row] = recheck.check([SPEC.name], presets.get("smoke"), progress=False)
     assert not row["like_machine"] and row["rule"].startswith("the verdicts") and row["reproduced"], row["why"]
     assert all(e["bound"] == (recheck.FALLBACK_BOUND,) * 2 and e["bound_from"] == "fallback" for e in row["sizes"])
     assert "fallback" in row["bound"] and "fallback" in recheck.render(row)
@@ -83,7 +84,7 @@ def test_a_check_on_another_machine_fails_on_a_changed_verdict(shipped, monkeypa
     last = shipped["points"][-1]
     was = recheck._side(shipped, last, shipped.get("segment_docs"))["verdict"]
     _reship(shipped, lambda nll: _flipped(nll, was) if nll is last["nll"] else nll, **_another_machine(shipped))
-    [row] = recheck.check([SPEC.name], "smoke", progress=False)
+    [row] = recheck.check([SPEC.name], presets.get("smoke"), progress=False)
     assert not row["reproduced"]
     assert [e["same_verdict"] for e in row["sizes"]] == [True, True, True, False]
     assert all(e["within"] for e in row["sizes"])
@@ -93,7 +94,7 @@ def test_a_check_on_another_machine_fails_on_a_changed_verdict(shipped, monkeypa
 def test_a_check_on_another_machine_fails_on_nll_differences_beyond_the_bound(shipped):
     """A shift of every NLL keeps each r(L), so each verdict, but not the NLLs themselves."""
     _reship(shipped, lambda nll: nll + 0.05, **_another_machine(shipped))
-    [row] = recheck.check([SPEC.name], "smoke", progress=False)
+    [row] = recheck.check([SPEC.name], presets.get("smoke"), progress=False)
     assert not row["reproduced"] and all(e["same_verdict"] and not e["within"] for e in row["sizes"])
     assert row["sizes"][0]["diff_l_tr"][0] == pytest.approx(-0.05, abs=1e-4)
     assert "beyond the fallback bound" in row["why"][0]
@@ -104,12 +105,12 @@ def test_two_shipped_seeds_give_the_bound(shipped, monkeypatch):
     monkeypatch.setattr(plan, "models", lambda scale="long": [SPEC, *seeds])
     for spec, shift in zip(seeds, (0.01, -0.02)):  # seed 1 and 2 as seed 0 moved by 0.01 and -0.02 nats
         _reship({**shipped, "name": spec.name}, lambda nll, s=shift: nll + s)
-    spread = recheck.seed_spread("smoke")
+    spread = recheck.seed_spread(presets.get("smoke"))
     assert len(spread["pairs"]) == 3 and set(spread["sizes"]) == {p["tokens"] for p in shipped["points"]}
     for at_l_tr, at_horizon in spread["sizes"].values():  # the widest pair: seed 1 against seed 2
         assert at_l_tr == pytest.approx(0.03, abs=1e-4) and at_horizon == pytest.approx(0.03, abs=1e-4)
     _reship(shipped, lambda nll: nll + 0.02, **_another_machine(shipped))  # beyond the fallback, within the seeds
-    [row] = recheck.check([SPEC.name], "smoke", progress=False)
+    [row] = recheck.check([SPEC.name], presets.get("smoke"), progress=False)
     assert row["reproduced"] and {e["bound_from"] for e in row["sizes"]} == {"seeds"}, row["why"]
     assert "3 pair(s)" in row["bound"]
 

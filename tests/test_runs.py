@@ -25,7 +25,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def smoke_run(store):
-    return runs.get_run("smoke", "alibi", "prose", progress=False)
+    return runs.get_run(presets.get("smoke"), "alibi", "prose", progress=False)
 
 
 def test_runs_dir_follows_the_environment(store):
@@ -33,7 +33,7 @@ def test_runs_dir_follows_the_environment(store):
 
 
 def _configs(**over):
-    return settings.resolve("smoke", "alibi", "prose", over)[1:]
+    return settings.resolve(presets.get("smoke"), "alibi", "prose", over)[1:]
 
 
 def test_the_key_changes_with_every_setting_the_data_and_the_code():
@@ -83,10 +83,10 @@ def test_the_code_version_reads_every_module_that_shapes_the_weights(monkeypatch
 
 
 def test_overrides_go_to_the_settings_that_have_them():
-    _, m, d, t = settings.resolve("smoke", "window", "code", {"window": 8, "l_tr": 32, "vocab_size": 600})
+    _, m, d, t = settings.resolve(presets.get("smoke"), "window", "code", {"window": 8, "l_tr": 32, "vocab_size": 600})
     assert (m.pos, m.window, t.l_tr, d.corpus) == ("window", 8, 32, "code")
     assert m.vocab_size == d.vocab_size == 600
-    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"model": {"slope_shift": -3.0}, "train": {"steps": 5}})
+    _, m, d, t = settings.resolve(presets.get("smoke"), "alibi", "prose", {"model": {"slope_shift": -3.0}, "train": {"steps": 5}})
     assert (m.slope_shift, t.steps) == (-3.0, 5)
 
 
@@ -99,12 +99,12 @@ def test_overrides_go_to_the_settings_that_have_them():
 ])
 def test_bad_overrides_are_rejected(over, match):
     with pytest.raises(ConfigError, match=match):
-        settings.resolve("smoke", "alibi", "prose", over)
+        settings.resolve(presets.get("smoke"), "alibi", "prose", over)
 
 
 def test_a_missing_model_names_the_command_that_trains_it(store):
     with pytest.raises(UserError, match=r"python -m rflens train --scale smoke --pos window --corpus prose --set window=5"):
-        runs.get_run("smoke", "window", "prose", train=False, progress=False, window=5)
+        runs.get_run(presets.get("smoke"), "window", "prose", train=False, progress=False, window=5)
 
 
 def test_get_run_trains_once_then_returns_the_stored_model(smoke_run):
@@ -116,7 +116,7 @@ def test_get_run_trains_once_then_returns_the_stored_model(smoke_run):
     assert len(m["train_loss"]) == m["steps"] == 30
     assert m["tokens_per_s"] > 0 and m["val_loss"] > 0
     t0 = time.perf_counter()
-    again = runs.get_run("smoke", "alibi", "prose", progress=False, train=False)
+    again = runs.get_run(presets.get("smoke"), "alibi", "prose", progress=False, train=False)
     assert time.perf_counter() - t0 < 1.0
     assert again.reused and again.key == smoke_run.key
     assert (again.scale, again.pos, again.l_tr) == ("smoke", "alibi", 16)
@@ -159,16 +159,16 @@ def test_listing_shows_the_run(smoke_run, capsys):
 
 
 def test_a_corrupted_checkpoint_is_detected_and_retrain_fixes_it(store):
-    run = runs.get_run("smoke", "alibi", "prose", progress=False, steps=3, eval_interval=0, ckpt_interval=0)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", progress=False, steps=3, eval_interval=0, ckpt_interval=0)
     weights = run.path / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-5] ^= 0xFF  # one flipped byte in the tensors
     weights.write_bytes(bytes(data))
     with pytest.raises(UserError, match="corrupted.*--retrain"):
-        runs.get_run("smoke", "alibi", "prose", progress=False, steps=3, eval_interval=0, ckpt_interval=0)
+        runs.get_run(presets.get("smoke"), "alibi", "prose", progress=False, steps=3, eval_interval=0, ckpt_interval=0)
     with pytest.raises(UserError, match="corrupted"):
         run.load_model()
-    fixed = runs.get_run("smoke", "alibi", "prose", progress=False, retrain=True, steps=3, eval_interval=0,
+    fixed = runs.get_run(presets.get("smoke"), "alibi", "prose", progress=False, retrain=True, steps=3, eval_interval=0,
                          ckpt_interval=0)
     assert not fixed.reused and fixed.key == run.key
     fixed.verify()
@@ -180,26 +180,26 @@ def test_sweep_overrides_reach_the_stored_settings(store):
     entry = presets.get("smoke").sweeps.table2[0]
     over = {presets.FAMILIES[entry.family].setting: entry.value, **entry.training(presets.get("smoke").train.l_tr)}
     pos = entry.pos
-    m, d, t = settings.resolve("smoke", pos, "prose", over)[1:]
+    m, d, t = settings.resolve(presets.get("smoke"), pos, "prose", over)[1:]
     assert (m.window, t.l_tr, t.batch_size) == (over["window"], over["l_tr"], over["batch_size"])
-    assert "--set l_tr=64" in settings.train_command("smoke", pos, "prose", settings.describe(m, d, t, "smoke"))
+    assert "--set l_tr=64" in settings.train_command(presets.get("smoke"), pos, "prose", settings.describe(m, d, t, presets.get("smoke")))
 
 
 def test_auto_precision_is_resolved_before_the_key():
     """dtype=auto becomes the precision the weights are trained in, so the key (and a run
     store shared between machines) tells a bf16 model from an fp32 one."""
-    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"dtype": "auto"})
+    _, m, d, t = settings.resolve(presets.get("smoke"), "alibi", "prose", {"dtype": "auto"})
     assert t.dtype == settings.native_dtype() in ("fp32", "bf16")
-    _, m2, d2, t2 = settings.resolve("smoke", "alibi", "prose", {"dtype": settings.native_dtype()})
+    _, m2, d2, t2 = settings.resolve(presets.get("smoke"), "alibi", "prose", {"dtype": settings.native_dtype()})
     assert runs.run_key(m, d, t, "fp") == runs.run_key(m2, d2, t2, "fp")
-    assert "dtype" not in settings.describe(*settings.resolve("tiny", "alibi", "prose", {})[1:], "tiny")
+    assert "dtype" not in settings.describe(*settings.resolve(presets.get("tiny"), "alibi", "prose", {})[1:], presets.get("tiny"))
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_damaged_weights_are_never_listed_complete(damage, store, capsys):
     from rflens.cli import main
 
-    run = runs.get_run("smoke", "alibi", "prose", steps=5 if damage == "truncate" else 6, progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", steps=5 if damage == "truncate" else 6, progress=False)
     assert {r["key"]: r["status"] for r in runs.list_runs()}[run.key] == "complete"
     weights = run.path / "model.safetensors"
     data = bytearray(weights.read_bytes())

@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from rflens.cli import main
 from rflens.setup import settings
 from rflens.store import runs
+from rflens.setup import presets
 
 
 def _own_run(root: Path, key: str = "0123456789abcdef", complete: bool = True) -> Path:
     """A run folder as get_run lays it out (its weights a stand-in: nothing here loads them)."""
-    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {})
+    _, m, d, t = settings.resolve(presets.get("smoke"), "alibi", "prose", {})
     path = root / key
     path.mkdir(parents=True)
     cfg = {"key": key, "scale": "smoke", "model": m.to_dict(), "data": d.to_dict(), "train": t.to_dict(),

@@ -12,13 +12,14 @@ from rflens.experiments import from_bundle
 from rflens.longrun import emergence, plan
 from rflens.setup.settings import resolve
 from rflens.store.shipped import at_seed, served_seed
+from rflens.setup import presets
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
 SPEC = plan.LongModel("alibi", WSD)
 
 
 def _settings(seed: int) -> tuple:
-    r = resolve("smoke", "alibi", "prose", dict(WSD))
+    r = resolve(presets.get("smoke"), "alibi", "prose", dict(WSD))
     return r.model, r.data, dataclasses.replace(r.train, seed=seed)
 
 
@@ -28,13 +29,13 @@ def two_seeds(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
     for spec in (SPEC, *plan.with_seeds(SPEC, [1])):
-        emergence.run(spec, "smoke", progress=False)
+        emergence.run(spec, presets.get("smoke"), progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(plan, "_seeded", lambda scale: frozenset({_settings(1), _settings(2)}))
 
 
 def _served() -> str | None:
-    return from_bundle.shipped_name("smoke", "alibi", "prose", dict(WSD))
+    return from_bundle.shipped_name(presets.get("smoke"), "alibi", "prose", dict(WSD))
 
 
 def test_a_seeded_model_is_served_from_the_seed_asked_for_and_the_others_from_their_own(two_seeds, monkeypatch):
@@ -50,12 +51,12 @@ def test_a_seeded_model_is_served_from_the_seed_asked_for_and_the_others_from_th
 
 
 def test_the_long_plan_seeds_the_models_that_decide_claims():
-    seeded = plan._seeded("long")
-    deciding = [s for s in plan.by_experiment("long") if s.startswith("Seeds")]
-    assert deciding and len(seeded) == len(plan.by_experiment("long")[deciding[0]]) == 22
-    r = resolve("long", "alibi", "prose", {"slope_shift": 4, "seed": 2})
+    seeded = plan._seeded(presets.get("long"))
+    deciding = [s for s in plan.by_experiment(presets.get("long")) if s.startswith("Seeds")]
+    assert deciding and len(seeded) == len(plan.by_experiment(presets.get("long"))[deciding[0]]) == 22
+    r = resolve(presets.get("long"), "alibi", "prose", {"slope_shift": 4, "seed": 2})
     assert (r.model, r.data, r.train) in seeded
-    r = resolve("long", "alibi", "prose", {"slope_shift": -1, "seed": 1})  # inside the sweep: one seed
+    r = resolve(presets.get("long"), "alibi", "prose", {"slope_shift": -1, "seed": 1})  # inside the sweep: one seed
     assert (r.model, r.data, r.train) not in seeded
 
 

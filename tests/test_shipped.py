@@ -16,6 +16,7 @@ from rflens.publish import reproduce
 from rflens.setup import settings
 from rflens.store import bundle, runs, shipped as shipped_runs
 from rflens.store.shipped import at_size, ShippedRun
+from rflens.setup import presets
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))
 SPEC = plan.LongModel("alibi", WSD)
@@ -26,13 +27,13 @@ def one_shipped(tmp_path, monkeypatch):
     """One finished smoke model in a bundle, and an empty run store beside it."""
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
-    emergence.run(SPEC, "smoke", progress=False)
+    emergence.run(SPEC, presets.get("smoke"), progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     return tmp_path
 
 
 def _get(train: bool = False):
-    return runs.get_run("smoke", "alibi", "prose", dict(WSD), train=train, progress=False)
+    return runs.get_run(presets.get("smoke"), "alibi", "prose", dict(WSD), train=train, progress=False)
 
 
 def test_a_shipped_model_is_served_with_the_measurements_of_the_same_model_trained_here(one_shipped, monkeypatch):
@@ -109,7 +110,7 @@ def test_what_the_bundle_lacks_needs_the_weights_and_says_how_to_get_them(one_sh
 
 
 def test_a_model_shipped_with_weights_measures_anything(one_shipped):
-    emergence.run(SPEC, "smoke", progress=False, keep_weights=True)
+    emergence.run(SPEC, presets.get("smoke"), progress=False, keep_weights=True)
     served = _get()
     assert served.has_weights and served.erf_segment(40) == 40
     sliding = perplexity(served, protocol="sliding", progress=False)
@@ -136,8 +137,8 @@ def test_an_unfinished_model_is_not_served_and_an_edited_one_is_damaged(one_ship
 
 
 def test_a_shipped_preset_names_the_command_that_trains_a_missing_model():
-    cfgs = settings.resolve("long", "alibi", "prose", {"slope_shift": -7})[1:]
-    assert plan.command_for("long", *cfgs) == "python -m rflens emergence --scale long --only alibi_slope_shift=-7"
+    cfgs = settings.resolve(presets.get("long"), "alibi", "prose", {"slope_shift": -7})[1:]
+    assert plan.command_for(presets.get("long"), *cfgs) == "python -m rflens emergence --scale long --only alibi_slope_shift=-7"
     # a model outside the plan, or any model of a read-only control, is trained by `train` (into the run store,
     # which is read before the bundle): the command resolves to the very settings asked for
     from rflens.cli import build_parser
@@ -145,21 +146,21 @@ def test_a_shipped_preset_names_the_command_that_trains_a_missing_model():
 
     for scale, overrides in (("long", {"slope_shift": 3}), ("long-repeated", {"slope_shift": 3}),
                              ("long-repeated", {"slope_shift": -7})):
-        other = settings.resolve(scale, "alibi", "prose", overrides)[1:]
-        command = plan.command_for(scale, *other)
+        other = settings.resolve(presets.get(scale), "alibi", "prose", overrides)[1:]
+        command = plan.command_for(presets.get(scale), *other)
         assert command.startswith("python -m rflens train "), command
         args = build_parser().parse_args(command.split()[3:])
-        assert settings.resolve(args.scale, args.pos, args.corpus, parse_overrides(args.overrides))[1:] == other
+        assert settings.resolve(presets.get(args.scale), args.pos, args.corpus, parse_overrides(args.overrides))[1:] == other
 
 
 def test_reproduce_builds_only_the_chapters_the_bundle_holds(one_shipped):
     ready, skipped = reproduce.shipped_chapters("smoke", ["01", "03", "08", "09"], named=False)
     assert ready == ["01", "09"]
     assert set(skipped) == {"03", "08"} and "weights" in skipped["08"][0]
-    assert len(skipped["03"]) == len(from_bundle.missing("smoke", ["Table 1"])) > 0
+    assert len(skipped["03"]) == len(from_bundle.missing(presets.get("smoke"), ["Table 1"])) > 0
     with pytest.raises(UserError, match="chapter 03 at the smoke preset needs .* emergence --scale smoke"):
         reproduce.shipped_chapters("smoke", ["03"], named=True)
-    assert from_bundle.missing("smoke", ["Table 2"]) == ["Table 2 (it follows from Table 1's shipped results)"]
+    assert from_bundle.missing(presets.get("smoke"), ["Table 2"]) == ["Table 2 (it follows from Table 1's shipped results)"]
 
 
 @pytest.fixture
@@ -177,8 +178,8 @@ def shipped_smoke(tmp_path, monkeypatch):
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
     from rflens.experiments import tables as ex
 
-    for spec in ex.table1_models("smoke"):
-        emergence.run(plan.LongModel(spec.pos, tuple(spec.settings.items())), "smoke", progress=False)
+    for spec in ex.table1_models(presets.get("smoke")):
+        emergence.run(plan.LongModel(spec.pos, tuple(spec.settings.items())), presets.get("smoke"), progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     return tmp_path
 
@@ -188,8 +189,8 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
     from rflens.claims import gather, verdicts
     from rflens.experiments import tables as ex
 
-    t1, lacking = from_bundle.experiment("table1", "smoke")
-    assert lacking == [] and len(t1) == len(ex.table1_models("smoke"))
+    t1, lacking = from_bundle.experiment("table1", presets.get("smoke"))
+    assert lacking == [] and len(t1) == len(ex.table1_models(presets.get("smoke")))
     assert not any(storage.runs_dir().glob("*/manifest.json"))  # read, not trained
     for _, row in t1.iterrows():  # each row is the last point of the shipped run
         name = next(n for n, s in shipped_runs.index("smoke").items() if s[0].pos == row["pos"] and _setting(s, row))
@@ -198,18 +199,18 @@ def test_a_shipped_preset_reads_its_experiments_and_claims_from_the_bundle(shipp
         np.testing.assert_allclose(row[f"ppl@{16}"], last["ppl"][0], rtol=1e-4)
     rows = verdicts.check({"table1": t1, "corpus": "prose"}, [1, 2, 3, 4, 5])
     assert sum(r["result"] in ("pass", "fail") for r in rows) >= 3, rows  # decided on the shipped table
-    f7, lacking = from_bundle.experiment("figure7", "smoke")  # not shipped: nothing is trained
+    f7, lacking = from_bundle.experiment("figure7", presets.get("smoke"))  # not shipped: nothing is trained
     assert f7 is None and lacking
     board = verdicts.check(gather.gather("smoke", compute=True, progress=False))
     assert [c["result"] for c in board[:5]] == [r["result"] for r in rows]
     assert board[7]["result"] == "not run" and not any(storage.runs_dir().glob("*/manifest.json"))
     with pytest.raises(UserError, match="unknown shipped experiment"):
-        from_bundle.experiment("table9", "smoke")
+        from_bundle.experiment("table9", presets.get("smoke"))
     # the board as training grows: one column a measured size, the last the finished models' board
     from rflens.claims import scoreboard
 
     grown = scoreboard.by_size("smoke")
-    assert list(grown.columns) == plan.sizes("smoke") and list(grown.index) == [c["id"] for c in board]
+    assert list(grown.columns) == plan.sizes(presets.get("smoke")) and list(grown.index) == [c["id"] for c in board]
     assert list(grown.iloc[:, -1]) == [c["result"] for c in board]
     assert not any(storage.runs_dir().glob("*/manifest.json"))
 

@@ -11,6 +11,7 @@ from rflens.cli import main
 from rflens.data import corpus as corpus_module
 from rflens.longrun import emergence, plan
 from rflens.store import runs
+from rflens.setup import presets
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def shipped_alibi(tmp_path, monkeypatch):
     monkeypatch.setitem(presets._BUILDERS, "smoke", smoke)
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "train-store"))
-    emergence.run(plan.LongModel("alibi", ()), "smoke", progress=False)
+    emergence.run(plan.LongModel("alibi", ()), presets.get("smoke"), progress=False)
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     return tmp_path
 
@@ -50,7 +51,7 @@ def test_the_corpus_built_here_differing_from_the_bundles_is_said_once_with_the_
     assert main(["evaluate", "--scale", "smoke", "--pos", "alibi", "--quiet"]) == 0  # the bundle's own data: served
     capsys.readouterr()
     with pytest.raises(runs.NotStored, match="train it"):  # a model the bundle lacks is still missing
-        runs.get_run("smoke", "rotary", "prose", train=False, progress=False)
+        runs.get_run(presets.get("smoke"), "rotary", "prose", train=False, progress=False)
     other_corpus(monkeypatch)
     assert main(["evaluate", "--scale", "smoke", "--pos", "alibi", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -60,5 +61,5 @@ def test_the_corpus_built_here_differing_from_the_bundles_is_said_once_with_the_
     assert "train it" not in err[0] and "emergence" not in err[0]
     tables._RUNS.clear()
     with pytest.raises(runs.OtherData, match="rflens data --corpus prose --scale smoke") as caught:
-        tables.run_of("smoke", tables.make_spec("ALiBi", "alibi"))
+        tables.run_of(presets.get("smoke"), tables.make_spec("ALiBi", "alibi"))
     assert "emergence" not in str(caught.value)

@@ -15,13 +15,14 @@ from rflens.setup import settings
 from rflens.store import bundle
 from rflens.training import trainer as training
 from rflens.training.trainer import OutOfTime
+from rflens.setup import presets
 
 CONTROL = "long-repeated"
 
 
 def test_the_sittings_end_is_met_at_the_step_it_falls_in(store, tmp_path, monkeypatch):
     """No checkpoint falls before the end of training: the clock is still read after each step."""
-    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"steps": 60, "ckpt_interval": 0, "eval_interval": 0})
+    _, m, d, t = settings.resolve(presets.get("smoke"), "alibi", "prose", {"steps": 60, "ckpt_interval": 0, "eval_interval": 0})
     out = tmp_path / "run"
     clock = iter(range(10_000))
     monkeypatch.setattr(training, "_late", lambda deadline: deadline is not None and next(clock) >= 5)
@@ -100,4 +101,4 @@ def test_a_kept_state_whose_points_are_not_points_is_one_line(points, store, ref
     assert shipped.kept("smoke", spec.name)[0] == 0  # timing it (`emergence --list`) does not fail on it
     monkeypatch.setattr(emergence, "train", lambda *a, **k: pytest.fail("trained on a damaged state"))
     with pytest.raises(UserError, match=f"damaged.*remove {work}"):
-        emergence.run(spec, "smoke", progress=False)
+        emergence.run(spec, presets.get("smoke"), progress=False)

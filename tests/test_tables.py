@@ -7,6 +7,7 @@ import pytest
 
 from rflens.publish import csv_files
 from rflens.setup import settings
+from rflens.setup import presets
 
 
 def test_a_table_is_written_with_its_provenance_and_read_back(tmp_path):
@@ -22,10 +23,10 @@ def test_provenance_names_the_code_and_the_prepared_corpora():
     from rflens import data
     from rflens.store import runs
 
-    data.prepare(settings.resolve("smoke", "alibi", "prose").data, progress=False)
+    data.prepare(settings.resolve(presets.get("smoke"), "alibi", "prose").data, progress=False)
     meta = csv_files.provenance("smoke")
     assert meta["scale"] == "smoke" and meta["code_version"] == runs.code_version()
-    assert meta["data_prose"] == data.prepare(settings.resolve("smoke", "alibi", "prose").data, progress=False).fingerprint
+    assert meta["data_prose"] == data.prepare(settings.resolve(presets.get("smoke"), "alibi", "prose").data, progress=False).fingerprint
     assert all(k.startswith("data_") for k in meta if k not in ("scale", "code_version"))
 
 
@@ -69,7 +70,7 @@ def test_the_run_store_exports_its_models_and_results(store, tmp_path, monkeypat
     from rflens.measure import perplexity, receptive
     from rflens.store import runs
 
-    run = runs.get_run("smoke", "alibi", "prose", progress=False)
+    run = runs.get_run(presets.get("smoke"), "alibi", "prose", progress=False)
     res = perplexity.perplexity(run, progress=False)
     rf = receptive.receptive_field(run, progress=False)
     assert cli.main(["runs", "--export", str(tmp_path / "out")]) == 0

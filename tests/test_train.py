@@ -306,7 +306,7 @@ def test_a_corrupted_resume_checkpoint_is_exit_2(cli_env, trained):
     from rflens import data
 
     store = Path(cli_env["RFLENS_RUNS"])
-    _, m, d, t = settings.resolve("smoke", "alibi", "prose", {"steps": 7})
+    _, m, d, t = settings.resolve(presets.get("smoke"), "alibi", "prose", {"steps": 7})
     old = os.environ.get("RFLENS_DATA")
     os.environ["RFLENS_DATA"] = cli_env["RFLENS_DATA"]
     try:

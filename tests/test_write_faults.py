@@ -7,6 +7,7 @@ import pytest
 from safetensors import SafetensorError
 
 from rflens.cli import main
+from rflens.setup import presets
 
 WSD = (("schedule", "wsd"), ("warmup", 2), ("steps", 32), ("ckpt_interval", 8))  # a long run at the smoke scale
 FULL = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
@@ -52,6 +53,6 @@ def test_a_full_disk_while_shipping_weights_to_the_bundle_is_one_line(store, ref
 
     with pytest.raises(UserError, match=r"cannot write model\.safetensors in .*reference/smoke/\.?alibi_\S+ \(No space left on "
                                         r"device; .* MiB free there\): .*RFLENS_REFERENCE") as caught:
-        emergence.run(plan.LongModel("alibi", WSD), "smoke", progress=False, keep_weights=True)
+        emergence.run(plan.LongModel("alibi", WSD), presets.get("smoke"), progress=False, keep_weights=True)
     assert "\n" not in str(caught.value)
     assert not bundle.complete("smoke")  # not shipped: its manifest was never written

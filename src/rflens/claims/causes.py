@@ -128,7 +128,7 @@ def _premise(cid: int, scale: str, table):
     from rflens.longrun.plan import by_experiment
 
     short = []
-    for family, specs in by_experiment(scale).items():
+    for family, specs in by_experiment(presets.get(scale)).items():
         if not family.startswith("Table 2"):
             continue
         for spec in specs:

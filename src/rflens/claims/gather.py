@@ -18,6 +18,7 @@ from rflens.errors import UserError
 from rflens.experiments import tables as ex
 from rflens.experiments.speed import load_speed_record
 from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON
+from rflens.setup import presets
 
 
 def log_fit() -> dict:
@@ -34,11 +35,11 @@ def figure7_curves(scale, corpus: str, f7: pd.DataFrame) -> pd.DataFrame:
     cached receptive field that Figure 7 measured (the same segments, nothing trained)."""
     if not isinstance(f7, pd.DataFrame) or f7.empty or "label" not in f7.columns:
         return f7
-    sc = ex.get_scale(scale)
+    sc = presets.get(scale)
     length = sc.train.l_tr * sc.eval.erf_length_mult
     curves = {}
-    for spec in ex.figure7_models(scale, corpus):
-        run = ex.run_of(scale, spec, train=False)
+    for spec in ex.figure7_models(presets.get(scale), corpus):
+        run = ex.run_of(presets.get(scale), spec, train=False)
         curves[spec.label] = ex.measure_erf(run, length=run.erf_segment(length))["normalized"]
     out = f7.copy()
     out["normalized"] = [curves.get(label) for label in out["label"]]
@@ -51,7 +52,7 @@ def d_bar_curves(scale) -> dict:
     bias, so one head decides the sign of every difference."""
     from rflens.model.analysis import sandwich_by_d_bar
 
-    sc = ex.get_scale(scale)
+    sc = presets.get(scale)
     return sandwich_by_d_bar(ex.d_bar_values(sc), compression=paper.SANDWICH_COMPRESSION, length=HORIZON * sc.train.l_tr)
 
 
@@ -61,16 +62,16 @@ def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress:
     fails is kept as its exception, so the claims that need it say why."""
     res: dict = {"corpus": corpus, "scale": scale}
     steps = {
-        "table1": lambda: ex.table1(scale, corpus, progress=progress, train=compute),
-        "table2": lambda: ex.table2(scale, corpus, t1=res["table1"], progress=progress, train=compute),
-        "figure7": lambda: figure7_curves(scale, corpus, ex.figure7(scale, corpus, progress=progress, train=compute)),
+        "table1": lambda: ex.table1(presets.get(scale), corpus, progress=progress, train=compute),
+        "table2": lambda: ex.table2(presets.get(scale), corpus, t1=res["table1"], progress=progress, train=compute),
+        "figure7": lambda: figure7_curves(scale, corpus, ex.figure7(presets.get(scale), corpus, progress=progress, train=compute)),
         # a shipped preset trains nothing: its Table 3 is read over the corpora it holds
-        "table3": lambda: (ex.table3(scale, progress=progress) if compute and not ex.get_scale(scale).shipped
-                           else ex.table3_stored(scale, progress=progress)),
-        "figure11": lambda: ex.figure11(scale, corpus, progress=progress, train=compute),
+        "table3": lambda: (ex.table3(presets.get(scale), progress=progress) if compute and not presets.get(scale).shipped
+                           else ex.table3_stored(presets.get(scale), progress=progress)),
+        "figure11": lambda: ex.figure11(presets.get(scale), corpus, progress=progress, train=compute),
         "log_fit": log_fit,
         "d_bar": lambda: d_bar_curves(scale),
-        "speed_record": lambda: load_speed_record(scale),  # recorded once, never timed here
+        "speed_record": lambda: load_speed_record(presets.get(scale)),  # recorded once, never timed here
     }
     for key, fn in steps.items():
         if key == "table2" and not isinstance(res.get("table1"), pd.DataFrame):

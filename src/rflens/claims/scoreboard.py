@@ -21,6 +21,7 @@ from rflens.claims import statements, verdicts
 from rflens.claims.gather import gather
 from rflens.errors import UserError
 from rflens.setup.presets import DEFAULT_SCALE
+from rflens.setup import presets
 
 
 def board_path(scale: str, corpus: str = "prose") -> Path:
@@ -158,7 +159,7 @@ def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
 
     def compute() -> dict:  # a list of sizes: JSON would sort a dict's keys as text
         columns = []
-        for tokens in sizes(scale):
+        for tokens in sizes(presets.get(scale)):
             with at_size(tokens):
                 columns.append([tokens, [c["result"] for c in verdicts.check_shipped(scale, corpus)]])
         return {"sizes": columns}

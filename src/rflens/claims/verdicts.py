@@ -23,8 +23,8 @@ from rflens.claims.legacy import LEGACY
 from rflens.claims.outcomes import STRADDLING, UNDECIDED, Missing
 from rflens.claims.statements import BY_ID, CLAIMS
 from rflens.errors import UserError
-from rflens.experiments import tables as ex
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_TOLERANCE as TOL, levels
+from rflens.setup import presets
 
 # the results a claim can have on the board, in the order they are counted and shown
 RESULTS = ("pass", "fail", "not decided", "not run")
@@ -64,7 +64,7 @@ def check_seeds(scale: str, build: Callable[[], dict], ids=None) -> list[dict]:
     from rflens.store.shipped import at_seed
 
     rows = check(build(), ids)
-    seeds = ex.get_scale(scale).sweeps.seeds
+    seeds = presets.get(scale).sweeps.seeds
     if not seeds:
         return rows
     by_seed = {0: rows}

@@ -35,8 +35,8 @@ def run(args) -> int:
     if getattr(args, "record_speed", False):
         from rflens.experiments.speed import record_speed, speed_record_path
 
-        rec = record_speed(args.scale, progress=not getattr(args, "quiet", False))
-        emit(f"training speed recorded on {rec['machine']}: {speed_record_path(args.scale)}")
+        rec = record_speed(presets.get(args.scale), progress=not getattr(args, "quiet", False))
+        emit(f"training speed recorded on {rec['machine']}: {speed_record_path(presets.get(args.scale))}")
     board = scoreboard.scoreboard(args.scale, args.corpus, compute=True, progress=not getattr(args, "quiet", False))
     if getattr(args, "json", False):
         emit(json.dumps(board, indent=2, default=scoreboard.jsonable))

@@ -33,9 +33,9 @@ def select_run(args):
     overrides = {k: v for k, v in sections.items() if v}
     long = presets.get(args.scale).shipped  # a long preset's model is not trained here: `train` and its hours
     try:
-        run = runs.get_run(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet, train=not long)
+        run = runs.get_run(presets.get(args.scale), args.pos, args.corpus, overrides, progress=not args.quiet, train=not long)
     except runs.NotStored as err:
-        _, model_cfg, _, train_cfg = resolve(args.scale, args.pos, args.corpus, overrides)
+        _, model_cfg, _, train_cfg = resolve(presets.get(args.scale), args.pos, args.corpus, overrides)
         raise runs.NotStored(f"{err} ({runs.hours_to_train(args.scale, model_cfg, train_cfg)})") from None
     ev = eval_config(run)
     if ev_overrides:

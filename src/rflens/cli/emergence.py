@@ -8,6 +8,7 @@ import time
 from rflens.errors import UserError
 from rflens.longrun import emergence, plan, recheck
 from rflens.setup import presets
+from rflens.setup.presets import LongRun
 from rflens.store import bundle
 from rflens.store.shipped import kept, one_core_cost, one_core_minutes, one_core_speed
 from rflens.training.trainer import OutOfTime
@@ -23,20 +24,20 @@ def _deadline(minutes: float | None) -> float | None:
     return time.time() + 60 * minutes
 
 
-def _adopt(args) -> int:
-    """Join every model of ``args.adopt``/SCALE/ (the selection of --only, if given) that the
+def _adopt(args, run: LongRun) -> int:
+    """Join every model of ``args.adopt``/RUN/ (the selection of --only, if given) that the
     bundle lacks or holds at fewer sizes, finished or not, to the bundle."""
     from pathlib import Path
 
     if args.list or args.check is not None or args.minutes is not None:
         raise UserError("--adopt joins models another folder holds: give it without --list, --check or --minutes")
-    if presets.get(args.scale).read_only:
-        raise UserError(f"the {args.scale} bundle is a read-only control: nothing joins it")
-    top = Path(args.adopt).expanduser() / args.scale
+    if run.read_only:
+        raise UserError(f"the {run.name} bundle is a read-only control: nothing joins it")
+    top = Path(args.adopt).expanduser() / run.name
     if not top.is_dir():
-        raise UserError(f"{top} does not exist: give the folder a worker had as RFLENS_REFERENCE (it holds {args.scale}/)")
+        raise UserError(f"{top} does not exist: give the folder a worker had as RFLENS_REFERENCE (it holds {run.name}/)")
     wanted = set(dict.fromkeys(args.only)) if args.only else None
-    have = bundle.entries(args.scale)
+    have = bundle.entries(run.name)
     joined = 0
     for folder in sorted(p for p in top.iterdir() if p.is_dir() and (p / bundle.MANIFEST).is_file()):
         if wanted is not None and folder.name not in wanted:
@@ -46,62 +47,63 @@ def _adopt(args) -> int:
             continue  # joined already, or no further along than the bundle's
         if result.get("name") != folder.name:
             raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
-        plan.check_planned(result, args.scale, folder)
+        plan.check_planned(result, run, folder)
         state = "finished" if result["complete"] else f"unfinished, {len(result['points'])} sizes measured"
-        print(f"{folder.name} ({state}): joined the bundle in {bundle.adopt(args.scale, folder)}")
+        print(f"{folder.name} ({state}): joined the bundle in {bundle.adopt(run.name, folder)}")
         joined += 1
-    print(f"{joined} model(s) joined the {args.scale} bundle")
+    print(f"{joined} model(s) joined the {run.name} bundle")
     return 0
 
 
-def _predict(args) -> int:
+def _predict(args, run: LongRun) -> int:
     """Seal the ladder's predictions (:mod:`rflens.longrun.clock`) into its bundle."""
     from rflens.longrun import clock
 
     if args.list or args.check is not None or args.minutes is not None or args.only or args.adopt is not None:
         raise UserError("--predict seals a ladder's predictions: give it with --scale alone")
-    clock.base_of(args.scale)
-    trained = [name for name, path in bundle.entries(args.scale).items() if bundle.read_result(path)["points"]]
+    clock.base_of(run.name)
+    trained = [name for name, path in bundle.entries(run.name).items() if bundle.read_result(path)["points"]]
     if trained:
-        raise UserError(f"{args.scale} has measured models ({', '.join(trained)}): predictions are sealed before "
+        raise UserError(f"{run.name} has measured models ({', '.join(trained)}): predictions are sealed before "
                         "any model of the ladder is joined to its bundle")
-    out = clock.seal(args.scale)
-    print(f"sealed {len(out['models'])} models' predictions at {len(plan.sizes(args.scale))} sizes into "
-          f"{bundle.bundle_dir(args.scale) / clock.PREDICTIONS}; commit it before the ladder's models are joined")
+    out = clock.seal(run)
+    print(f"sealed {len(out['models'])} models' predictions at {len(plan.sizes(run))} sizes into "
+          f"{bundle.bundle_dir(run.name) / clock.PREDICTIONS}; commit it before the ladder's models are joined")
     return 0
 
 
 def run(args) -> int:
+    run = presets.long_run(args.scale)  # resolved once: every step below is handed the run itself
     if getattr(args, "predict", False):
-        return _predict(args)
-    specs = plan.models(args.scale)
+        return _predict(args, run)
+    specs = plan.models(run)
     if args.only:
-        specs = [plan.named(name, args.scale) for name in dict.fromkeys(args.only)]  # a name given twice: once
-    have, started = bundle.complete(args.scale), set(bundle.entries(args.scale))
+        specs = [plan.named(name, run) for name in dict.fromkeys(args.only)]  # a name given twice: once
+    have, started = bundle.complete(run.name), set(bundle.entries(run.name))
     # the plan's order, a model already measured at some sizes first: a sitting finishes what one began
     todo = sorted((spec for spec in specs if spec.name not in have), key=lambda spec: spec.name not in started)
     if getattr(args, "adopt", None) is not None:
-        return _adopt(args)
+        return _adopt(args, run)
     if args.list:
         _deadline(args.minutes)  # refused here too, not ignored
         if args.check is not None:
             raise UserError("--list shows the plan and --check retrains shipped models: give one of them")
-        at = one_core_speed(args.scale)
-        need = dict(zip([s.name for s in todo], one_core_minutes(todo, args.scale, at, resumed=True) or []))
-        if todo and presets.get(args.scale).read_only:  # nothing trains into a control: its models are missing
+        at = one_core_speed(run.name)
+        need = dict(zip([s.name for s in todo], one_core_minutes(todo, run, at, resumed=True) or []))
+        if todo and run.read_only:  # nothing trains into a control: its models are missing
             for spec in specs:
                 print(f"{'shipped' if spec.name in have else 'missing':9s} {spec.name}")
-            print(f"{len(todo)} missing: {bundle.restore_fix(args.scale)}")
+            print(f"{len(todo)} missing: {bundle.restore_fix(run.name)}")
             return 0
-        why = plan.reasons(args.scale)
+        why = plan.reasons(run)
         for spec in specs:
             state = "shipped" if spec.name in have else "to train"
             when = f"  about {need[spec.name]:.0f} min" if spec.name in need else ""
-            step, measured = kept(args.scale, spec.name) if spec.name not in have else (0, ())
+            step, measured = kept(run.name, spec.name) if spec.name not in have else (0, ())
             if step or measured:  # a sitting stopped it: the next one resumes it
                 when += f"  resumes at step {step:,}, {len(measured)} size(s) measured"
             print(f"{state:9s} {spec.name}{when}" + (f"  ({why[spec.name]})" if spec.name in why else ""))
-        print(f"{len(todo)} to train: {one_core_cost(todo, args.scale, at, resumed=True)}" if todo
+        print(f"{len(todo)} to train: {one_core_cost(todo, run, at, resumed=True)}" if todo
               else f"nothing to train: the bundle holds every model of the plan ({len(specs)})")
         return 0
     deadline = _deadline(args.minutes)
@@ -111,18 +113,18 @@ def run(args) -> int:
     if args.check is not None:
         shipped = [spec for spec in specs if spec.name in have]
         if not shipped:
-            raise UserError(f"no complete model is shipped in {bundle.bundle_dir(args.scale)} to check")
+            raise UserError(f"no complete model is shipped in {bundle.bundle_dir(run.name)} to check")
         if args.check <= 0 or args.check > len(shipped):
             raise UserError(f"--check needs a number of models from 1 to {len(shipped)} (the shipped models of the "
                             f"selection; --only chooses them, --list shows them), not {args.check}")
         chosen = shipped[:args.check]
         if keep is not None:
-            keep = recheck.keep_folder(keep, args.scale)  # a folder inside reference/ is refused before any training
-        print(f"retraining {len(chosen)} shipped model(s) to check them: {one_core_cost(chosen, args.scale)}"
+            keep = recheck.keep_folder(keep, run.name)  # a folder inside reference/ is refused before any training
+        print(f"retraining {len(chosen)} shipped model(s) to check them: {one_core_cost(chosen, run)}"
               + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes")
               + ("" if keep is None else f"; kept in {keep}"), flush=True)
         try:
-            rows = recheck.check([spec.name for spec in chosen], args.scale, progress=not args.quiet,
+            rows = recheck.check([spec.name for spec in chosen], run, progress=not args.quiet,
                                       deadline=deadline, keep=keep)
         except OutOfTime as stop:  # not checked: 0 would say every model was reproduced
             print(f"out of time at step {stop.args[0]} of a check, which is not finished (exit 3); its state is kept, "
@@ -132,16 +134,16 @@ def run(args) -> int:
             print(recheck.render(r))
         return 0 if all(r["reproduced"] for r in rows) else 1
     if not todo:
-        print(f"every model asked for is shipped in {bundle.bundle_dir(args.scale)}")
+        print(f"every model asked for is shipped in {bundle.bundle_dir(run.name)}")
         return 0
-    if presets.get(args.scale).read_only:
+    if run.read_only:
         raise UserError(f"{len(todo)} model(s) asked for are not shipped ({todo[0].name}"
-                        f"{', ...' if len(todo) > 1 else ''}): {bundle.restore_fix(args.scale)}")
-    print(f"training {len(todo)} model(s): {one_core_cost(todo, args.scale, resumed=True)}"
+                        f"{', ...' if len(todo) > 1 else ''}): {bundle.restore_fix(run.name)}")
+    print(f"training {len(todo)} model(s): {one_core_cost(todo, run, resumed=True)}"
           + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
     for spec in todo:
         try:
-            out = emergence.run(spec, args.scale, deadline=deadline, progress=not args.quiet)
+            out = emergence.run(spec, run, deadline=deadline, progress=not args.quiet)
         except OutOfTime as stop:
             print(f"{spec.name}: out of time at step {stop.args[0]}; its state is kept, run the same command to resume")
             return 0

@@ -10,14 +10,15 @@ from rflens.setup import settings
 from rflens.setup.config import parse_overrides
 from rflens.store import runs
 from rflens.training import distributed
+from rflens.setup import presets
 
 
 def run(args) -> int:
     overrides = parse_overrides(args.overrides)
     # every setting is checked before any data is touched or anything is written
-    settings.resolve(args.scale, args.pos, args.corpus, overrides)
+    settings.resolve(presets.get(args.scale), args.pos, args.corpus, overrides)
     t0 = time.perf_counter()
-    model_run = runs.get_run(args.scale, args.pos, args.corpus, overrides, progress=not args.quiet,
+    model_run = runs.get_run(presets.get(args.scale), args.pos, args.corpus, overrides, progress=not args.quiet,
                              retrain=args.retrain)
     seconds = time.perf_counter() - t0
     if not distributed.is_main():
@@ -26,7 +27,7 @@ def run(args) -> int:
     summary = {
         "key": model_run.key, "path": str(model_run.path), "reused": model_run.reused, "scale": model_run.scale,
         "pos": model_run.pos, "corpus": model_run.data_cfg.corpus,
-        "settings": settings.describe(model_run.model_cfg, model_run.data_cfg, model_run.train_cfg, model_run.scale),
+        "settings": settings.describe(model_run.model_cfg, model_run.data_cfg, model_run.train_cfg, presets.get(model_run.scale)),
         "steps": m["steps"], "val_loss": m["val_loss"], "final_train_loss": m["final_train_loss"],
         "tokens_per_s": m["tokens_per_s"], "train_seconds": m["train_seconds"], "num_params": m["num_params"],
         "seconds": seconds,

@@ -18,7 +18,7 @@ def corpora_table(scale: str):
     budget = sc.train.steps * sc.train.batch_size * sc.train.l_tr
     rows = []
     for role in sc.sweeps.corpora:
-        cfg = resolve(scale, "alibi", role)[2]
+        cfg = resolve(presets.get(scale), "alibi", role)[2]
         built = data.built(cfg)
         m = built.manifest if built is not None else None
         rows.append({"corpus": cfg.corpus, "stands in for": data.STANDS_IN_FOR.get(cfg.corpus, ""),

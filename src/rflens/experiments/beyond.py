@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from rflens.setup import presets
-from rflens.experiments.tables import (Spec, get_scale, measure_erf, progress_bar, rotary_model, run_of, table3,
+from rflens.experiments.tables import (Spec, measure_erf, progress_bar, rotary_model, run_of, table3,
     table3_models)
 from rflens.measure.columns import add_erf_columns, add_ppl_columns
 from rflens.measure.criterion import erf_within_l_tr
@@ -17,26 +17,26 @@ ROPE_METHODS = ("plain", "pi", "ntk", "yarn")  # rflens.model.positional.rope_fr
 ROPE_TITLES = {"plain": "plain", "pi": "position interpolation", "ntk": "NTK-aware base", "yarn": "YaRN"}
 
 
-def beyond_models(scale, corpora=None) -> list[Spec]:
+def beyond_models(preset: presets.Preset, corpora=None) -> list[Spec]:
     """The models Chapter 12 trains that no other chapter does: FIRE on every corpus (the
     stretched rotary model is Figure 7's, the other schemes Table 3's)."""
-    return table3_models(scale, corpora, positions=("fire",))
+    return table3_models(preset, corpora, positions=("fire",))
 
 
-def fire_table(scale: str = presets.DEFAULT_SCALE, corpora=None, *, progress: bool = True,
+def fire_table(preset: presets.Preset, corpora=None, *, progress: bool = True,
                train: bool = True) -> pd.DataFrame:
     """FIRE next to Sandwich, KERPLE and T5, in Table 3's format (:func:`table3`), with each
     model's receptive-field numbers beside it (ERF, share in L_tr, ``erf_within_l_tr``)."""
-    df = table3(scale, corpora, progress=progress, train=train, positions=BEYOND_POS)
-    for i, spec in enumerate(table3_models(scale, corpora, positions=BEYOND_POS)):
-        row = add_erf_columns({}, measure_erf(run_of(scale, spec, train=train, progress=progress)))
+    df = table3(preset, corpora, progress=progress, train=train, positions=BEYOND_POS)
+    for i, spec in enumerate(table3_models(preset, corpora, positions=BEYOND_POS)):
+        row = add_erf_columns({}, measure_erf(run_of(preset, spec, train=train, progress=progress)))
         for k, v in row.items():
             df.loc[i, k] = v
     df["erf_within_l_tr"] = erf_within_l_tr(df)
     return df
 
 
-def rope_stretching(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True,
+def rope_stretching(preset: presets.Preset, corpus: str = "prose", *, progress: bool = True,
                     train: bool = True) -> pd.DataFrame:
     """Figure 7's rotary model evaluated plain and with each stretching method, no retraining:
     one row per method with Table 1's columns (ppl, paired r and its interval, extrapolates,
@@ -48,9 +48,8 @@ def rope_stretching(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *
     from rflens.measure.perplexity import eval_config, perplexity
     from rflens.measure.receptive import receptive_field
 
-    sc = get_scale(scale)
-    spec = rotary_model(sc, corpus)
-    run = run_of(scale, spec, train=train, progress=progress)
+    spec = rotary_model(preset, corpus)
+    run = run_of(preset, spec, train=train, progress=progress)
     l_tr, ev = int(run.train_cfg.l_tr), eval_config(run)
     rows, plain = [], None
     for method in progress_bar(ROPE_METHODS, "rotary stretching", progress):
@@ -71,14 +70,14 @@ def rope_stretching(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *
     return df
 
 
-def rope_curves(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, train: bool = True) -> dict[str, dict]:
+def rope_curves(preset: presets.Preset, corpus: str = "prose", *, train: bool = True) -> dict[str, dict]:
     """{label: receptive-field result} of the rotary model under each stretching method
     (for :func:`rflens.figures.results.erf_figure`; cached, so fast after :func:`rope_stretching`)."""
     from rflens.measure.perplexity import eval_config
     from rflens.measure.receptive import receptive_field
 
-    spec = rotary_model(scale, corpus)
-    run = run_of(scale, spec, train=train)
+    spec = rotary_model(preset, corpus)
+    run = run_of(preset, spec, train=train)
     out = {}
     for method in ROPE_METHODS:
         label = "Rotary" if method == "plain" else f"Rotary + {ROPE_TITLES[method]}"

@@ -8,6 +8,7 @@ from rflens.experiments import tables as ex
 from rflens.experiments.beyond import beyond_models
 from rflens.setup.settings import describe, resolve
 from rflens.training import cost
+from rflens.setup import presets
 
 
 # the experiments of model_plan each chapter reads (chapter 9 reads the claims of them all)
@@ -22,23 +23,23 @@ def chapter_experiments(chapters) -> set[str] | None:
     return None if chapters is None else {e for c in chapters for e in CHAPTER_EXPERIMENTS.get(c, ())}
 
 
-def model_plan(scale) -> list[dict]:
-    """Every model the book trains at ``scale``, once each: [{"experiment", "pos", "corpus",
+def model_plan(preset: presets.Preset) -> list[dict]:
+    """Every model the book trains at ``preset``, once each: [{"experiment", "pos", "corpus",
     "overrides"}], where ``overrides`` are the settings that differ from the preset.
 
     From the experiments' own model lists: Table 1, Table 2 (every listed retraining),
     Figure 7, Table 3 on every corpus, Figure 11 and the protocol comparison. A model two
     experiments share is listed once, under the first.
     """
-    sc = ex.get_scale(scale)
+    sc = preset
     groups = [("Table 1", ex.table1_models(sc)), ("Table 2", ex.table2_models(sc)), ("Figure 7", ex.figure7_models(sc)),
               ("Table 3", ex.table3_models(sc)), ("Figure 11", ex.models_of(sc, "figure11")),
               ("Protocols", ex.models_of(sc, "protocols")), ("Beyond the paper", beyond_models(sc))]
     plan, seen = [], set()
     for experiment, specs in groups:
         for spec in specs:
-            r = resolve(sc.name, spec.pos, spec.corpus, spec.settings)
-            changed = describe(r.model, r.data, r.train, sc.name)
+            r = resolve(sc, spec.pos, spec.corpus, spec.settings)
+            changed = describe(r.model, r.data, r.train, sc)
             key = (spec.pos, spec.corpus, tuple(sorted(changed.items())))
             if key not in seen:
                 seen.add(key)
@@ -46,15 +47,15 @@ def model_plan(scale) -> list[dict]:
     return plan
 
 
-def training_cost(scale, *, gpu_tflops: float = cost.GPU_TFLOPS, mfu: float = cost.MFU) -> list[dict]:
+def training_cost(preset: presets.Preset, *, gpu_tflops: float = cost.GPU_TFLOPS, mfu: float = cost.MFU) -> list[dict]:
     """FLOPs and GPU-hours of each model of :func:`model_plan`: training
     (:func:`rflens.training.cost.training_flops`) plus one last-token evaluation
     (:func:`rflens.training.cost.eval_flops`), at ``gpu_tflops`` peak (312: an A100 in bf16)
     and ``mfu`` utilisation (:func:`rflens.training.cost.gpu_hours`)."""
-    sc = ex.get_scale(scale)
+    sc = preset
     rows = []
     for item in model_plan(sc):
-        r = resolve(sc.name, item["pos"], item["corpus"], item["overrides"])
+        r = resolve(sc, item["pos"], item["corpus"], item["overrides"])
         mcfg, tcfg = r.model, r.train
         train_flops = cost.training_flops(mcfg, tcfg)
         eval_flops = cost.eval_flops(mcfg, tcfg.l_tr, sc.eval)

@@ -67,12 +67,12 @@ SPEED_ROUNDS = 12  # interleaved rounds of training_speed: enough for an interva
 SPEED_STEPS = 3  # timed training steps per scheme and round
 
 
-def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
+def training_speed(preset: presets.Preset, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
                    progress: bool = True, refresh: bool = False) -> dict[str, list[float]]:
-    """Training tokens/s of each scheme at this scale's model size, one value per round of
+    """Training tokens/s of each scheme at this preset's model size, one value per round of
     steps timed side by side (:func:`rflens.experiments.speed.time_steps`), so that two schemes can be
-    compared round by round. (The claims read :func:`record_speed`'s record instead.) ``positions`` default to the scale's Table 3 schemes. Cached
-    in the run store (``speed/``) by scale, schemes, code version and thread count.
+    compared round by round. (The claims read :func:`record_speed`'s record instead.) ``positions`` default to the preset's Table 3 schemes. Cached
+    in the run store (``speed/``) by preset, schemes, code version and thread count.
     """
     import hashlib
     import json
@@ -82,18 +82,16 @@ def training_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: 
     from rflens import storage
     from rflens.experiments.speed import time_steps
     from rflens.store import runs
-
-    sc = presets.get(scale) if isinstance(scale, str) else scale
-    positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
-    params = {"scale": sc.name, "positions": positions, "rounds": rounds, "steps": steps,
+    positions = [str(p) for p in (preset.sweeps.table3_pos if positions is None else positions)]
+    params = {"scale": preset.name, "positions": positions, "rounds": rounds, "steps": steps,
               "code": runs.code_version(), "threads": torch.get_num_threads()}
     key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-    path = storage.runs_dir() / "speed" / f"{sc.name}-{key}.json"
+    path = storage.runs_dir() / "speed" / f"{preset.name}-{key}.json"
     if path.is_file() and not refresh:
         return storage.read_json(path)["tokens_per_s"]
-    seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
+    seconds = time_steps({p: preset.model.replace(pos=p) for p in positions}, preset.train, rounds=rounds, steps=steps,
                          progress=progress)
-    tokens = sc.train.batch_size * sc.train.l_tr
+    tokens = preset.train.batch_size * preset.train.l_tr
     result = {p: [tokens / t for t in s] for p, s in seconds.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, {"params": params, "tokens_per_s": result})
@@ -117,17 +115,15 @@ def speed_ratio(a: list[float], b: list[float], level: float = 0.95,
 RECORD_FILE = "speed-record.json"  # in a shipped bundle's folder, beside its models
 
 
-def speed_record_path(scale):
-    """Where the recorded training speed of ``scale`` lives: beside the models, in the
+def speed_record_path(preset: presets.Preset):
+    """Where the recorded training speed of ``preset`` lives: beside the models, in the
     bundle's folder for a shipped preset, else in the run store (``speed/record-<scale>.json``)."""
     from rflens import storage
-
-    sc = presets.get(scale) if isinstance(scale, str) else scale
-    if sc.shipped:
+    if preset.shipped:
         from rflens.store.bundle import bundle_dir
 
-        return bundle_dir(sc.name) / RECORD_FILE
-    return storage.runs_dir() / "speed" / f"record-{sc.name}.json"
+        return bundle_dir(preset.name) / RECORD_FILE
+    return storage.runs_dir() / "speed" / f"record-{preset.name}.json"
 
 
 def machine_name() -> str:
@@ -146,9 +142,9 @@ def machine_name() -> str:
     return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, host {platform.node()}"
 
 
-def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
+def record_speed(preset: presets.Preset, positions=None, *, rounds: int = SPEED_ROUNDS, steps: int = SPEED_STEPS,
                  progress: bool = True) -> dict:
-    """Time the scale's Table 3 schemes side by side (:func:`time_steps`, interleaved rounds)
+    """Time the preset's Table 3 schemes side by side (:func:`time_steps`, interleaved rounds)
     once, and keep the result beside its models (:func:`speed_record_path`) with the machine
     named and the time of the recording. The claims read this record and never time anything
     themselves, so a verdict does not move with the load of the machine that reads it.
@@ -157,52 +153,47 @@ def record_speed(scale, positions=None, *, rounds: int = SPEED_ROUNDS, steps: in
 
     from rflens import storage
     from rflens.store import runs
-
-    sc = presets.get(scale) if isinstance(scale, str) else scale
-    if sc.shipped and sc.read_only:  # a control is read, never written: its record stays the one it shipped with
+    if preset.shipped and preset.read_only:  # a control is read, never written: its record stays the one it shipped with
         from rflens.errors import UserError
 
-        raise UserError(f"the {sc.name} bundle is a read-only control: its speed record is the one it shipped "
+        raise UserError(f"the {preset.name} bundle is a read-only control: its speed record is the one it shipped "
                         "with; record a speed at a scale that trains here (--scale long, or a small preset)")
-    positions = [str(p) for p in (sc.sweeps.table3_pos if positions is None else positions)]
-    seconds = time_steps({p: sc.model.replace(pos=p) for p in positions}, sc.train, rounds=rounds, steps=steps,
+    positions = [str(p) for p in (preset.sweeps.table3_pos if positions is None else positions)]
+    seconds = time_steps({p: preset.model.replace(pos=p) for p in positions}, preset.train, rounds=rounds, steps=steps,
                          progress=progress)
-    tokens = sc.train.batch_size * sc.train.l_tr
-    record = {"scale": sc.name, "machine": machine_name(), "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    tokens = preset.train.batch_size * preset.train.l_tr
+    record = {"scale": preset.name, "machine": machine_name(), "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "rounds": rounds, "steps": steps, "threads": torch.get_num_threads(), "code": runs.code_version(),
               "tokens_per_s": {p: [tokens / t for t in s] for p, s in seconds.items()}}
-    if sc.shipped:  # a file of the bundle: written and sealed by the bundle's own writer
+    if preset.shipped:  # a file of the bundle: written and sealed by the bundle's own writer
         from rflens.store import bundle
 
-        bundle.write_file(sc.name, RECORD_FILE, record)
+        bundle.write_file(preset.name, RECORD_FILE, record)
         return record
-    path = speed_record_path(sc)
+    path = speed_record_path(preset)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage.write_json(path, record)
     return record
 
 
-def speed_record(scale, *, progress: bool = True) -> dict | None:
-    """The recorded training speed of ``scale``; a preset that trains in the run store
+def speed_record(preset: presets.Preset, *, progress: bool = True) -> dict | None:
+    """The recorded training speed of ``preset``; a preset that trains in the run store
     records it now when it has none (once: later calls read it). A shipped preset's record
     is only read, never written here (None when the bundle has none)."""
-    sc = presets.get(scale) if isinstance(scale, str) else scale
-    record = load_speed_record(sc)
-    if record is None and not sc.shipped:
-        record = record_speed(sc, progress=progress)
+    record = load_speed_record(preset)
+    if record is None and not preset.shipped:
+        record = record_speed(preset, progress=progress)
     return record
 
 
-def load_speed_record(scale) -> dict | None:
-    """The recorded training speed of ``scale`` (:func:`record_speed`), or None when none was recorded."""
+def load_speed_record(preset: presets.Preset) -> dict | None:
+    """The recorded training speed of ``preset`` (:func:`record_speed`), or None when none was recorded."""
     from rflens import storage
-
-    sc = presets.get(scale) if isinstance(scale, str) else scale
-    if sc.shipped:  # read through the bundle, which checks its manifest first
+    if preset.shipped:  # read through the bundle, which checks its manifest first
         from rflens.store import bundle
 
-        return _checked_record(bundle.read_file(sc.name, RECORD_FILE), speed_record_path(sc), shipped=True)
-    path = speed_record_path(sc)
+        return _checked_record(bundle.read_file(preset.name, RECORD_FILE), speed_record_path(preset), shipped=True)
+    path = speed_record_path(preset)
     return _checked_record(storage.read_json(path), path, shipped=False) if path.is_file() else None
 
 

@@ -1,4 +1,4 @@
-"""The paper's experiments as functions of a scale, each returning a pandas DataFrame.
+"""The paper's experiments as functions of a preset, each returning a pandas DataFrame.
 
 Chi, Fan, Rudnicky and Ramadge (ACL 2023), *Dissecting Transformer Length Extrapolation via
 the Lens of Receptive Field Analysis*:
@@ -109,16 +109,11 @@ def _plain(v):
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
-_RUNS: dict = {}  # (scale, pos, corpus, overrides, train) -> Run, so one process asks the store once
+_RUNS: dict = {}  # (preset, pos, corpus, overrides, train) -> Run, so one process asks the store once
 
 
-def get_scale(scale) -> presets.Preset:
-    """The preset object for a scale name (or the object itself)."""
-    return presets.get(scale) if isinstance(scale, str) else scale
-
-
-def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False):
-    """The run of ``spec`` at ``scale`` (rflens.store.runs.get_run), asked of the store once per process.
+def run_of(preset: presets.Preset, spec: Spec, *, train: bool = True, progress: bool = False):
+    """The run of ``spec`` at ``preset`` (rflens.store.runs.get_run), asked of the store once per process.
     With ``progress``: the training bar of a model the store lacks, and a line (on stderr)
     naming the model and whether it was trained now or came from the store."""
     import sys
@@ -126,26 +121,24 @@ def run_of(scale: str, spec: Spec, *, train: bool = True, progress: bool = False
     from rflens.terminal import model_label
     from rflens.store.runs import get_run, NotStored
     from rflens.store.shipped import served_seed
-
-    sc = get_scale(scale)
-    train = train and not sc.shipped  # a shipped preset's models come from its bundle
-    key = (scale, spec.pos, spec.corpus, spec.overrides, train, served_seed())
+    train = train and not preset.shipped  # a shipped preset's models come from its bundle
+    key = (preset.name, spec.pos, spec.corpus, spec.overrides, train, served_seed())
     if key not in _RUNS:
         try:
             settings = spec.settings
-            if sc.shipped:  # inside shipped.at_seed: a model the long run trains from several seeds, from that one
+            if preset.shipped:  # inside shipped.at_seed: a model the long run trains from several seeds, from that one
                 from rflens.longrun.plan import served_settings
 
-                settings = served_settings(scale, spec.pos, spec.corpus, settings)
-            run = get_run(scale, spec.pos, spec.corpus, settings, train=train, progress=progress)
+                settings = served_settings(preset, spec.pos, spec.corpus, settings)
+            run = get_run(preset, spec.pos, spec.corpus, settings, train=train, progress=progress)
         except NotStored:
-            if not sc.shipped:
+            if not preset.shipped:
                 raise
             from rflens.longrun.plan import command_for
             from rflens.setup.settings import resolve
 
-            command = command_for(sc.name, *resolve(sc.name, spec.pos, spec.corpus, settings)[1:])
-            raise NotStored(f"the {sc.name} bundle has no finished {model_label(spec.pos, spec.corpus, settings)}: "
+            command = command_for(preset, *resolve(preset, spec.pos, spec.corpus, settings)[1:])
+            raise NotStored(f"the {preset.name} bundle has no finished {model_label(spec.pos, spec.corpus, settings)}: "
                             f"train it with `{command}`") from None
         if progress:
             source = "shipped" if getattr(run, "shipped", False) else "from the run store" if run.reused else "trained now"
@@ -181,19 +174,18 @@ def measure_erf(run, *, length=None, threshold=None) -> dict:
 # --------------------------------------------------------------------------------------
 # Table 1 (Section 3) with the receptive-field numbers of Section 4
 # --------------------------------------------------------------------------------------
-def table1_models(scale, corpus: str = "prose") -> list[Spec]:
-    sc = get_scale(scale)
-    return [make_spec(family_label(family, v, sc.train.l_tr), fam.pos, corpus, family=family, value=v,
+def table1_models(preset: presets.Preset, corpus: str = "prose") -> list[Spec]:
+    return [make_spec(family_label(family, v, preset.train.l_tr), fam.pos, corpus, family=family, value=v,
                       **{fam.setting: v})
-            for family, fam in FAMILIES.items() for v in getattr(sc.sweeps, family)]
+            for family, fam in FAMILIES.items() for v in getattr(preset.sweeps, family)]
 
 
-def table1(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def table1(preset: presets.Preset, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Table 1: one row per model (family, value, label, ppl@L, r@L, extrapolates, erf,
     share_in_ltr, theoretical), last-token perplexity at L_ex = L_tr x length_mults."""
     rows = []
-    for spec in progress_bar(table1_models(scale, corpus), "Table 1", progress):
-        run = run_of(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(table1_models(preset, corpus), "Table 1", progress):
+        run = run_of(preset, spec, train=train, progress=progress)
         row = {"family": spec.family, "value": spec.value, "label": spec.label, "pos": spec.pos,
                "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), _l_tr(run))
@@ -210,26 +202,26 @@ def _table1_row(t1: pd.DataFrame, family: str, value) -> dict | None:
     return None if match.empty else dict(match.iloc[0])
 
 
-def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
+def _table2_plan(preset, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
     """Pairs (failing Table 1 row, training settings of the retrained model) from the
-    scale's ``sweeps.table2``.
+    preset's ``sweeps.table2``.
 
     Each entry names one Table 1 model (its family and value) and the longer training
     length, as the paper does for w = 160 and Delta = 6. Only models that fail in Table 1
-    at this scale are retrained: a model that already extrapolates has nothing to fix, and
-    one the scale's Table 1 does not have is left out. Two entries that come to the same
+    at this preset are retrained: a model that already extrapolates has nothing to fix, and
+    one the preset's Table 1 does not have is left out. Two entries that come to the same
     model (an L_tr that covers the ERF is also the paper's ratio) give one pair: one model
     is one comparison.
     """
     plan, seen = [], set()
-    for entry in sc.sweeps.table2:
+    for entry in preset.sweeps.table2:
         row = _table1_row(t1, entry.family, entry.value)
         if row is None:
-            continue  # not in this scale's Table 1 sweep
+            continue  # not in this preset's Table 1 sweep
         ext = row["extrapolates"]
         if ext is None or (isinstance(ext, float) and math.isnan(ext)) or bool(ext):
             continue  # extrapolates already (or was not measured): nothing to fix
-        over = entry.training(int(row["l_tr"]), sc.train.batch_size, int(row["erf"]))
+        over = entry.training(int(row["l_tr"]), preset.train.batch_size, int(row["erf"]))
         key = (entry.family, float(entry.value), tuple(sorted(over.items())))
         if key not in seen:
             seen.add(key)
@@ -237,45 +229,43 @@ def _table2_plan(sc, t1: pd.DataFrame) -> list[tuple[dict, dict]]:
     return plan
 
 
-def _table2_pairs(sc, t1: pd.DataFrame, corpus: str) -> list[tuple[dict, Spec]]:
+def _table2_pairs(preset, t1: pd.DataFrame, corpus: str) -> list[tuple[dict, Spec]]:
     """(failing Table 1 row, the spec of its retrained model) for every entry of the plan."""
     pairs = []
-    for old, over in _table2_plan(sc, t1):
+    for old, over in _table2_plan(preset, t1):
         fam = FAMILIES[old["family"]]
         pairs.append((old, make_spec(f'{old["label"]}, L_tr={over["l_tr"]}', fam.pos, corpus, family=old["family"],
                                      value=old["value"], **{fam.setting: old["value"]}, **over)))
     return pairs
 
 
-def table2_specs(scale, t1: pd.DataFrame, corpus: str = "prose") -> list[Spec]:
+def table2_specs(preset: presets.Preset, t1: pd.DataFrame, corpus: str = "prose") -> list[Spec]:
     """The models Table 2 trains, given Table 1's results: one per failing model that
     ``sweeps.table2`` lists, with the training length that covers its measured ERF."""
-    return [spec for _, spec in _table2_pairs(get_scale(scale), t1, corpus)]
+    return [spec for _, spec in _table2_pairs(preset, t1, corpus)]
 
 
-def table2_skipped(scale, t1: pd.DataFrame) -> list[str]:
+def table2_skipped(preset: presets.Preset, t1: pd.DataFrame) -> list[str]:
     """Labels of the Table 1 models of ``sweeps.table2`` that were not retrained because
     they already extrapolate."""
-    sc = get_scale(scale)
-    planned = {row["label"] for row, _ in _table2_plan(sc, t1)}
-    listed = [_table1_row(t1, e.family, e.value) for e in sc.sweeps.table2]
+    planned = {row["label"] for row, _ in _table2_plan(preset, t1)}
+    listed = [_table1_row(t1, e.family, e.value) for e in preset.sweeps.table2]
     return [row["label"] for row in listed if row is not None and row["label"] not in planned]
 
 
-def table2(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.DataFrame | None = None,
+def table2(preset: presets.Preset, corpus: str = "prose", *, t1: pd.DataFrame | None = None,
            progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Table 2: the failing Table 1 models retrained with a longer L_tr (``sweeps.table2``),
     measured at the same absolute L_ex as Table 1. r(L) is taken against ppl at the new
     L_tr; "extrapolates" looks at new L_tr < L <= 16 x (Table 1's L_tr), the same absolute
     horizon as Table 1. Empty when no Table 1 model fails."""
-    sc = get_scale(scale)
-    t1 = table1(scale, corpus, progress=progress, train=train) if t1 is None else t1
+    t1 = table1(preset, corpus, progress=progress, train=train) if t1 is None else t1
     cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "old_erf_capped", "l_tr", "covers_erf",
             "run_key"]
     rows = []
-    for old, spec in progress_bar(_table2_pairs(sc, t1, corpus), "Table 2", progress):
+    for old, spec in progress_bar(_table2_pairs(preset, t1, corpus), "Table 2", progress):
         fam_pos = FAMILIES[old["family"]].pos
-        run = run_of(scale, spec, train=train, progress=progress)
+        run = run_of(preset, spec, train=train, progress=progress)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
         # same absolute L_ex, plus the new L_tr; a shipped model without weights has only the
         # lengths its long run measured (L_tr x length_mults), not the shorter ones
@@ -297,43 +287,40 @@ def table2(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, t1: pd.
 # --------------------------------------------------------------------------------------
 # Figure 7 (Section 5): Sinusoidal at two L_tr, and Rotary
 # --------------------------------------------------------------------------------------
-def figure7_models(scale, corpus: str = "prose") -> list[Spec]:
+def figure7_models(preset: presets.Preset, corpus: str = "prose") -> list[Spec]:
     """Figure 7's models: Sinusoidal at each L_tr of the sweep, and Rotary at the preset's
     L_tr where the preset trains it (``"rotary"`` in its ``sweeps.beside_figure7``)."""
-    sc = get_scale(scale)
-    base = sc.train.l_tr
+    base = preset.train.l_tr
     specs = []
-    for l_tr, over in sc.sinusoidal_runs():
+    for l_tr, over in preset.sinusoidal_runs():
         specs.append(make_spec(f"Sinusoidal, L_tr={int(l_tr)}", "sinusoidal", corpus, family="sinusoidal",
                                value=int(l_tr), **over))
-    if "rotary" in sc.sweeps.beside_figure7:
+    if "rotary" in preset.sweeps.beside_figure7:
         specs.append(make_spec(f"Rotary, L_tr={base}", "rotary", corpus, family="rotary", value=base))
     return specs
 
 
-def rotary_model(scale, corpus: str = "prose") -> Spec:
+def rotary_model(preset: presets.Preset, corpus: str = "prose") -> Spec:
     """Figure 7's Rotary model; a one-line error where the preset trains none."""
-    sc = get_scale(scale)
-    spec = next((s for s in figure7_models(sc, corpus) if s.pos == "rotary"), None)
+    spec = next((s for s in figure7_models(preset, corpus) if s.pos == "rotary"), None)
     if spec is None:
-        raise UserError(f"the {sc.name} preset trains no Rotary model (its sweeps.beside_figure7 leaves it out): "
+        raise UserError(f"the {preset.name} preset trains no Rotary model (its sweeps.beside_figure7 leaves it out): "
                         f"choose a preset that does, e.g. --scale long")
     return spec
 
 
-def figure7(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def figure7(preset: presets.Preset, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 7: one row per model (Sinusoidal at each L_tr of the sweep, Rotary): perplexity
-    at its own L_tr x length_mults, ERF numbers on segments of erf_length_mult x (the scale's
+    at its own L_tr x length_mults, ERF numbers on segments of erf_length_mult x (the preset's
     L_tr) for every model (the same last token, as in the paper; a shipped model without
     weights gives the segment it was measured on, in ``erf_length``), and the gradient jump."""
-    sc = get_scale(scale)
-    length = sc.train.l_tr * sc.eval.erf_length_mult
+    length = preset.train.l_tr * preset.eval.erf_length_mult
     rows = []
-    for spec in progress_bar(figure7_models(scale, corpus), "Figure 7", progress):
-        run = run_of(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(figure7_models(preset, corpus), "Figure 7", progress):
+        run = run_of(preset, spec, train=train, progress=progress)
         l_tr = _l_tr(run)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": l_tr,
-               "default_l_tr": l_tr == sc.train.l_tr, "run_key": run.key}
+               "default_l_tr": l_tr == preset.train.l_tr, "run_key": run.key}
         add_ppl_columns(row, measure_ppl(run), l_tr)
         rf = measure_erf(run, length=run.erf_segment(length))
         add_erf_columns(row, rf)
@@ -345,25 +332,23 @@ def figure7(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progre
 # --------------------------------------------------------------------------------------
 # Table 3 and Figure 11 (Section 6)
 # --------------------------------------------------------------------------------------
-def corpora_of(scale, corpora=None) -> list[str]:
-    sc = get_scale(scale)
+def corpora_of(preset: presets.Preset, corpora=None) -> list[str]:
     if corpora is None:
-        return list(sc.sweeps.corpora)
+        return list(preset.sweeps.corpora)
     return [corpora] if isinstance(corpora, str) else list(corpora)
 
 
-def table3_models(scale, corpora=None, seed: int | None = None, positions=None) -> list[Spec]:
+def table3_models(preset: presets.Preset, corpora=None, seed: int | None = None, positions=None) -> list[Spec]:
     """Table 3's models; ``seed``: the same models from another training seed;
     ``positions``: other schemes than the preset's Table 3 ones, in the same format."""
-    sc = get_scale(scale)
-    over = {} if seed is None or seed == sc.train.seed else {"seed": int(seed)}
-    positions = sc.sweeps.table3_pos if positions is None else positions
-    settings = {p: scheme_settings(sc, p) for p in positions}  # loads a scheme of one's own: its title too
+    over = {} if seed is None or seed == preset.train.seed else {"seed": int(seed)}
+    positions = preset.sweeps.table3_pos if positions is None else positions
+    settings = {p: scheme_settings(preset, p) for p in positions}  # loads a scheme of one's own: its title too
     return [make_spec(model_title(p), p, c, family="table3", value=p, **over, **settings[p])
-            for c in corpora_of(sc, corpora) for p in positions]
+            for c in corpora_of(preset, corpora) for p in positions]
 
 
-def table3(scale: str = presets.DEFAULT_SCALE, corpora=None, *, progress: bool = True, train: bool = True,
+def table3(preset: presets.Preset, corpora=None, *, progress: bool = True, train: bool = True,
            seed: int | None = None, positions=None, record: dict | None = None) -> pd.DataFrame:
     """Table 3: one row per (corpus, scheme): perplexity at L_tr x length_mults, r(L),
     extrapolates, learnable or not, and training tokens/s: timed now (:func:`training_speed`),
@@ -372,16 +357,16 @@ def table3(scale: str = presets.DEFAULT_SCALE, corpora=None, *, progress: bool =
     ``seed``: the models trained from another seed (the preset's by default);
     ``positions``: the schemes (default: the preset's Table 3 ones)."""
     rows = []
-    specs = table3_models(scale, corpora, seed, positions)
+    specs = table3_models(preset, corpora, seed, positions)
     if not specs:
-        raise UserError(f"the {get_scale(scale).name} preset trains no Table 3 model (its sweeps name no scheme for it)")
+        raise UserError(f"the {preset.name} preset trains no Table 3 model (its sweeps name no scheme for it)")
     speed = (record or {}).get("tokens_per_s", {})
     source = f"recorded on {record.get('machine')}, {record.get('recorded')}" if record else None
     if any(s.pos not in speed for s in specs):
-        speed = training_speed(scale, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
+        speed = training_speed(preset, list(dict.fromkeys(s.pos for s in specs)), progress=progress)
         source = "timed when the table was made"
     for spec in progress_bar(specs, "Table 3", progress):
-        run = run_of(scale, spec, train=train, progress=progress)
+        run = run_of(preset, spec, train=train, progress=progress)
         row = {"corpus": spec.corpus, "pos": spec.pos, "label": spec.label,
                "learnable": schemes.learnable(spec.pos), "l_tr": _l_tr(run), "run_key": run.key}
         res = measure_ppl(run)
@@ -395,7 +380,7 @@ def table3(scale: str = presets.DEFAULT_SCALE, corpora=None, *, progress: bool =
     return pd.DataFrame(rows)
 
 
-def table3_stored(scale: str = presets.DEFAULT_SCALE, *, progress: bool = True) -> pd.DataFrame:
+def table3_stored(preset: presets.Preset, *, progress: bool = True) -> pd.DataFrame:
     """Table 3 over the corpora whose models are all trained or shipped, training nothing;
     ``attrs["lacking_corpora"]`` names the others, so that a claim over every corpus is not
     decided on part of them. No corpus complete: the first one's NotStored. Its speeds are
@@ -403,46 +388,46 @@ def table3_stored(scale: str = presets.DEFAULT_SCALE, *, progress: bool = True) 
     bundle's, measured where its models were) where there is a record, timed now where not."""
     from rflens.store.runs import NotStored
 
-    record = load_speed_record(scale)
+    record = load_speed_record(preset)
     parts, lacking, first = [], [], None
-    for corpus in corpora_of(scale):
+    for corpus in corpora_of(preset):
         try:
-            parts.append(table3(scale, corpus, progress=progress, train=False, record=record))
+            parts.append(table3(preset, corpus, progress=progress, train=False, record=record))
         except NotStored as err:
             lacking.append(corpus)
             first = first or err
     if not parts:
-        raise first or UserError(f"the {get_scale(scale).name} preset names no corpus for Table 3")
+        raise first or UserError(f"the {preset.name} preset names no corpus for Table 3")
     out = pd.concat(parts, ignore_index=True)
     out.attrs["lacking_corpora"] = lacking
     return out
 
 
-def figure11(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
+def figure11(preset: presets.Preset, corpus: str = "prose", *, progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Figure 11: ERF, share of the gradient in the last L_tr tokens for Sandwich, KERPLE, T5."""
     rows = []
-    for spec in progress_bar(models_of(scale, "figure11", corpus), "Figure 11", progress):
-        run = run_of(scale, spec, train=train, progress=progress)
+    for spec in progress_bar(models_of(preset, "figure11", corpus), "Figure 11", progress):
+        run = run_of(preset, spec, train=train, progress=progress)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": _l_tr(run), "run_key": run.key}
         add_erf_columns(row, measure_erf(run))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def d_bar_values(scale) -> list[int]:
-    return list(get_scale(scale).sweeps.d_bar)
+def d_bar_values(preset: presets.Preset) -> list[int]:
+    return list(preset.sweeps.d_bar)
 
 
 # --------------------------------------------------------------------------------------
 # Evaluation protocols (footnote 2, Figure 3)
 # --------------------------------------------------------------------------------------
-def protocols(scale: str = presets.DEFAULT_SCALE, corpus: str = "prose", positions: Iterable[str] = PROTOCOL_POS, *,
+def protocols(preset: presets.Preset, corpus: str = "prose", positions: Iterable[str] = PROTOCOL_POS, *,
               progress: bool = True, train: bool = True) -> pd.DataFrame:
     """Perplexity of the same models under the three protocols at L_tr x length_mults:
     one row per (model, protocol, L_ex)."""
     rows = []
     for spec in progress_bar(_scheme_specs(positions, corpus, "protocols"), "protocols", progress):
-        run = run_of(scale, spec, train=train, progress=progress)
+        run = run_of(preset, spec, train=train, progress=progress)
         for proto in PROTOCOLS:
             res = measure_ppl(run, protocol=proto)
             for i, L in enumerate(res["lengths"]):
@@ -461,32 +446,31 @@ def _scheme_specs(positions, corpus: str, family: str) -> list[Spec]:
     return [make_spec(model_title(p), p, corpus, family=family, value=p) for p in positions]
 
 
-def models_of(scale, experiment: str, corpus: str = "prose") -> list[Spec]:
+def models_of(preset: presets.Preset, experiment: str, corpus: str = "prose") -> list[Spec]:
     if experiment == "table1":
-        return table1_models(scale, corpus)
+        return table1_models(preset, corpus)
     if experiment == "figure7":
-        return figure7_models(scale, corpus)
+        return figure7_models(preset, corpus)
     if experiment == "figure11":
         return _scheme_specs(FIGURE11_POS, corpus, "figure11")
     if experiment == "table3":
-        return table3_models(scale, corpus)
+        return table3_models(preset, corpus)
     if experiment == "protocols":
         return _scheme_specs(PROTOCOL_POS, corpus, "protocols")
     raise UserError(f"unknown experiment {experiment!r}: use table1, figure7, figure11, table3 or protocols")
 
 
-def erf_curves(scale: str, models, corpus: str = "prose", *, length: int | None = None,
+def erf_curves(preset: presets.Preset, models, corpus: str = "prose", *, length: int | None = None,
                progress: bool = False, train: bool = True) -> dict[str, dict]:
     """{label: receptive-field result} (normalized, cumulative, erf, share_in_ltr, l_tr, ...)
     for an experiment's models (``models`` = "table1", "figure7", ... or a list of Spec).
     Cached in the run store, so this is fast once the experiment has run."""
-    sc = get_scale(scale)
-    specs = models_of(scale, models, corpus) if isinstance(models, str) else list(models)
+    specs = models_of(preset, models, corpus) if isinstance(models, str) else list(models)
     if length is None and isinstance(models, str) and models == "figure7":
-        length = sc.train.l_tr * sc.eval.erf_length_mult
+        length = preset.train.l_tr * preset.eval.erf_length_mult
     out = {}
     for spec in progress_bar(specs, "receptive fields", progress):
-        run = run_of(scale, spec, train=train, progress=progress)
+        run = run_of(preset, spec, train=train, progress=progress)
         rf = dict(measure_erf(run, length=length))
         rf.setdefault("l_tr", _l_tr(run))
         rf["label"] = spec.label
@@ -495,28 +479,27 @@ def erf_curves(scale: str, models, corpus: str = "prose", *, length: int | None 
     return out
 
 
-def table2_curves(scale: str, t2: pd.DataFrame, corpus: str = "prose") -> dict[str, dict]:
+def table2_curves(preset: presets.Preset, t2: pd.DataFrame, corpus: str = "prose") -> dict[str, dict]:
     """Receptive-field curves of the retrained Table 2 models."""
     specs = []
     for _, row in t2.iterrows():
         fam = FAMILIES[row["family"]]
         specs.append(make_spec(row["label"], fam.pos, corpus, family=row["family"], value=row["value"],
                                **{fam.setting: row["value"], "l_tr": int(row["l_tr"])}))
-    return erf_curves(scale, specs, corpus)
+    return erf_curves(preset, specs, corpus)
 
 
 # --------------------------------------------------------------------------------------
 # every model of the book, and what training it costs (Chapter 11)
 # --------------------------------------------------------------------------------------
-def table2_models(scale, corpus: str = "prose") -> list[Spec]:
+def table2_models(preset: presets.Preset, corpus: str = "prose") -> list[Spec]:
     """Every retraining ``sweeps.table2`` lists, whether or not its Table 1 model fails."""
-    sc = get_scale(scale)
     specs = []
-    for entry in sc.sweeps.table2:
+    for entry in preset.sweeps.table2:
         fam = FAMILIES[entry.family]
         # the ERF is measured on segments of erf_length_mult x L_tr: at most that long
-        over = entry.training(sc.train.l_tr, sc.train.batch_size, sc.eval.erf_length_mult * sc.train.l_tr)
-        specs.append(make_spec(f"{family_label(entry.family, entry.value, sc.train.l_tr)}, L_tr={over['l_tr']}",
+        over = entry.training(preset.train.l_tr, preset.train.batch_size, preset.eval.erf_length_mult * preset.train.l_tr)
+        specs.append(make_spec(f"{family_label(entry.family, entry.value, preset.train.l_tr)}, L_tr={over['l_tr']}",
                                fam.pos, corpus,
                                family=entry.family, value=entry.value, **{fam.setting: entry.value}, **over))
     return specs
@@ -526,10 +509,10 @@ def table2_models(scale, corpus: str = "prose") -> list[Spec]:
 # FIRE (Chapter 12), a scheme of one's own in Table 3's format
 # --------------------------------------------------------------------------------------
 FIRE_FILE = package_repo() / "book" / "schemes" / "fire.py"  # registers "fire" (rflens.register_scheme)
-def scheme_settings(sc, pos: str) -> dict:
+def scheme_settings(preset, pos: str) -> dict:
     """Settings a scheme gets beside the preset's: FIRE's threshold L starts at L_tr (its
     ``max_distance``), so that its progressive normalisation starts where training ended."""
     if pos != "fire":
         return {}
     schemes.load_files(FIRE_FILE)
-    return {"max_distance": int(sc.train.l_tr)}
+    return {"max_distance": int(preset.train.l_tr)}

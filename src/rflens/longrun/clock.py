@@ -36,6 +36,7 @@ import numpy as np
 from rflens.errors import UserError
 from rflens.longrun import forecast, plan
 from rflens.setup import presets
+from rflens.setup.presets import LongRun, Preset
 from rflens.store import bundle
 
 if TYPE_CHECKING:  # pandas is imported where a table is built
@@ -54,7 +55,7 @@ RULE = (f"a cell (model, size) decides when the clocks' {LEVEL:.0%} ranges do no
         "otherwise not decided")
 
 
-def parameters(scale: str) -> int:
+def parameters(preset: Preset) -> int:
     """Every parameter of the preset's model (embeddings and LM head included), counted on
     the meta device."""
     import torch
@@ -62,30 +63,32 @@ def parameters(scale: str) -> int:
     from rflens.model.transformer import TransformerLM
 
     with torch.device("meta"):
-        return TransformerLM(presets.get(scale).model).num_params(non_embedding=False)
+        return TransformerLM(preset.model).num_params(non_embedding=False)
 
 
 def paper_tokens_per_parameter() -> float:
     """The paper's tokens per parameter: the ``full`` preset's tokens over its parameters."""
-    t = presets.get("full").train
-    return t.steps * t.batch_size * t.l_tr / parameters("full")
+    full = presets.get("full")
+    t = full.train
+    return t.steps * t.batch_size * t.l_tr / parameters(full)
 
 
-def base_of(ladder: str) -> str:
-    if ladder not in LADDERS:
-        raise UserError(f"{ladder!r} is not a ladder: choose one of {', '.join(LADDERS)}")
-    return LADDERS[ladder]
+def base_of(ladder: LongRun) -> LongRun:
+    """The run a ladder is read against; a one-line error for a run that is no ladder."""
+    if ladder.name not in LADDERS:
+        raise UserError(f"{ladder.name!r} is not a ladder: choose one of {', '.join(LADDERS)}")
+    return presets.long_run(LADDERS[ladder.name])
 
 
-def _seeds_of(setting: str, scale: str) -> list[str]:
-    """The shipped, finished models of ``scale`` with the setting ``setting`` (every seed)."""
-    done = bundle.complete(scale)
+def _seeds_of(setting: str, run: LongRun) -> list[str]:
+    """The shipped, finished models of ``run`` with the setting ``setting`` (every seed)."""
+    done = bundle.complete(run.name)
     return [n for n in sorted(done) if n == setting or n.startswith(setting + "_seed=")]
 
 
-def _curves(name: str, scale: str, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _curves(name: str, run: LongRun, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(log2 tokens, point r, replicate r (sizes, n_boot)) of a shipped model at 16 L_tr."""
-    path = bundle.entries(scale)[name]
+    path = bundle.entries(run.name)[name]
     result = bundle.read_result(path)
     tokens, r, _ = forecast.curve(result)
     return np.log2(tokens), r, forecast.replicate_r(result, bundle.point_nlls(path), n_boot)
@@ -98,7 +101,7 @@ def _at(x: float, xs: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.array([np.interp(x, xs, v[:, j]) for j in range(v.shape[1])])
 
 
-def predict(ladder: str = "deep-d128", n_boot: int | None = None) -> dict:
+def predict(ladder: LongRun, n_boot: int | None = None) -> dict:
     """Each clock's r(16 L_tr) range at every measured size of every model of the ladder's
     plan, read from the base run's shipped models of the same setting (every seed)."""
     from rflens.measure.intervals import N_BOOTSTRAP
@@ -115,7 +118,7 @@ def predict(ladder: str = "deep-d128", n_boot: int | None = None) -> dict:
         setting = spec.name.rsplit("_seed=", 1)[0]
         seeds = _seeds_of(setting, base)
         if not seeds:
-            raise UserError(f"{setting} is not shipped finished in {base}: the ladder is read against it")
+            raise UserError(f"{setting} is not shipped finished in {base.name}: the ladder is read against it")
         for s in seeds:
             if s not in cache:
                 cache[s] = _curves(s, base, n_boot)
@@ -138,7 +141,7 @@ def predict(ladder: str = "deep-d128", n_boot: int | None = None) -> dict:
             cell["decides"] = _disjoint(*(cell[c]["range"] for c in CLOCKS))
             cells[str(tokens)] = cell
         models[spec.name] = {"base": setting, "base_seeds": seeds, "sizes": cells}
-    return {"ladder": ladder, "base": base, "parameters": {base: n_base, ladder: n_ladder},
+    return {"ladder": ladder.name, "base": base.name, "parameters": {base.name: n_base, ladder.name: n_ladder},
             "paper_tokens_per_parameter": round(paper_tokens_per_parameter(), 3), "horizon": "16 L_tr",
             "level": LEVEL, "n_boot": n_boot, "clocks": list(CLOCKS), "rule": RULE,
             "win_share": WIN_SHARE, "min_deciding": MIN_DECIDING, "models": models}
@@ -148,24 +151,24 @@ def _disjoint(a, b) -> bool:
     return a[1] < b[0] or b[1] < a[0]
 
 
-def seal(ladder: str = "deep-d128") -> dict:
+def seal(ladder: LongRun) -> dict:
     """Write the predictions into the ladder's bundle (:data:`PREDICTIONS`); refused once
     they are written (sealed predictions are never rewritten) or once a model of the ladder
     is measured past the sizes a pilot reaches."""
     if read(ladder) is not None:
-        raise UserError(f"the {ladder} predictions are sealed already ({bundle.bundle_dir(ladder) / PREDICTIONS}): "
+        raise UserError(f"the {ladder.name} predictions are sealed already ({bundle.bundle_dir(ladder.name) / PREDICTIONS}): "
                         "they are never rewritten")
     out = predict(ladder)
-    bundle.write_file(ladder, PREDICTIONS, out)
+    bundle.write_file(ladder.name, PREDICTIONS, out)
     return out
 
 
-def read(ladder: str = "deep-d128") -> dict | None:
+def read(ladder: LongRun) -> dict | None:
     """The sealed predictions of ``ladder``, or None."""
-    return bundle.read_file(ladder, PREDICTIONS)
+    return bundle.read_file(ladder.name, PREDICTIONS)
 
 
-def outcome(ladder: str = "deep-d128") -> "pd.DataFrame":
+def outcome(ladder: LongRun) -> "pd.DataFrame":
     """One row a model and size of the sealed predictions: each clock's range, whether the
     cell decides, the r(16 L_tr) measured (NaN while the size is not measured) and the
     clocks it agrees with."""
@@ -174,7 +177,7 @@ def outcome(ladder: str = "deep-d128") -> "pd.DataFrame":
     p = read(ladder)
     if p is None:
         return pd.DataFrame()
-    have = bundle.entries(ladder)
+    have = bundle.entries(ladder.name)
     rows = []
     for name, m in p["models"].items():
         measured = {}
@@ -195,12 +198,12 @@ def outcome(ladder: str = "deep-d128") -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
-def verdict(ladder: str = "deep-d128") -> dict:
+def verdict(ladder: LongRun) -> dict:
     """The sealed rule applied to what is measured: per clock, the deciding cells measured
     and how many agree; the clock that holds, or None (not decided)."""
     p = read(ladder)
     if p is None:
-        raise UserError(f"{ladder} has no sealed predictions")
+        raise UserError(f"{ladder.name} has no sealed predictions")
     t = outcome(ladder)
     deciding = t[t["decides"] & t["measured"].notna()] if len(t) else t
     agree = {c: int(sum(c in a.split(", ") for a in deciding["agrees with"])) for c in p["clocks"]}

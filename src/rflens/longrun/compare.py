@@ -112,7 +112,7 @@ THESIS = ("Table 1", "Table 2", "NoPE")  # the experiments whose models show the
 
 def thesis_names(scale: str = SECOND) -> list[str]:
     """The models of Table 1, Table 2 and NoPE with Figure 7, in the plan's order (seeds apart)."""
-    return [spec.name for family, specs in by_experiment(scale).items() if family.startswith(THESIS)
+    return [spec.name for family, specs in by_experiment(presets.get(scale)).items() if family.startswith(THESIS)
             for spec in specs]
 
 
@@ -146,20 +146,21 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
     """For every model the preset trains from several seeds: each shipped seed's state,
     r(16 L_tr) with its interval and ERF at its last size, and whether the shipped seeds
     agree on the state (None while fewer than two are shipped). One row a model."""
-    sw = presets.get(scale).sweeps
+    run = presets.long_run(scale)
+    sw = run.sweeps
     if not sw.seeds:
         return pd.DataFrame()
     done = bundle.complete(scale)
     rows = []
-    for name in _seeded_models(scale):
-        names = [n for n in seeded(name, scale) if n in done]
-        spec = emergence_named(name, scale)
+    for name in _seeded_models(run):
+        names = [n for n in seeded(name, run) if n in done]
+        spec = emergence_named(name, run)
         row = {"name": name, "model": bundle.label({"pos": spec.pos, "settings": spec.settings(), "corpus": spec.corpus}),
                "seeds shipped": len(names), "of": 1 + len(sw.seeds)}
         states = []
         if names:
             em = bundle.table(scale, names=names)
-            for seed, n in zip((0, *sw.seeds), seeded(name, scale)):
+            for seed, n in zip((0, *sw.seeds), seeded(name, run)):
                 if n not in names:
                     continue
                 s = _summary(em[em["name"] == n])
@@ -170,10 +171,10 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("name")
 
 
-def _seeded_models(scale: str) -> list[str]:
+def _seeded_models(run) -> list[str]:
     """The names of the models trained from several seeds (their seed-0 names)."""
     out = [LongModel(s.pos, tuple(kv for kv in s.overrides if kv[0] != "seed"), s.corpus).name
-           for s in further_seeds(scale)]
+           for s in further_seeds(run)]
     return list(dict.fromkeys(out))
 
 
@@ -243,7 +244,7 @@ def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
 
     done = bundle.complete(scale)
     rows = []
-    for spec in next((specs for family, specs in by_experiment(scale).items() if family.startswith("Table 2")), []):
+    for spec in next((specs for family, specs in by_experiment(presets.get(scale)).items() if family.startswith("Table 2")), []):
         partner = LongModel(spec.pos, spec.overrides[:1], spec.corpus)
         if spec.name not in done or partner.name not in done:
             continue
@@ -368,15 +369,15 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
 
     rows = []
     for scale in runs:
-        done = set(bundle.complete(scale))
-        for spec in models(scale):
+        done, run = set(bundle.complete(scale)), presets.long_run(scale)
+        for spec in models(run):
             if spec.pos != "sinusoidal" or spec.corpus != "prose" or "seed" in spec.settings() or spec.name not in done:
                 continue
             res = bundle.load(spec.name, scale)
             point, l_tr = res["points"][-1], int(res["train"]["l_tr"])
             at = list(point["lengths"]).index(4 * l_tr)
             peak = gradient_jump(point["normalized"], l_tr)["jump_abs_pos"]
-            rows.append({"run": scale, "layers": presets.get(scale).model.n_layer, "L_tr": l_tr,
+            rows.append({"run": scale, "layers": run.model.n_layer, "L_tr": l_tr,
                          "tokens": int(point["tokens"]), "peak at": peak, "peak - L_tr": peak - l_tr,
                          "r(4 L_tr)": float(point["r"][at]), "low": float(point["r_low"][at]),
                          "high": float(point["r_high"][at])})

@@ -16,7 +16,7 @@ length_mults on the preset's N segments (so r(L) and its paired intervals can be
 against any other point or model), the normalised input gradient over segments of
 ``erf_length_mult`` x L_tr (the receptive field), and the validation loss.
 
-The results go to the shipped bundle, ``reference/<scale>/<name>/``, written by
+The results go to the shipped bundle, ``reference/<run>/<name>/``, written by
 :func:`rflens.store.bundle.write_model` (:mod:`rflens.store.bundle` owns its files). A model being trained
 keeps its state in the run store's ``emergence/`` folder, checkpointed at every branch and
 every ``ckpt_interval`` steps, so a sitting that ends (``--minutes``) or a kill loses at most
@@ -88,14 +88,14 @@ def summary(point: dict, l_tr: int, threshold: float, docs=None) -> dict:
             "share_in_ltr": round(erf["share_in_ltr"], 4)}
 
 
-def document_intervals(scale: str, *, progress: bool = True) -> list[str]:
-    """Give every shipped model of ``scale`` that lacks them the document of each of its
+def document_intervals(run: presets.LongRun, *, progress: bool = True) -> list[str]:
+    """Give every shipped model of ``run`` that lacks them the document of each of its
     segments (``segment_docs``, from its corpus and evaluation settings) and the paired
     intervals of each point resampled over those documents (:func:`summary`); the intervals
     over segments it carried are kept beside them (``r_low_segments``, ``r_high_segments``).
     Its NLLs and gradients are left as they are. Returns the names rewritten."""
     done = []
-    for name, path in bundle.entries(scale).items():
+    for name, path in bundle.entries(run.name).items():
         result = bundle.read_result(path)
         if "segment_docs" in result:
             continue
@@ -112,7 +112,7 @@ def document_intervals(scale: str, *, progress: bool = True) -> list[str]:
             p["r_low_segments"], p["r_high_segments"] = p["r_low"], p["r_high"]
             p["r_low"], p["r_high"] = again["r_low"], again["r_high"]
         result["segment_docs"] = docs
-        bundle.rewrite_result(scale, name, result)
+        bundle.rewrite_result(run.name, name, result)
         done.append(name)
         if progress:
             print(f"{name}: intervals over {len(set(docs))} documents", file=sys.stderr, flush=True)
@@ -132,28 +132,28 @@ def _git_commit() -> str | None:
         return None
 
 
-def run(spec: LongModel, scale: str = "long", *, deadline: float | None = None, progress: bool = True,
+def run(spec: LongModel, preset: presets.Preset, *, deadline: float | None = None, progress: bool = True,
         keep_weights: bool | None = None, root: Path | None = None) -> Path:
-    """Train ``spec`` at ``scale`` with its emergence points and add it to the bundle (in
+    """Train ``spec`` of the long run ``preset`` (or of a size preset trained as one) with its emergence points and add it to the bundle (in
     ``root``, default :func:`rflens.storage.reference_dir`).
 
     Returns the bundle folder of the model. Raises :class:`OutOfTime` (the state kept)
     when ``deadline`` passes first, and a one-line error when another process trains the
     model now (:func:`hold`).
     """
-    _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
+    _, model_cfg, data_cfg, train_cfg = resolve(preset, spec.pos, spec.corpus, spec.settings())
     if train_cfg.schedule != "wsd" or train_cfg.warmup is None:
-        raise UserError(f"the {scale} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
-    if presets.get(scale).shipped and presets.get(scale).read_only and root is None:
-        raise UserError(f"the {scale} bundle is a read-only control: nothing is trained into it (`emergence --scale "
-                        f"{scale} --check K` retrains its models into a temporary folder to compare)")
-    ev = presets.get(scale).eval
+        raise UserError(f"the {preset.name} preset is not a long-run preset (it needs schedule=wsd and a fixed warmup)")
+    if preset.shipped and preset.read_only and root is None:
+        raise UserError(f"the {preset.name} bundle is a read-only control: nothing is trained into it (`emergence --scale "
+                        f"{preset.name} --check K` retrains its models into a temporary folder to compare)")
+    ev = preset.eval
     corpus = data.prepare(data_cfg, progress=progress)
-    work = bundle.emergence_state(scale, spec.name)
+    work = bundle.emergence_state(preset.name, spec.name)
     if root is not None:
         work = work.with_name(f"{spec.name}.check")
     with hold(work, spec.name):
-        return _run(spec, scale, work, model_cfg, data_cfg, train_cfg, ev, corpus, deadline=deadline,
+        return _run(spec, preset, work, model_cfg, data_cfg, train_cfg, ev, corpus, deadline=deadline,
                     progress=progress, keep_weights=keep_weights, root=root)
 
 
@@ -178,7 +178,7 @@ def hold(work: Path, name: str):
         held.release()
 
 
-def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg, ev, corpus, *, deadline, progress,
+def _run(spec: LongModel, preset: presets.Preset, work: Path, model_cfg, data_cfg, train_cfg, ev, corpus, *, deadline, progress,
          keep_weights, root) -> Path:
     """:func:`run` once the model's lock is held."""
     fix = f"remove {work} to train {spec.name} from its start"
@@ -224,7 +224,7 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
     where = machine.device()
     try:
         metrics = train(model_cfg, data_cfg, train_cfg, out_dir=work, progress=progress, corpus=corpus,
-                        points=measured_steps(scale, train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
+                        points=measured_steps(preset, train_cfg), on_point=on_point, deadline=deadline, store=False, fix=fix)
         losses, seconds = metrics["train_loss"], metrics["train_seconds"]
     except OutOfTime as stop:
         if not points:
@@ -234,14 +234,13 @@ def _run(spec: LongModel, scale: str, work: Path, model_cfg, data_cfg, train_cfg
     stride = max(1, len(losses) // 1024)  # the training curve, averaged over blocks of steps
     curve = [[i + stride, round(float(np.mean(losses[i:i + stride])), 4)] for i in range(0, len(losses), stride)]
     result = bundle.new_result(
-        spec.name, scale, spec.pos, spec.corpus, spec.settings(), model_cfg, data_cfg, train_cfg, ev,
+        spec.name, preset.name, spec.pos, spec.corpus, spec.settings(), model_cfg, data_cfg, train_cfg, ev,
         fingerprint=corpus.fingerprint, code=code_version(), commit=_git_commit(), where=where, stopped=stopped,
-        seconds=seconds, measured_steps=measured_steps(scale, train_cfg), curve=curve, points=points,
+        seconds=seconds, measured_steps=measured_steps(preset, train_cfg), curve=curve, points=points,
         segment_docs=final.get("docs") or corpus.segment_docs(ev.n_segments, max(points[-1]["lengths"]) + 1,
                                                               ev.seed).tolist())
-    run = presets.get(scale)
-    keep = (run.shipped and spec.name in run.drift_models) if keep_weights is None else keep_weights
-    out = bundle.write_model(scale, spec.name, result, arrays, final.get("model") if keep else None, root)
+    keep = (preset.shipped and spec.name in preset.drift_models) if keep_weights is None else keep_weights
+    out = bundle.write_model(preset.name, spec.name, result, arrays, final.get("model") if keep else None, root)
     if interrupted is not None:
         raise interrupted
     shutil.rmtree(work, ignore_errors=True)
@@ -259,7 +258,7 @@ def drift_tolerance(result: dict) -> float:
 
 # ----------------------------------------------------------------------------- the schedule check
 
-def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool = True) -> dict:
+def schedule_check(name: str, steps: int, run: presets.LongRun, *, progress: bool = True) -> dict:
     """Is a cooled-down point what a run of the book's usual recipe gives at the same size?
 
     Trains (or reuses, through the run store) the model ``name`` for ``steps`` steps with
@@ -269,15 +268,15 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
     """
     from rflens.measure.intervals import paired_interval  # pandas: not on the command line's startup path
 
-    shipped_result = bundle.load(name, scale)
+    shipped_result = bundle.load(name, run.name)
     point = next((p for p in shipped_result["points"] if p["steps"] == steps), None)
     if point is None:
         raise UserError(f"{name} has no shipped point at {steps} steps: choose one of "
                         f"{', '.join(str(p['steps']) for p in shipped_result['points'])}")
-    spec = named(name, scale)
+    spec = named(name, run)
     cosine = {**spec.settings(), "steps": steps, "schedule": "cosine", "warmup": None}
-    run_ = get_run(scale, spec.pos, spec.corpus, cosine, progress=progress)
-    ev = presets.get(scale).eval
+    run_ = get_run(run, spec.pos, spec.corpus, cosine, progress=progress)
+    ev = run.eval
     m = measure(run_.load_model(), run_.corpus(), ev, run_.train_cfg.l_tr)
     wsd, cos = point["nll"], m["nll"]
     # paired over segments: r_wsd(L) / r_cos(L) = exp mean_i [(w_iL - c_iL) - (w_i0 - c_i0)], the r(L) of w - c
@@ -290,5 +289,5 @@ def schedule_check(name: str, steps: int, scale: str = "long", *, progress: bool
         "ratio": ratio.round(4).tolist(), "ratio_low": lo.round(4).tolist(),
         "ratio_high": hi.round(4).tolist(), "cosine_train": run_.train_cfg.to_dict(),
     }
-    bundle.write_file(scale, bundle.SCHEDULE_CHECK, result)
+    bundle.write_file(run.name, bundle.SCHEDULE_CHECK, result)
     return result

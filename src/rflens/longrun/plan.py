@@ -15,6 +15,7 @@ from pathlib import Path
 from rflens.errors import UserError
 from rflens.setup import presets
 from rflens.setup.config import DataConfig, ModelConfig, TrainConfig
+from rflens.setup.presets import LongRun
 from rflens.setup.settings import resolve
 from rflens.store import bundle
 from rflens.store.shipped import at_seed, served_seed
@@ -43,7 +44,7 @@ class LongModel:
         return dict(self.overrides)
 
 
-def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
+def by_experiment(run: LongRun) -> dict[str, list[LongModel]]:
     """The long run's models by the experiment they answer, failing and stable sides
     together: Table 1's three sweeps (of :data:`rflens.setup.presets.FAMILIES`), Table 2's
     retrainings, NoPE with Figure 7's absolute positions, Table 3 on each corpus, and the
@@ -53,25 +54,24 @@ def by_experiment(scale: str = "long") -> dict[str, list[LongModel]]:
     A Table 2 entry with its training length fixed (``l_tr`` or ``l_tr_mult``) is trained
     whatever its Table 1 model does, as the paper designed Table 2; one whose length covers
     the Table 1 model's ERF waits for that model to be shipped and to fail."""
-    sc = presets.get(scale)
-    sw, l_tr = sc.sweeps, sc.train.l_tr
-    out = {f"Table 1: {f.title}": specs for f, specs in _table1(scale).items()}
+    sw, l_tr = run.sweeps, run.train.l_tr
+    out = {f"Table 1: {f.title}": specs for f, specs in _table1(run).items()}
     table2 = []
     for entry in sw.table2:
         setting = ((presets.FAMILIES[entry.family].setting, entry.value),)
         if (entry.l_tr is not None or entry.l_tr_mult is not None) and not entry.if_fails:
             table2.append(LongModel(entry.pos, (*setting, *sorted(entry.training(l_tr).items()))))
             continue
-        failing = _failing(LongModel(entry.pos, setting), scale)
+        failing = _failing(LongModel(entry.pos, setting), run)
         if failing is not None:
-            over = entry.training(l_tr, None if entry.l_tr_mult else sc.train.batch_size, failing)
+            over = entry.training(l_tr, None if entry.l_tr_mult else run.train.batch_size, failing)
             table2.append(LongModel(entry.pos, (*setting, *sorted(over.items()))))
     if table2:  # an L_tr that covers the ERF may be the paper's ratio too: one model
         out["Table 2: the failures retrained on a longer L_tr"] = list(dict.fromkeys(table2))
     beside = sw.beside_figure7
     out["NoPE and Figure 7: no bias, absolute positions"] = (
         [LongModel(p) for p in beside if p == "nope"]
-        + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in sc.sinusoidal_runs()]
+        + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in run.sinusoidal_runs()]
         + [LongModel(p) for p in beside if p != "nope"])
     for c in sw.corpora if sw.table3_pos else ():
         out[f"Table 3 on {c}"] = [LongModel(p, (), c) for p in sw.table3_pos]
@@ -89,29 +89,29 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def listing(scale: str = "long"):
+def listing(run: LongRun):
     """The plan as a table (the book's view of ``emergence --list``): one row a model, in the
     order it is trained, with its state (shipped, training: measured at some sizes, or to
     train), the sizes measured so far and why the plan trains it (:func:`reasons`)."""
     import pandas as pd
 
-    done, started, why = bundle.complete(scale), set(bundle.entries(scale)), reasons(scale)
+    done, started, why = bundle.complete(run.name), set(bundle.entries(run.name)), reasons(run)
     rows = []
-    for spec in models(scale):
-        measured = len(bundle.load(spec.name, scale)["points"]) if spec.name in started else 0
+    for spec in models(run):
+        measured = len(bundle.load(spec.name, run.name)["points"]) if spec.name in started else 0
         state = "shipped" if spec.name in done else "training" if measured else "to train"
-        planned = len(measured_steps(scale, resolve(scale, spec.pos, spec.corpus, spec.settings()).train))
+        planned = len(measured_steps(run, resolve(run, spec.pos, spec.corpus, spec.settings()).train))
         rows.append({"model": spec.name, "state": state, "sizes measured": f"{measured} of {planned}",
                      "why": why.get(spec.name, "")})
     return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame(columns=["state", "sizes measured", "why"])
 
 
-def reasons(scale: str = "long") -> dict[str, str]:
+def reasons(run: LongRun) -> dict[str, str]:
     """{model: why the plan trains it}: the experiments it answers (:func:`by_experiment`'s
     groups), and for a further seed, what it decides (the preset's ``sweeps.seeded``)."""
-    why = dict(presets.get(scale).sweeps.seeded)
+    why = dict(run.sweeps.seeded)
     out: dict[str, list[str]] = {}
-    for family, specs in by_experiment(scale).items():
+    for family, specs in by_experiment(run).items():
         for spec in specs:
             base = spec.name.rsplit("_seed=", 1)[0]
             out.setdefault(spec.name, []).append(f"{family.split(':')[0]}: {why[base]}" if base in why and
@@ -139,100 +139,99 @@ def with_seeds(spec: LongModel, seeds) -> list[LongModel]:
     return [LongModel(spec.pos, (*spec.overrides, ("seed", int(s))), spec.corpus) for s in seeds]
 
 
-def seeded(name: str, scale: str = "long") -> list[str]:
+def seeded(name: str, run: LongRun) -> list[str]:
     """The names of ``name``'s model trained from every seed the preset has (its own first)."""
-    spec = named(name, scale)
-    return [name] + [s.name for s in with_seeds(spec, presets.get(scale).sweeps.seeds)]
+    spec = named(name, run)
+    return [name] + [s.name for s in with_seeds(spec, run.sweeps.seeds)]
 
 
-def further_seeds(scale: str = "long") -> list[LongModel]:
+def further_seeds(run: LongRun) -> list[LongModel]:
     """The plan's models trained from a further seed (the group of :func:`by_experiment`
     that holds them; empty for a preset without further seeds)."""
-    if not presets.get(scale).sweeps.seeds:
+    if not run.sweeps.seeds:
         return []
-    return next((specs for group, specs in by_experiment(scale).items() if group.startswith("Seeds")), [])
+    return next((specs for group, specs in by_experiment(run).items() if group.startswith("Seeds")), [])
 
 
 _SEEDED: dict[str, tuple] = {}
 
 
-def _seeded(scale: str) -> frozenset:
+def _seeded(run: LongRun) -> frozenset:
     """The (model, data, train) settings of every model the preset's plan trains from a
     further seed (:func:`by_experiment`)."""
-    stamp = bundle.stamp(scale)  # a plan's Table 2 may follow from the shipped Table 1
-    if _SEEDED.get(scale, (None,))[0] != stamp:
+    stamp = bundle.stamp(run.name)  # a plan's Table 2 may follow from the shipped Table 1
+    if _SEEDED.get(run.name, (None,))[0] != stamp:
         out = set()
         with at_seed(0):  # the plan itself is read at the first seed
-            for spec in further_seeds(scale):
-                r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+            for spec in further_seeds(run):
+                r = resolve(run, spec.pos, spec.corpus, spec.settings())
                 out.add((r.model, r.data, r.train))
-        _SEEDED[scale] = (stamp, frozenset(out))
-    return _SEEDED[scale][1]
+        _SEEDED[run.name] = (stamp, frozenset(out))
+    return _SEEDED[run.name][1]
 
 
-def served_settings(scale: str, pos: str, corpus: str, settings: dict) -> dict:
+def served_settings(run: LongRun, pos: str, corpus: str, settings: dict) -> dict:
     """``settings`` with the seed of :func:`rflens.store.shipped.at_seed` when the preset
     trains this model from that seed too, else as they are."""
     seed = served_seed()
     if not seed or settings.get("seed", 0):
         return settings
     seeded = {**settings, "seed": seed}
-    r = resolve(scale, pos, corpus, seeded)
-    return seeded if (r.model, r.data, r.train) in _seeded(scale) else settings
+    r = resolve(run, pos, corpus, seeded)
+    return seeded if (r.model, r.data, r.train) in _seeded(run) else settings
 
 
-def _table1(scale: str) -> dict:
+def _table1(run: LongRun) -> dict:
     """{family: its sweep's models}, Table 1's three sweeps in their order."""
-    sw = presets.get(scale).sweeps
+    sw = run.sweeps
     return {f: [LongModel(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in presets.FAMILIES.values()}
 
 
-def models(scale: str = "long") -> list[LongModel]:
+def models(run: LongRun) -> list[LongModel]:
     """The models of the long run, in the order they are trained: the failing side of
     Table 1 and NoPE first (the thesis), then Table 2's retrainings and the Table 1 models
     they are compared with, the rest of Table 1, Figure 7's Sinusoidal and Rotary, Table 3
     on every corpus, and the further seeds (:func:`by_experiment`)."""
-    preset = presets.long_run(scale)
-    if preset.extends:  # models of another run trained further
-        return [named(name, preset.extends) for name in preset.models]
-    sw = preset.sweeps
+    if run.extends:  # models of another run trained further
+        return [named(name, presets.long_run(run.extends)) for name in run.models]
+    sw = run.sweeps
     first = [LongModel("alibi", (("slope_shift", max(sw.slope_shift)),)), LongModel("window", (("window", max(sw.window)),)),
              LongModel("alibi", (("same_slope", max(sw.same_slope)),))] + [LongModel(p) for p in sw.beside_figure7
                                                                             if p == "nope"]
-    groups = by_experiment(scale)
+    groups = by_experiment(run)
     table2 = [spec for family, specs in groups.items() if family.startswith("Table 2") for spec in specs]
     partners = [LongModel(spec.pos, spec.overrides[:1]) for spec in table2]
     rest = [spec for specs in groups.values() for spec in specs]
     return list(dict.fromkeys(first + [s for pair in zip(table2, partners) for s in pair] + rest))
 
 
-def measured_steps(scale: str, train_cfg: TrainConfig) -> list[int]:
-    """The steps at which a model of the ``scale`` run is branched and measured: where the
+def measured_steps(run: LongRun, train_cfg: TrainConfig) -> list[int]:
+    """The steps at which a model of the ``run`` is branched and measured: where the
     preset fixes them (:meth:`rflens.setup.presets.LongRun.measured_points`: a run extending
     another, a model at another L_tr measured at its end), else
     :func:`rflens.training.trainer.point_steps`."""
-    points = presets.get(scale).measured_points(train_cfg)
+    points = run.measured_points(train_cfg)
     return list(points) if points else point_steps(train_cfg)
 
 
-def sizes(scale: str = "long") -> list[int]:
+def sizes(run: LongRun) -> list[int]:
     """The training tokens of the measured sizes of the preset's models (:func:`measured_steps`)."""
-    t = presets.get(scale).train
-    return [steps * t.batch_size * t.l_tr for steps in measured_steps(scale, t)]
+    t = run.train
+    return [steps * t.batch_size * t.l_tr for steps in measured_steps(run, t)]
 
 
 LAST_SIZE_COLUMNS = ["l_tr", "tokens", "ppl_l_tr", "r_horizon", "r_horizon_lo", "r_horizon_hi", "erf", "erf_capped",
                      "erf_length", "val_loss"]
 
 
-def last_sizes(em, scale: str = "long"):
+def last_sizes(em, run: LongRun):
     """One row per shipped model at its largest measured size, indexed by (family, label) in
     the order of :func:`by_experiment` (a model two experiments read, such as Sinusoidal in
     Figure 7 and Table 3, once, under both). ``em``: rows of :func:`rflens.store.bundle.table`."""
     import pandas as pd
 
     groups: dict[str, list[str]] = {}  # a model answering two experiments is one row, under both names
-    for family, specs in by_experiment(scale).items():
+    for family, specs in by_experiment(run).items():
         for spec in specs:
             if (em["name"] == spec.name).any():
                 groups.setdefault(spec.name, []).append(family)
@@ -243,73 +242,73 @@ def last_sizes(em, scale: str = "long"):
     return pd.DataFrame(rows).set_index(["family", "label"])[LAST_SIZE_COLUMNS]
 
 
-def _failing(spec: LongModel, scale: str) -> int | None:
+def _failing(spec: LongModel, run: LongRun) -> int | None:
     """The ERF of a shipped, complete model that does not extrapolate at its last point;
     None otherwise (not shipped, unfinished, or it extrapolates)."""
     from rflens.measure.criterion import extrapolates  # pandas: not on the command line's startup path
 
-    if spec.name not in bundle.complete(scale):
+    if spec.name not in bundle.complete(run.name):
         return None
-    result = bundle.load(spec.name, scale)
+    result = bundle.load(spec.name, run.name)
     last, l_tr = result["points"][-1], result["train"]["l_tr"]
     lengths = last["lengths"]
     ok = extrapolates(dict(zip(lengths, last["ppl"])), l_tr, upper=dict(zip(lengths, last["r_high"])))
     return None if ok else int(last["erf"])
 
 
-def named(name: str, scale: str = "long") -> LongModel:
+def named(name: str, run: LongRun) -> LongModel:
     """The model of the long run called ``name``; UserError listing the names otherwise."""
-    for spec in models(scale):
+    for spec in models(run):
         if spec.name == name:
             return spec
-    raise UserError(f"no model named {name!r} in the {scale} run: choose from {', '.join(s.name for s in models(scale))}")
+    raise UserError(f"no model named {name!r} in the {run.name} run: choose from {', '.join(s.name for s in models(run))}")
 
 
-def check_planned(result: dict, scale: str, where: Path) -> None:
+def check_planned(result: dict, run: LongRun, where: Path) -> None:
     """UserError unless ``result`` (a model's result.json, read from ``where``) is the model
-    its name stands for in the ``scale`` run's plan: the same scheme, corpus, model, data and
+    its name stands for in the ``run``'s plan: the same scheme, corpus, model, data and
     training settings, and, if it says it is finished, every size of the plan measured. A
     worker's folder joins the bundle only as what it is."""
-    spec = named(str(result.get("name")), scale)  # a name outside the plan: the names to choose from
-    _, model_cfg, data_cfg, train_cfg = resolve(scale, spec.pos, spec.corpus, spec.settings())
+    spec = named(str(result.get("name")), run)  # a name outside the plan: the names to choose from
+    _, model_cfg, data_cfg, train_cfg = resolve(run, spec.pos, spec.corpus, spec.settings())
     try:
         same = (result.get("model") == model_cfg.to_dict() and result.get("train") == train_cfg.to_dict()
                 and DataConfig.from_dict(result.get("data") or {}) == data_cfg)
     except (TypeError, ValueError, KeyError):
         same = False
     if not same:
-        raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {scale} plan "
+        raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {run.name} plan "
                         f"({spec.pos} on {spec.corpus}{''.join(f', {k}={v}' for k, v in spec.settings().items())}): "
                         "retrain it with emergence --only " + spec.name)
-    steps = measured_steps(scale, train_cfg)
+    steps = measured_steps(run, train_cfg)
     if result.get("complete") and [p.get("steps") for p in result.get("points") or []] != steps:
         raise UserError(f"{where} says it is finished, but its measured sizes are not the plan's "
                         f"({', '.join(map(str, steps))} steps): retrain it with emergence --only {spec.name}")
 
 
-def command_for(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
+def command_for(run: LongRun, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:
     """The command that trains the model of these settings: for a model of the run's plan,
     the long run's, with its emergence points; otherwise (or at a read-only control, whose
     bundle nothing trains into) ``train``, into the run store, where it is read first."""
     from rflens.setup.settings import describe, train_command
 
-    if not presets.get(scale).read_only:
-        for spec in models(scale):
-            r = resolve(scale, spec.pos, spec.corpus, spec.settings())
+    if not run.read_only:
+        for spec in models(run):
+            r = resolve(run, spec.pos, spec.corpus, spec.settings())
             if (r.model, r.data, r.train) == (model_cfg, data_cfg, train_cfg):
-                return f"python -m rflens emergence --scale {scale} --only {spec.name}"
-    return train_command(scale, model_cfg.pos, data_cfg.corpus, describe(model_cfg, data_cfg, train_cfg, scale))
+                return f"python -m rflens emergence --scale {run.name} --only {spec.name}"
+    return train_command(run, model_cfg.pos, data_cfg.corpus, describe(model_cfg, data_cfg, train_cfg, run))
 
 
-def sweep(scale: str = "long", family: str = "slope_shift") -> tuple[str, list[str]]:
-    """One of Table 1's sweeps in the long run ``scale``: the experiment's title and its
+def sweep(run: LongRun, family: str = "slope_shift") -> tuple[str, list[str]]:
+    """One of Table 1's sweeps in the long run ``run``: the experiment's title and its
     models' names (ALiBi's Δ sweep, the book's key figure, by default)."""
     title = f"Table 1: {presets.FAMILIES[family].title}"
-    return title, [spec.name for spec in by_experiment(scale)[title]]
+    return title, [spec.name for spec in by_experiment(run)[title]]
 
 
-def table1_names(scale: str = "long") -> list[str]:
+def table1_names(run: LongRun) -> list[str]:
     """The shipped models that belong to Table 1's three sweeps, in the sweeps' order."""
-    names = [spec.name for specs in _table1(scale).values() for spec in specs]
-    have = bundle.entries(scale)
+    names = [spec.name for specs in _table1(run).values() for spec in specs]
+    have = bundle.entries(run.name)
     return [n for n in names if n in have]

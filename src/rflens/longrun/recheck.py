@@ -33,6 +33,7 @@ import numpy as np
 
 from rflens import storage
 from rflens.errors import UserError
+from rflens.setup.presets import LongRun
 from rflens.store import bundle
 from rflens.training import machine
 
@@ -151,7 +152,7 @@ def _side(result: dict, point: dict, docs) -> dict:
             "ppl_l_tr": s["ppl"][lengths.index(l_tr)]}
 
 
-def seed_spread(scale: str = "long") -> dict:
+def seed_spread(run: LongRun) -> dict:
     """What two training seeds of one model give: for every size that a pair of shipped,
     complete seeds of one model has measured, the largest |mean per-segment NLL difference|
     between two seeds at L_tr and at 16 L_tr, over every such pair.
@@ -160,16 +161,16 @@ def seed_spread(scale: str = "long") -> dict:
     pairs and no sizes while the bundle holds no two seeds of a model."""
     from rflens.longrun import plan
 
-    complete = bundle.complete(scale)
+    complete = bundle.complete(run.name)
     groups: dict[str, list[str]] = {}
-    for spec in plan.models(scale):
+    for spec in plan.models(run):
         if spec.name in complete:
             base = plan.LongModel(spec.pos, tuple(o for o in spec.overrides if o[0] != "seed"), spec.corpus)
             groups.setdefault(base.name, []).append(spec.name)
     pairs = [pair for names in groups.values() for pair in itertools.combinations(names, 2)]
     sizes: dict[int, tuple[float, float]] = {}
     for a, b in pairs:
-        ra, rb = bundle.load(a, scale), bundle.load(b, scale)
+        ra, rb = bundle.load(a, run.name), bundle.load(b, run.name)
         theirs = {p["tokens"]: p for p in rb["points"]}
         l_tr = ra["train"]["l_tr"]
         for p in ra["points"]:
@@ -302,29 +303,29 @@ def _progressing(name: str, scale: str, deadline: float | None):
                         "time (the state is kept)") from None
 
 
-def check(names: list[str], scale: str = "long", *, progress: bool = True, deadline: float | None = None,
+def check(names: list[str], run: LongRun, *, progress: bool = True, deadline: float | None = None,
           keep=None) -> list[dict]:
     """Retrain the shipped models ``names`` from scratch and compare each with the bundle
     (:func:`compare`). The retrained bundles go to a temporary folder, or, with ``keep``,
-    to ``keep/<scale>/<name>/`` with their weights, to be studied. Returns one entry a model
+    to ``keep/<run>/<name>/`` with their weights, to be studied. Returns one entry a model
     (``kept``: its folder, or None). Raises :class:`rflens.training.trainer.OutOfTime` (the state kept in
     the run store) when ``deadline`` passes first."""
     from rflens.longrun import emergence, plan
 
-    folder = None if keep is None else keep_folder(keep, scale)
-    spread = seed_spread(scale)
+    folder = None if keep is None else keep_folder(keep, run.name)
+    spread = seed_spread(run)
     rows = []
     for name in names:
-        shipped = bundle.load(name, scale)
-        spec = plan.named(name, scale)
-        with _progressing(name, scale, deadline):
+        shipped = bundle.load(name, run.name)
+        spec = plan.named(name, run)
+        with _progressing(name, run.name, deadline):
             if folder is None:
                 with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
-                    again = _load(emergence.run(spec, scale, progress=progress, keep_weights=False, root=Path(tmp),
+                    again = _load(emergence.run(spec, run, progress=progress, keep_weights=False, root=Path(tmp),
                                                 deadline=deadline))
                 kept = None
             else:
-                kept = emergence.run(spec, scale, progress=progress, keep_weights=True, root=folder, deadline=deadline)
+                kept = emergence.run(spec, run, progress=progress, keep_weights=True, root=folder, deadline=deadline)
                 again = _load(kept)
         rows.append(compare(shipped, again, like=like_machine(shipped), spread=spread) | {"kept": kept and str(kept)})
     return rows

@@ -32,7 +32,7 @@ def provenance(scale: str | None = None) -> dict[str, str]:
     out = {"scale": scale or "", "code_version": code_version()}
     names = presets.get(scale).sweeps.corpora if scale else ()
     for corpus in names:
-        manifest = built_path(resolve(scale, "alibi", corpus).data) / "manifest.json"
+        manifest = built_path(resolve(presets.get(scale), "alibi", corpus).data) / "manifest.json"
         if manifest.is_file():
             out[f"data_{corpus}"] = read_json(manifest)["fingerprint"]
     return out

@@ -60,13 +60,14 @@ def check_parameters(**params) -> None:
             raise UserError(f"chapter parameter {name}={value!r} is not allowed: give {allowed}")
 
 
-def setup(*, tables_of: str | None = None, **params) -> None:
+def setup(*, tables_of: str | None = None, **params):
     """Check the chapter's parameters (:func:`check_parameters`), then set up figures that
     render in the static book and in a live Jupyter, tables wide enough for the results
     (a row per model, a column per evaluation length), and, in a chapter run by
     ``reproduce``, a CSV file and a download link for every table shown
     (:func:`rflens.publish.csv_files.offer_tables`), its provenance that of the preset
-    ``tables_of`` where the chapter's tables are read from a shipped run (else the scale's)."""
+    ``tables_of`` where the chapter's tables are read from a shipped run (else the scale's).
+    Returns the chapter's preset (None for a chapter without one)."""
     import pandas as pd
 
     check_parameters(**params)
@@ -79,3 +80,8 @@ def setup(*, tables_of: str | None = None, **params) -> None:
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.width", 160)
     pd.set_option("display.max_colwidth", None)  # a table's text is shown whole, never cut with "..."
+    if "scale" in params:  # the chapter's preset, resolved once and handed to every experiment
+        from rflens.setup import presets
+
+        return presets.get(params["scale"])
+    return None

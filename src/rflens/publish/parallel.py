@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rflens.errors import UserError
+from rflens.setup import presets
 
 EXECUTORS = ("processes", "local", "slurm")  # reproduce --executor: processes is the default
 
@@ -81,7 +82,7 @@ def _train_one(scale: str, pos: str, corpus: str, overrides: dict, measure: bool
     label = model_label(pos, corpus, overrides)
     stream = LineStream(report.put, f"{label}: ") if report is not None else None
     with contextlib.redirect_stderr(stream) if stream else contextlib.nullcontext():
-        run = get_run(scale, pos, corpus, overrides, progress=stream is not None)
+        run = get_run(presets.get(scale), pos, corpus, overrides, progress=stream is not None)
         trained = not run.reused
         if stream:
             report.put(f"{label}: {'trained' if trained else 'found in the run store'} ({run.key})")
@@ -246,6 +247,7 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
     those ``chapters`` read, if given), trained and measured in ``workers`` processes
     (default: one per core) where the store lacks it; each model's progress to ``log``.
     Returns what was trained now."""
+    preset = presets.get(scale)  # resolved once for what follows
     from rflens import data
     from rflens.experiments import tables as ex
     from rflens.experiments.book_models import chapter_experiments, model_plan
@@ -253,10 +255,10 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
 
     workers = default_workers() if workers is None else workers
     wanted = chapter_experiments(chapters)
-    plan = [it for it in model_plan(scale)
+    plan = [it for it in model_plan(preset)
             if it["experiment"] != "Table 2" and (wanted is None or it["experiment"] in wanted)]
     # the corpora first, here with their progress, so that no worker waits on another's build
-    for cfg in {resolve(scale, it["pos"], it["corpus"], it["overrides"]).data for it in plan}:
+    for cfg in {resolve(preset, it["pos"], it["corpus"], it["overrides"]).data for it in plan}:
         data.prepare(cfg, progress=progress)
     # models already stored still get their measurements (cached: quick when present)
     if log is not None:
@@ -265,8 +267,8 @@ def train_book(scale: str, *, workers: int | None = None, threads: int = 1, prog
                      cluster=cluster, log=log)
     if wanted is not None and "Table 2" not in wanted:
         return [d for d in done if d["trained"]]
-    t1 = ex.table1(scale, progress=False, train=False)  # stored and measured: reads the cache
-    second = [{"pos": s.pos, "corpus": s.corpus, "overrides": s.settings} for s in ex.table2_specs(scale, t1)]
+    t1 = ex.table1(preset, progress=False, train=False)  # stored and measured: reads the cache
+    second = [{"pos": s.pos, "corpus": s.corpus, "overrides": s.settings} for s in ex.table2_specs(preset, t1)]
     # measured by Table 2 itself, at Table 1's absolute lengths (not at 16 x its own L_tr)
     if log is not None:
         log(f"Table 2 ({scale}): {len(second)} retraining(s) with an L_tr that covers the measured ERF")
@@ -280,6 +282,7 @@ def missing_cost(scale: str, chapters: list[str] | None = None) -> str | None:
     (None: the whole book): how many models and about how long on one core (their FLOPs at
     the shipped models' training speed, :func:`rflens.store.shipped.one_core_speed`; times nothing).
     None when they take less than :data:`rflens.training.cost.ANNOUNCED_FLOPS`."""
+    preset = presets.get(scale)  # resolved once for what follows
     from rflens import data
     from rflens.experiments.book_models import chapter_experiments, training_cost
     from rflens.setup.settings import resolve
@@ -288,12 +291,12 @@ def missing_cost(scale: str, chapters: list[str] | None = None) -> str | None:
     from rflens.training.cost import ANNOUNCED_FLOPS
 
     wanted = chapter_experiments(chapters)
-    rows = [r for r in training_cost(scale) if wanted is None or r["experiment"] in wanted]
+    rows = [r for r in training_cost(preset) if wanted is None or r["experiment"] in wanted]
     if sum(r["train_flops"] + r["eval_flops"] for r in rows) < ANNOUNCED_FLOPS:
         return None  # even all of them: nothing to say
     flops = []
     for r in rows:
-        _, m, d, t = resolve(scale, r["pos"], r["corpus"], r["overrides"])
+        _, m, d, t = resolve(preset, r["pos"], r["corpus"], r["overrides"])
         corpus = data.built(d)  # data not built yet holds no stored model
         if corpus is None or not is_complete(runs_dir() / run_key(m, d, t, corpus.fingerprint)):
             flops.append(r["train_flops"] + r["eval_flops"])
@@ -319,6 +322,7 @@ def training_estimate(scale: str, chapters: list[str], *, workers: int, timed_st
     Returns {"rows": [...], "missing_s", "wall_s", "speeds": [tokens/s], "timed": bool,
     "no_data": why some data could not be prepared, or None}.
     """
+    preset = presets.get(scale)  # resolved once for what follows
     import torch
 
     from rflens import data
@@ -331,12 +335,12 @@ def training_estimate(scale: str, chapters: list[str], *, workers: int, timed_st
     wanted = chapter_experiments(chapters)
     no_data = None
     to_build: set[str] = set()  # the commands that build the data not built yet (reproduce builds it first)
-    cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in training_cost(scale)}
+    cost = {(r["pos"], r["corpus"], tuple(sorted(r["overrides"].items()))): r for r in training_cost(preset)}
     rows = []
-    for it in model_plan(scale):
+    for it in model_plan(preset):
         if it["experiment"] not in wanted:
             continue
-        _, m, d, t = resolve(scale, it["pos"], it["corpus"], it["overrides"])
+        _, m, d, t = resolve(preset, it["pos"], it["corpus"], it["overrides"])
         try:  # the key needs the data's fingerprint: data not built yet holds no stored model
             corpus = data.built(d)
         except UserError as err:  # damaged data: reproduce stops on it too
@@ -399,7 +403,7 @@ def format_plan(scale: str, plan: dict, workers: int) -> str:
     elif not plan["timed"]:
         why = "a step of the full preset takes minutes on a CPU" if scale == "full" else "timing runs on CPU machines only"
         lines.append(f"not timed ({why}; chapter 11 estimates GPU-hours); the first to train: "
-                     f"{train_command(scale, missing[0]['pos'], missing[0]['corpus'], missing[0]['overrides'])}")
+                     f"{train_command(presets.get(scale), missing[0]['pos'], missing[0]['corpus'], missing[0]['overrides'])}")
     else:
         tokens = sum(r["tokens"] for r in missing)
         lo, hi = min(plan["speeds"]), max(plan["speeds"])

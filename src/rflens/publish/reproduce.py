@@ -171,7 +171,7 @@ def shipped_chapters(scale: str, chosen: list[str], *, named: bool) -> tuple[lis
 
     ready, skipped = [], {}
     for key in chosen:
-        gaps = [] if key == "09" else from_bundle.missing(scale, CHAPTER_EXPERIMENTS.get(key, ()))
+        gaps = [] if key == "09" else from_bundle.missing(presets.get(scale), CHAPTER_EXPERIMENTS.get(key, ()))
         if gaps:
             skipped[key] = gaps
         else:
@@ -341,7 +341,6 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     from rflens.model.transformer import TransformerLM
     from rflens.readings import claims_at_each_scale, first_screen, reading_notes, this_build
 
-
     if scale not in presets.NAMES:
         return  # a build folder that is not a preset's has no scale to describe
     try:
@@ -350,13 +349,14 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     except (UserError, OSError, ValueError, KeyError):
         board = counts = trained = None  # chapter 9 was not executed in this build
     long = presets.BOOK_LONG
+    long_run = presets.long_run(long)
     try:  # read from the bundles, nothing trained
         boards = scoreboard.shipped_boards(exclude=scale)
     except (UserError, OSError, ValueError, KeyError):
         boards = {}
     second = None
     if long != "long":  # the second run, while the chapters read the first
-        planned = [s.name for s in plan.models("long")]
+        planned = [s.name for s in plan.models(presets.get("long"))]
         second = (len(bundle.complete("long") & set(planned)), len(planned))
     params = {}
     for preset in dict.fromkeys((scale, long)):
@@ -366,14 +366,14 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
             model = TransformerLM(presets.get(preset).model)
         params[preset] = (model.num_params(non_embedding=False), model.num_params())
     table = bundle.table(long)
-    family, names = plan.sweep(long)
+    family, names = plan.sweep(long_run)
     sweep = table[table["name"].isin(names)] if not table.empty else table
     from rflens.longrun import forecast
     from rflens.longrun.compare import paper_labels
 
     first = first_screen(boards, paper_labels(sweep, long), forecast.outcome(long))
     figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(key_figure(sweep, names, long))}\n```\n\n"
-    box = this_build(scale, counts, table, len(plan.models(long)), trained, second,
+    box = this_build(scale, counts, table, len(plan.models(long_run)), trained, second,
                      {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)
                       for name, path in (downloads or {}).items()})
     title, _, rest = index.read_text().partition("\n")

@@ -125,7 +125,7 @@ def tiny_design(scale: str = "tiny") -> Prose:
         f"The `{scale}` preset: R = {m.n_layer} layers, whose widest window (w = {widest}) reaches "
         f"R·w/L_tr = {m.n_layer * widest / t.l_tr:g} with w ≤ L_tr; L_tr = {t.l_tr}; d = {m.d_model}; and "
         f"{t.steps} steps of {t.batch_size} × {t.l_tr} tokens, {_tokens(t.steps * t.batch_size * t.l_tr)} tokens a "
-        f"model, for the {len(model_plan(scale))} models of the book."))
+        f"model, for the {len(model_plan(sc))} models of the book."))
 
 
 def long_design(scale: str = "long", book: str = "tiny") -> Prose:

@@ -1,6 +1,6 @@
 """Which settings a run has, resolved before anything is trained or looked up.
 
-A preset scale (:mod:`rflens.setup.presets`) with a positional scheme, a corpus and overrides
+A preset (:mod:`rflens.setup.presets`) with a positional scheme, a corpus and overrides
 becomes the model, data and train settings of one run (:func:`resolve`); "auto" precision
 becomes the one native to this machine (:func:`native_dtype`); and a run's settings are
 read back as what differs from its preset (:func:`describe`) and the command line that
@@ -24,15 +24,15 @@ from rflens.setup.config import DataConfig, ModelConfig, SETTINGS, TrainConfig
 class Resolved(NamedTuple):
     """The settings of one run: its preset, and the model, data and train settings."""
 
-    scale: presets.Preset
+    preset: presets.Preset
     model: ModelConfig
     data: DataConfig
     train: TrainConfig
 
 
-def resolve(scale: str = presets.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
+def resolve(preset: presets.Preset, pos: str = "alibi", corpus: str = "prose",
             overrides: dict | None = None) -> Resolved:
-    """The preset ``scale`` with ``pos``, ``corpus`` and the overrides applied; the book's
+    """The preset ``preset`` with ``pos``, ``corpus`` and the overrides applied; the book's
     corpora (prose, code, math) become the data the preset trains them on
     (:meth:`rflens.setup.presets.Preset.text`).
 
@@ -41,7 +41,7 @@ def resolve(scale: str = presets.DEFAULT_SCALE, pos: str = "alibi", corpus: str 
     (``{"model": {...}, "train": {...}}``, as from :func:`rflens.setup.config.parse_overrides`).
     Evaluation settings are rejected here: they do not change a trained model.
     """
-    s = presets.get(scale)
+    s = preset
     sections = {"model": {}, "data": {}, "train": {}}
     overrides = dict(overrides or {})
     if overrides and set(overrides) <= set(SETTINGS) and all(isinstance(v, dict) for v in overrides.values()):
@@ -97,9 +97,9 @@ def cuda_available() -> bool:
     return Path("/dev/nvidiactl").exists()
 
 
-def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, scale: str) -> dict:
+def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig, preset: presets.Preset) -> dict:
     """The settings that differ from the preset (what makes this run special)."""
-    s = presets.get(scale)
+    s = preset
     train_base = s.train.replace(dtype=native_dtype()) if s.train.dtype == "auto" else s.train
     out = {}
     for base, cfg in ((s.model, model_cfg), (s.data, data_cfg), (train_base, train_cfg)):
@@ -111,8 +111,8 @@ def describe(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfi
     return out
 
 
-def train_command(scale: str, pos: str, corpus: str, changed: dict, launcher: str = "python -m rflens") -> str:
+def train_command(preset: presets.Preset, pos: str, corpus: str, changed: dict, launcher: str = "python -m rflens") -> str:
     """The command line that trains this model (``launcher``: e.g. ``torchrun ... -m rflens``)."""
     sets = " ".join(f"--set {k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
                     for k, v in sorted(changed.items()))
-    return f"{launcher} train --scale {scale} --pos {pos} --corpus {corpus}" + (f" {sets}" if sets else "")
+    return f"{launcher} train --scale {preset.name} --pos {pos} --corpus {corpus}" + (f" {sets}" if sets else "")

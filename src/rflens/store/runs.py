@@ -146,7 +146,7 @@ class Run(TrainedModel):
         self.reused = True  # False right after get_run trained it
 
     def __repr__(self) -> str:
-        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
+        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, presets.get(self.scale))
         extra = "".join(f", {k}={v}" for k, v in sorted(changed.items()))
         return f"Run({self.key}: {self.scale} {self.model_cfg.pos} on {self.data_cfg.corpus}{extra})"
 
@@ -167,8 +167,8 @@ class Run(TrainedModel):
     @property
     def command(self) -> str:
         """The command line that trains this run."""
-        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
-        return train_command(self.scale, self.pos, self.data_cfg.corpus, changed)
+        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, presets.get(self.scale))
+        return train_command(presets.get(self.scale), self.pos, self.data_cfg.corpus, changed)
 
     def manifest(self) -> dict[str, str]:
         """{file: sha256} of the manifest, which must vouch for the weights, the settings and the
@@ -258,7 +258,7 @@ def _check_bundle_data(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig,
                     "this again")
 
 
-def get_run(scale: str = presets.DEFAULT_SCALE, pos: str = "alibi", corpus: str = "prose",
+def get_run(preset: presets.Preset, pos: str = "alibi", corpus: str = "prose",
             overrides: dict | None = None, *, train: bool = True, progress: bool = True, retrain: bool = False,
             **settings) -> Run:
     """The model for these settings: the stored one, or trained now and stored.
@@ -274,9 +274,10 @@ def get_run(scale: str = presets.DEFAULT_SCALE, pos: str = "alibi", corpus: str 
         if overrides:
             raise UserError("give the settings either as an overrides dict or as keywords, not both")
         overrides = settings
-    _, model_cfg, data_cfg, train_cfg = resolve(scale, pos, corpus, overrides)
-    changed = describe(model_cfg, data_cfg, train_cfg, scale)
-    command = train_command(scale, pos, corpus, changed)
+    scale = preset.name  # the run store and the bundle name a model's preset by its name
+    _, model_cfg, data_cfg, train_cfg = resolve(preset, pos, corpus, overrides)
+    changed = describe(model_cfg, data_cfg, train_cfg, preset)
+    command = train_command(preset, pos, corpus, changed)
     several = distributed.world_size() > 1 and train
     if several:
         distributed.init()
@@ -330,7 +331,7 @@ def get_run(scale: str = presets.DEFAULT_SCALE, pos: str = "alibi", corpus: str 
                         f"a training step of {per_rank} x {train_cfg.l_tr} tokens and {train_cfg.eval_batches:,} "
                         "validation batches", resources.training_fix(model_cfg, train_cfg, per_rank))
     check_bias(model_cfg, train_cfg.l_tr)  # a nan or +inf bias is one line, before anything is stored
-    if main and (presets.get(scale).shipped or cost.training_flops(model_cfg, train_cfg) >= cost.ANNOUNCED_FLOPS):
+    if main and (preset.shipped or cost.training_flops(model_cfg, train_cfg) >= cost.ANNOUNCED_FLOPS):
         print(f"training {scale} {pos} on {corpus}{''.join(f', {k}={v}' for k, v in sorted(changed.items()))}: "
               f"{hours_to_train(scale, model_cfg, train_cfg)}", file=sys.stderr, flush=True)
     with storage.locked(runs_dir() / f".{key}.lock") if main else contextlib.nullcontext():
@@ -390,7 +391,7 @@ def _prepare_data(data_cfg: DataConfig, *, progress: bool, several: bool):
 def _row(run: Run) -> dict:
     path = run.path
     row = {"key": run.key, "pos": run.pos, "scale": run.scale, "corpus": run.data_cfg.corpus,
-           "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, run.scale),
+           "settings": describe(run.model_cfg, run.data_cfg, run.train_cfg, presets.get(run.scale)),
            "steps": run.train_cfg.steps, "size_bytes": storage.dir_size(path)}
     if is_complete(path):
         run.verify(weights=False)  # the settings and metrics

@@ -20,6 +20,7 @@ from typing import Callable
 
 from rflens import data, storage
 from rflens.errors import UserError
+from rflens.setup import presets
 from rflens.setup.config import DataConfig, EvalConfig, ModelConfig, TrainConfig
 from rflens.store import bundle
 from rflens.store.trained import TrainedModel
@@ -100,8 +101,8 @@ class ShippedRun(TrainedModel):
         kept (the run store's model is then read before the bundle's)."""
         from rflens.setup.settings import describe, train_command
 
-        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, self.scale)
-        return train_command(self.scale, self.result["pos"], self.data_cfg.corpus, changed) + " --retrain"
+        changed = describe(self.model_cfg, self.data_cfg, self.train_cfg, presets.get(self.scale))
+        return train_command(presets.get(self.scale), self.result["pos"], self.data_cfg.corpus, changed) + " --retrain"
 
     @property
     def metrics(self) -> dict:
@@ -307,7 +308,6 @@ def _rates(scale: str) -> dict[str, list[tuple[float, float]]]:
     """{vector unit: [:func:`rflens.training.cost.rates` of each finished shipped model trained
     on a CPU with it]}: the models of ``scale``'s bundle, or, while it has none, of every
     shipped preset's (a FLOP rate is the core's, whichever run it was measured in)."""
-    from rflens.setup import presets
     from rflens.training import cost
 
     pools: dict[str, list[tuple[float, float]]] = {}
@@ -344,26 +344,25 @@ def one_core_speed(scale: str = "long"):
     return median_speed(pool, f"{here} CPUs like this one" if here in pools else "other machines")
 
 
-def one_core_minutes(specs: list, scale: str = "long", at=None, *, resumed: bool = False) -> list[float] | None:
-    """The one-core minutes of each model of ``specs`` at ``at`` (default :func:`one_core_speed`,
-    the shipped models' speed on this kind of CPU), or, with ``resumed``, of what is left of
-    each from its kept state (:func:`kept`); None when no model is shipped to time."""
-    from rflens.setup import presets
+def one_core_minutes(specs: list, run: presets.LongRun, at=None, *, resumed: bool = False) -> list[float] | None:
+    """The one-core minutes of each model of ``specs`` of the long run ``run`` at ``at``
+    (default :func:`one_core_speed`, the shipped models' speed on this kind of CPU), or, with
+    ``resumed``, of what is left of each from its kept state (:func:`kept`); None when no
+    model is shipped to time."""
     from rflens.setup.settings import resolve
 
-    at = at or one_core_speed(scale)
+    at = at or one_core_speed(run.name)
     if at is None:
         return None
-    preset = presets.get(scale)
     out = []
     for spec in specs:
-        r = resolve(scale, spec.pos, spec.corpus, spec.settings())
-        out.append(at.minutes(r.model, r.train, preset.eval, preset.measured_points(r.train),
-                              *(kept(scale, spec.name) if resumed else ())))
+        r = resolve(run, spec.pos, spec.corpus, spec.settings())
+        out.append(at.minutes(r.model, r.train, run.eval, run.measured_points(r.train),
+                              *(kept(run.name, spec.name) if resumed else ())))
     return out
 
 
-def one_core_cost(specs: list, scale: str = "long", at=None, *, resumed: bool = False) -> str:
+def one_core_cost(specs: list, run: presets.LongRun, at=None, *, resumed: bool = False) -> str:
     """One line: the time ``specs`` take to train (with ``resumed``, what is left of them from
     their kept states), on one core and on two, and the speed that times them
     (:func:`rflens.training.cost.one_core_line`)."""
@@ -371,7 +370,7 @@ def one_core_cost(specs: list, scale: str = "long", at=None, *, resumed: bool = 
 
     if not specs:
         return "nothing: no model is left to train"
-    at = at or one_core_speed(scale)
+    at = at or one_core_speed(run.name)
     if at is None:
         return "not timed: no finished model shipped yet"
-    return one_core_line(one_core_minutes(specs, scale, at, resumed=resumed), at)
+    return one_core_line(one_core_minutes(specs, run, at, resumed=resumed), at)

@@ -11,6 +11,7 @@ scale (Figure 11's and Table 1's, if they are stored).
 from __future__ import annotations
 
 from pathlib import Path
+from rflens.setup import presets
 
 NOTEBOOK = Path(__file__).with_name("explore.ipynb")
 
@@ -23,9 +24,9 @@ def stored_curves(scale: str) -> dict[str, dict]:
 
     curves = {}
     for experiment in ("figure11", "table1"):
-        for spec in ex.models_of(scale, experiment):
+        for spec in ex.models_of(presets.get(scale), experiment):
             try:
-                curves.update(ex.erf_curves(scale, [spec], train=False))
+                curves.update(ex.erf_curves(presets.get(scale), [spec], train=False))
             except UserError:  # not stored: nothing to show for it
                 continue
     return curves
