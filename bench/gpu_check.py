@@ -6,7 +6,7 @@
    FlexAttention): tokens/s over timed steps and the MFU against the device's bf16 peak.
 3. One ``small`` model trained end to end through the run store, with its time.
 4. The ``small`` book's training time estimated from that model's tokens/s (every model of
-   ``rflens.experiments.book_models.model_plan("small")``, by its tokens).
+   ``rflens.experiments.book_models.model_plan(presets.get("small"))``, by its tokens).
 
     bash bench/gpu_check.sh               # everything, on the GPU
     bash bench/gpu_check.sh --dry-run     # on any machine: every step up to the first CUDA call

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import pytest
 from plotly_overlaps import OVERLAPS_JS, TEXT_OVERLAPS_JS
 
-from rflens.setup.presets import BOOK_LONG
+from rflens.setup.presets import BOOK_LONG, NAMES as SCALE_NAMES
 
 pytestmark = pytest.mark.browser
 
@@ -357,7 +357,6 @@ def test_the_fact_reader_finds_a_contradiction_between_two_pages():
 # "Claim 12 holds by construction" (a pass at every scale).
 RESULT_WORDS = {"pass": "pass", "fail": "fail", "not decided": "not decided", "not run": "not run",
                 "held": "pass", "hold": "pass", "did not hold": "fail", "not checked": "not run"}
-SCALE_NAMES = ("smoke", "tiny", "long", "long-repeated", "long-extended", "deep", "small", "full")
 
 
 def _ids(text: str) -> list[int]:

@@ -1,6 +1,6 @@
 """The run store: every trained model, found again by its configuration.
 
-Every chapter of the book asks for models by configuration (``get_run("tiny", "alibi",
+Every chapter of the book asks for models by configuration (``get_run(presets.get("tiny"), "alibi",
 "prose", slope_shift=-3)`` for a row of Table 1 of Chi et al., ACL 2023). The first call
 trains the model; later calls return the stored one at once. A model lives in
 ``runs/<key>/`` (``RFLENS_RUNS`` overrides the folder)::
