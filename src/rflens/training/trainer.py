@@ -33,7 +33,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,9 +41,6 @@ from rflens.errors import UserError
 from rflens.setup.config import DataConfig, ModelConfig, TrainConfig
 from rflens.storage import atomic_path, atomic_write, sha256_file, write_json
 from rflens.training import distributed
-
-if TYPE_CHECKING:  # torch is imported where a model is trained
-    import torch
 
 CHECKPOINT_POINTER = "checkpoint.json"  # names the current checkpoint file and its sha256
 WEIGHTS = "model.safetensors"
@@ -327,7 +323,7 @@ def _checkpoint(out_dir: Path, model, optimizer, batches: Batches, progress: Pro
     }, progress.step)
 
 
-def train_step(step_fn, model, optimizer, chunk, lr: float, cfg: TrainConfig, autocast) -> "torch.Tensor":
+def train_step(step_fn, model, optimizer, chunk, lr: float, cfg: TrainConfig, autocast) -> "torch.Tensor":  # noqa: F821
     """One optimisation step on the windows ``chunk`` (B, L + 1): the loss of predicting
     each next token, its gradients (clipped at ``cfg.grad_clip``), an AdamW step at ``lr``.
     Returns the loss, detached and still on the device."""
