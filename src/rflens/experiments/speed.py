@@ -153,12 +153,19 @@ def record_speed(preset: presets.Preset, positions=None, *, rounds: int = SPEED_
 
     from rflens import storage
     from rflens.store import runs
-    if preset.shipped and preset.read_only:  # a control is read, never written: its record stays the one it shipped with
-        from rflens.errors import UserError
+    from rflens.errors import UserError
 
-        raise UserError(f"the {preset.name} bundle is a read-only control: its speed record is the one it shipped "
-                        "with; record a speed at a scale that trains here (--scale long, or a small preset)")
     positions = [str(p) for p in (preset.sweeps.table3_pos if positions is None else positions)]
+    if not positions:  # nothing to time: a run without Table 3 (deep) has no speed to record
+        raise UserError(f"the {preset.name} run trains no Table 3 models, so it has no training speed to record: "
+                        "drop --record-speed, or record one at a preset with Table 3 (--scale smoke)")
+    if preset.shipped:  # a shipped bundle's files are never rewritten here: its record stays the one it shipped with
+        shipped = speed_record_path(preset)
+        if preset.read_only or shipped.exists():
+            what = "a read-only control" if preset.read_only else "shipped"
+            raise UserError(f"the {preset.name} bundle is {what} and keeps the speed record it shipped with "
+                            f"({shipped}), which claim 16 reads; it is never replaced: drop --record-speed, or record "
+                            "a speed at a preset that trains here (--scale smoke)")
     seconds = time_steps({p: preset.model.replace(pos=p) for p in positions}, preset.train, rounds=rounds, steps=steps,
                          progress=progress)
     tokens = preset.train.batch_size * preset.train.l_tr
