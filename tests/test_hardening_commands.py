@@ -54,3 +54,13 @@ def test_record_speed_without_table3_is_one_line(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no Table 3" in err[0] and "--record-speed" in err[0], err
     assert _files(top) == before
+
+
+@pytest.mark.parametrize("l_tr", ["1"])
+def test_an_l_tr_too_short_to_evaluate_is_refused_when_set(tmp_path, monkeypatch, capsys, l_tr):
+    """Item 10: `train --set train.l_tr=1` trained a model no evaluation could read."""
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    assert main(["train", "--scale", "smoke", "--set", f"train.l_tr={l_tr}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"l_tr={l_tr}" in err[0] and "train.l_tr=2" in err[0], err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("result.json"))

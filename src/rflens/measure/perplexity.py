@@ -52,7 +52,7 @@ from rflens.errors import UserError
 from rflens.measure import resources
 from rflens.measure.intervals import bootstrap_ppl, CI_LEVEL, N_BOOTSTRAP
 from rflens.model import positional
-from rflens.setup.config import ConfigError, EvalConfig, PROTOCOLS
+from rflens.setup.config import ConfigError, EvalConfig, MIN_EVAL_LENGTH, PROTOCOLS
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
 EVAL_VERSION = 3  # 2: the windowed protocols score the last-token protocol's region; 3: redrawn segments
@@ -84,9 +84,9 @@ def check_lengths(lengths, max_length: int | None = None) -> list[int]:
     if not lengths:
         raise UserError("lengths is empty: give at least one evaluation length, e.g. --lengths 64,128")
     lengths = list(dict.fromkeys(lengths))  # a length given twice is measured (and printed) once
-    bad = [x for x in lengths if x <= 1]
+    bad = [x for x in lengths if x < MIN_EVAL_LENGTH]
     if bad:
-        raise UserError(f"evaluation length {bad[0]} is too short: every length must be at least 2 tokens")
+        raise UserError(f"evaluation length {bad[0]} is too short: every length must be at least {MIN_EVAL_LENGTH} tokens")
     if max_length is not None and max(lengths) > max_length:
         raise UserError(f"evaluation length {max(lengths)} needs segments of {max(lengths) + 1} tokens, "
                         f"but the segments have {max_length + 1}: use longer segments or shorter lengths")

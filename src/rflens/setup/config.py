@@ -236,6 +236,9 @@ class DataConfig(_Settings):
         _positive("max_bytes", self.max_bytes, allow_none=True)
 
 
+MIN_EVAL_LENGTH = 2  # the shortest length a perplexity reads: one token predicted from one before it
+
+
 @dataclass(frozen=True)
 class TrainConfig(_Settings):
     """The training recipe (defaults: shared by KERPLE and the paper, scaled by presets)."""
@@ -266,6 +269,9 @@ class TrainConfig(_Settings):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ConfigError(name, v, "must be a positive integer")
+        if self.l_tr < MIN_EVAL_LENGTH:  # trainable, but no evaluation could read it (measure.perplexity.check_lengths)
+            raise ConfigError("l_tr", self.l_tr, f"must be at least {MIN_EVAL_LENGTH} tokens: an evaluation at "
+                              f"L_tr predicts each token from those before it (--set train.l_tr={MIN_EVAL_LENGTH} or more)")
         if self.steps > MAX_STEPS:
             raise ConfigError("steps", self.steps, f"must be at most {MAX_STEPS:,} (MAX_STEPS: more than any "
                               "machine trains; a billion steps of the smoke preset already take weeks)")
