@@ -64,3 +64,69 @@ def test_an_l_tr_too_short_to_evaluate_is_refused_when_set(tmp_path, monkeypatch
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"l_tr={l_tr}" in err[0] and "train.l_tr=2" in err[0], err
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("result.json"))
+
+
+def _one_line(capsys, *argv) -> str:
+    code = main(list(argv))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+def test_explore_on_a_port_in_use_names_that_port(capsys):
+    """Item 11: Voilà served N+1 while explore printed N."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        err = _one_line(capsys, "explore", "--scale", "smoke", "--port", str(port), "--no-browser")
+    assert f"--port {port} is in use" in err and f"--port {port + 1}" in err, err
+
+
+def test_export_to_a_tilde_folder_writes_into_home(tmp_path, monkeypatch, store, capsys):
+    """Item 11: `runs --export=~/tt` (no shell expansion after =) made a folder named ~."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", "--export=~/tt"]) == 0
+    assert not (tmp_path / "~").exists()
+    assert (tmp_path / "home" / "tt" / "runs.csv").is_file()
+    assert str(tmp_path / "home" / "tt") in capsys.readouterr().out
+
+
+def test_a_length_longer_than_the_test_split_names_the_length_typed(store, capsys):
+    """Item 11: `evaluate --lengths 100000` said "length=100001"."""
+    assert main(["train", "--scale", "smoke", "--set", "steps=4", "--quiet"]) == 0
+    capsys.readouterr()
+    err = _one_line(capsys, "evaluate", "--scale", "smoke", "--set", "steps=4", "--lengths", "100000", "--quiet")
+    assert "evaluation length 100000 " in err and "length=100001" not in err and "--lengths" in err, err
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_scheme_file_that_is_not_a_file_says_what_it_is(tmp_path, capsys, kind):
+    """Item 11: `--schemes DIR` said "not found"."""
+    import os
+
+    path = tmp_path / "schemes"
+    path.mkdir() if kind == "folder" else os.mkfifo(path)
+    err = _one_line(capsys, "--schemes", str(path), "bias", "--pos", "alibi")
+    assert "not found" not in err and str(path) in err and ("folder" if kind == "folder" else "not a regular") in err
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_data_files_that_are_not_files_say_what_they_are(tmp_path, monkeypatch, capsys, kind):
+    """Item 11: `--files` with a FIFO or a folder said "no such file"."""
+    import os
+
+    monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
+    path = tmp_path / "corpus.txt"
+    path.mkdir() if kind == "folder" else os.mkfifo(path)
+    err = _one_line(capsys, "data", "--source", "files", "--files", str(path), "--quiet")
+    assert "no such file" not in err and str(path) in err and ("folder" if kind == "folder" else "not a regular") in err
+
+
+def test_a_bias_of_too_many_heads_names_heads(capsys):
+    """Item 11: `bias --heads 1000000000` advised only a shorter --length."""
+    err = _one_line(capsys, "bias", "--pos", "alibi", "--heads", "1000000000")
+    assert "--heads 1,000,000,000" in err and "fewer heads" in err, err

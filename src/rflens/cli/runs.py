@@ -62,7 +62,7 @@ def run(args) -> int:
         target = Path(export).expanduser()
         made = not target.exists()
         try:
-            written = export_store(export)
+            written = export_store(target)  # ~ expanded: --export=~/t (no shell expansion after =) is the home folder
         except BaseException:
             if made and target.is_dir() and not any(target.iterdir()):
                 target.rmdir()  # the folder this export made, left empty: not left behind

@@ -244,7 +244,11 @@ def _files_key(cfg: DataConfig) -> list[dict]:
     for f in cfg.files:
         p = Path(f)
         if not p.is_file():
-            raise UserError(f"no such file: {f} (give text, jsonl or parquet files with --files PATH ...)")
+            if not p.exists():
+                raise UserError(f"no such file: {f} (give text, jsonl or parquet files with --files PATH ...)")
+            what = ("a folder: name the files in it" if p.is_dir() else
+                    "not a regular file (a pipe or a device can be read only once; a corpus is read again)")
+            raise UserError(f"{f} is {what} (give text, jsonl or parquet files with --files PATH ...)")
         st = p.stat()
         out.append({"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return out

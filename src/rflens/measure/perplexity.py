@@ -337,6 +337,11 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
         # a bias that is not finite at the longest length: one line naming the setting or the file
         positional.check_bias(model.cfg, max(lengths), model.pos)
         corpus = run.corpus()
+        total = len(corpus.tokens("test"))
+        if protocol == "last_token" and max(lengths) + 1 > total:  # a length of L reads L + 1 tokens: L inputs, 1 target
+            raise UserError(f"evaluation length {max(lengths)} reads {max(lengths) + 1} tokens ({max(lengths)} of "
+                            f"context and the one it predicts), but the {getattr(corpus, 'name', 'corpus')} test split has {total}: use "
+                            f"lengths up to {total - 1} (--lengths), or more data (max_bytes)")
         if protocol == "last_token":
             segments, about = corpus_segments(corpus, n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
             nll = np.concatenate([last_token_nll(model, segments, group, batch_size=ev.batch_size, progress=progress)

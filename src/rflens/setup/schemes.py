@@ -130,7 +130,9 @@ def load_files(paths=None) -> list[str]:
         if str(path) in _LOADED:
             continue
         if not path.is_file():
-            raise UserError(f"scheme file {raw} not found (from {ENV} or load_schemes): give the path of a .py file")
+            what = ("is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "not found")
+            raise UserError(f"scheme file {raw} {what} (from --schemes, {ENV} or load_schemes): give the path of a "
+                            ".py file")
         name = f"rflens_schemes_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
         spec = importlib.util.spec_from_file_location(name, path) if path.suffix == ".py" else None
         if spec is None or spec.loader is None:
