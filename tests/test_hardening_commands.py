@@ -130,3 +130,20 @@ def test_a_bias_of_too_many_heads_names_heads(capsys):
     """Item 11: `bias --heads 1000000000` advised only a shorter --length."""
     err = _one_line(capsys, "bias", "--pos", "alibi", "--heads", "1000000000")
     assert "--heads 1,000,000,000" in err and "fewer heads" in err, err
+
+
+def test_claims_at_the_full_preset_on_a_cpu_is_refused_naming_a_preset_that_fits(store, monkeypatch, capsys):
+    """Item 14: `claims --scale full` on a CPU printed "about 145121 hours on one core" and went on."""
+    import torch
+
+    from rflens.claims import scoreboard
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(scoreboard, "scoreboard", lambda *a, **k: pytest.fail("started the board"))
+    err = _one_line(capsys, "claims", "--scale", "full")
+    assert "no GPU" in err and "--scale small" in err and "hours on one core" in err, err
+    # the preset it names is accepted: its estimate stays under the limit
+    from rflens.cli.claims import _refuse_beyond_a_cpu
+    from rflens.setup import presets
+
+    _refuse_beyond_a_cpu(presets.get("small"))
