@@ -147,3 +147,11 @@ def test_claims_at_the_full_preset_on_a_cpu_is_refused_naming_a_preset_that_fits
     from rflens.setup import presets
 
     _refuse_beyond_a_cpu(presets.get("small"))
+
+
+def test_reproduce_at_an_extending_run_advises_what_builds_its_chapters(store, capsys):
+    """Item 8: `reproduce --scale long-extended --chapters 03 --plan` advised `emergence --scale
+    long-extended`, which answers "nothing to train"; the advice it gives now is accepted."""
+    err = _one_line(capsys, "reproduce", "--scale", "long-extended", "--chapters", "03", "--plan")
+    assert "emergence --scale long-extended" not in err and "reproduce --scale long --chapters 03" in err, err
+    assert main(["reproduce", "--scale", "long", "--chapters", "03", "--plan"]) == 0

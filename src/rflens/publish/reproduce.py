@@ -194,7 +194,12 @@ def shipped_fix(scale: str, chapters) -> str:
     weights = [c for c in chapters if any(e not in from_bundle.SERVED_EXPERIMENTS for e in CHAPTER_EXPERIMENTS.get(c, ()))]
     trained = [c for c in chapters if c not in weights]
     parts = []
-    if trained and presets.get(scale).shipped and presets.get(scale).read_only:
+    base = getattr(presets.get(scale), "extends", None)
+    if trained and base:  # a run that extends another trains only its own models further: the chapters are the base's
+        parts.append(f"{scale} trains models of the {base} run further and holds no others: "
+                     f"`python -m rflens reproduce --scale {base} --chapters {','.join(trained)}` builds chapter(s) "
+                     f"{', '.join(trained)} from the {base} bundle")
+    elif trained and presets.get(scale).shipped and presets.get(scale).read_only:
         parts.append(f"chapter(s) {', '.join(trained)}: {bundle.restore_fix(scale)}")
     elif trained:
         parts.append(f"`python -m rflens emergence --scale {scale}` trains the models of chapter(s) {', '.join(trained)}")
