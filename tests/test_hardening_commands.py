@@ -155,3 +155,16 @@ def test_reproduce_at_an_extending_run_advises_what_builds_its_chapters(store, c
     err = _one_line(capsys, "reproduce", "--scale", "long-extended", "--chapters", "03", "--plan")
     assert "emergence --scale long-extended" not in err and "reproduce --scale long --chapters 03" in err, err
     assert main(["reproduce", "--scale", "long", "--chapters", "03", "--plan"]) == 0
+
+
+def test_the_hub_advice_names_flags_that_train_accepts(store, monkeypatch, capsys):
+    """Item 14: the hub's advice `--source embedded` is rejected by `train`: the advice names
+    the form each command takes, and train accepts its own."""
+    import re
+
+    from rflens.data.sources import HUB_FIX
+
+    assert "--source embedded" in HUB_FIX  # the data command's own flag
+    sets = re.findall(r"--set source=\w+", HUB_FIX)
+    assert sets == ["--set source=embedded", "--set source=files"], HUB_FIX
+    assert main(["train", "--scale", "smoke", "--set", "steps=2", "--quiet", *sets[0].split()]) == 0

@@ -144,7 +144,8 @@ def _embedded_documents(corpus: str, progress: bool):
 
 # ----------------------------------------------------------------------------- the Hugging Face hub
 
-HUB_FIX = "use the embedded corpora (--source embedded) or local files (--source files PATH ...)"
+HUB_FIX = ("use the embedded corpora (data --source embedded; train and evaluate --set source=embedded) or local "
+           "files (data --source files --files PATH ...; train and evaluate --set source=files --set files=PATH)")
 
 
 def _hub_name(cfg: DataConfig) -> str:
