@@ -44,7 +44,7 @@ def run(args) -> int:
     if args.length is None or args.length <= 0:
         raise UserError(f"--length must be a positive integer, got {args.length}")
     # the bias table and the distances it is computed from, a few float32 copies of (H, L)
-    resources.check(16.0 * cfg.n_head * args.length, f"a bias of {cfg.n_head:,} heads over {args.length:,} distances",
+    resources.check(16.0 * cfg.n_head * args.length, f"a bias over {args.length:,} distances for {cfg.n_head:,} heads",
                     f"use fewer heads (--heads {args.heads:,}) or a shorter --length ({args.length:,})")
     bias = last_query_bias(cfg, args.length)  # (H, L)
     if args.json:
