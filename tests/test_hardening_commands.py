@@ -168,3 +168,14 @@ def test_the_hub_advice_names_flags_that_train_accepts(store, monkeypatch, capsy
     sets = re.findall(r"--set source=\w+", HUB_FIX)
     assert sets == ["--set source=embedded", "--set source=files"], HUB_FIX
     assert main(["train", "--scale", "smoke", "--set", "steps=2", "--quiet", *sets[0].split()]) == 0
+
+
+def test_a_run_without_table3_is_not_sent_to_record_a_speed_it_cannot_time():
+    from rflens.claims import statements
+    from rflens.claims.outcomes import Missing
+
+    check = statements.BY_ID[16].check
+    with pytest.raises(Missing, match="the deep run trains no Table 3 model"):
+        check({"scale": "deep"})
+    with pytest.raises(Missing, match="--scale long --record-speed"):
+        check({"scale": "long"})

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from rflens import paper
+from rflens.setup import presets
 from rflens.claims.legacy import LEGACY
 from rflens.claims.outcomes import LEVEL, Missing, all_of, at_least, straddles
 from rflens.claims.rows import (alibi_row, extrapolates_row, family_rows, learned_and_free, lengths_beyond, ppl_ratio,
@@ -580,6 +581,8 @@ def t5_slower_than_sandwich(res):
     construction."""
     rec = res.get("speed_record")
     if not isinstance(rec, dict):
+        if res.get("scale") and not presets.get(res["scale"]).sweeps.table3_pos:  # no Table 3 model to time
+            raise Missing(f"the {res['scale']} run trains no Table 3 model: its speeds are read at a run that does")
         scale = f" --scale {res['scale']}" if res.get("scale") else ""
         raise Missing(f"no recorded training speed: record it once with `python -m rflens claims{scale} --record-speed`")
     speeds = rec.get("tokens_per_s", {})
