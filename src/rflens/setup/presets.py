@@ -2,9 +2,8 @@
 
 Chi et al. (ACL 2023) train R = 12 layers, H = 12 heads, d = 768 at L_tr = 512 for 50k steps
 (Section 2, with the recipe of the KERPLE code base they build on). That is the ``full``
-preset. The
-smaller presets shrink the model and the training length but keep what the paper's
-arguments depend on:
+preset. The smaller presets shrink the model and the training length but keep what the
+paper's arguments depend on:
 
 * evaluation lengths are multiples of L_tr (L_ex = L_tr x 1, 2, 4, 8, 16);
 * the receptive-field analysis looks at segments of 4 x L_tr;
