@@ -55,3 +55,28 @@ def smoke_long_run(monkeypatch):
 
     base = presets._BUILDERS["smoke"]
     monkeypatch.setitem(presets._BUILDERS, "smoke", lambda: presets.LongRun.of(base()))
+
+
+@pytest.fixture
+def bundle_copy(tmp_path, monkeypatch):
+    """A function: the shipped bundle ``name`` without its weights, resealed, as this test's own
+    ``$RFLENS_REFERENCE`` (with a run store of its own); returns the copy's folder."""
+    import shutil
+
+    from rflens import storage
+    from rflens.store import bundle
+
+    def copy(name):
+        top = tmp_path / "reference" / name
+        shutil.copytree(bundle.bundle_dir(name), top, ignore=shutil.ignore_patterns(bundle.WEIGHTS))
+        for d in top.iterdir():  # the copy leaves the weights out: its manifests say so
+            if d.is_dir() and (d / bundle.MANIFEST).is_file():
+                man = storage.read_json(d / bundle.MANIFEST)
+                man["sha256"].pop(bundle.WEIGHTS, None)
+                storage.write_json(d / bundle.MANIFEST, man, newline=True)
+        bundle.seal(name, tmp_path / "reference")
+        monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+        monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+        return top
+
+    return copy

@@ -5,38 +5,20 @@ of the commands say what the user typed."""
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
-from rflens import storage
 from rflens.cli import main
 from rflens.experiments import speed
-from rflens.store import bundle
-
-
-def _copy_bundle(name, tmp_path, monkeypatch):
-    """The shipped bundle ``name`` without its weights, resealed, as this test's own $RFLENS_REFERENCE."""
-    top = tmp_path / "reference" / name
-    shutil.copytree(bundle.bundle_dir(name), top, ignore=shutil.ignore_patterns(bundle.WEIGHTS))
-    for d in top.iterdir():  # the copy leaves the weights out: its manifests say so
-        if d.is_dir() and (d / bundle.MANIFEST).is_file():
-            man = storage.read_json(d / bundle.MANIFEST)
-            man["sha256"].pop(bundle.WEIGHTS, None)
-            storage.write_json(d / bundle.MANIFEST, man, newline=True)
-    bundle.seal(name, tmp_path / "reference")
-    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
-    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
-    return top
 
 
 def _files(top):
     return {p: p.read_bytes() for p in top.rglob("*") if p.is_file()}
 
 
-def test_record_speed_never_rewrites_a_shipped_record(tmp_path, monkeypatch, capsys):
-    """Item 1: `claims --scale long --record-speed` kept the shipped record, resealed, in place."""
-    top = _copy_bundle("long", tmp_path, monkeypatch)
+def test_record_speed_never_rewrites_a_shipped_record(bundle_copy, monkeypatch, capsys):
+    """`claims --scale long --record-speed` kept the shipped record, resealed, in place."""
+    top = bundle_copy("long")
     assert (top / speed.RECORD_FILE).is_file()
     monkeypatch.setattr(speed, "time_steps", lambda *a, **k: pytest.fail("timed a shipped bundle's models"))
     before = _files(top)
@@ -46,9 +28,9 @@ def test_record_speed_never_rewrites_a_shipped_record(tmp_path, monkeypatch, cap
     assert _files(top) == before
 
 
-def test_record_speed_without_table3_is_one_line(tmp_path, monkeypatch, capsys):
-    """Item 7: deep trains no Table 3 models: --record-speed is one line, not min() of nothing."""
-    top = _copy_bundle("deep", tmp_path, monkeypatch)
+def test_record_speed_without_table3_is_one_line(bundle_copy, monkeypatch, capsys):
+    """Deep trains no Table 3 models: --record-speed is one line, not min() of nothing."""
+    top = bundle_copy("deep")
     before = _files(top)
     assert main(["claims", "--scale", "deep", "--record-speed"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -58,7 +40,7 @@ def test_record_speed_without_table3_is_one_line(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("l_tr", ["1"])
 def test_an_l_tr_too_short_to_evaluate_is_refused_when_set(tmp_path, monkeypatch, capsys, l_tr):
-    """Item 10: `train --set train.l_tr=1` trained a model no evaluation could read."""
+    """`train --set train.l_tr=1` trained a model no evaluation could read."""
     monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
     assert main(["train", "--scale", "smoke", "--set", f"train.l_tr={l_tr}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -74,7 +56,7 @@ def _one_line(capsys, *argv) -> str:
 
 
 def test_explore_on_a_port_in_use_names_that_port(capsys):
-    """Item 11: Voilà served N+1 while explore printed N."""
+    """Voilà served N+1 while explore printed N."""
     import socket
 
     with socket.socket() as held:
@@ -86,7 +68,7 @@ def test_explore_on_a_port_in_use_names_that_port(capsys):
 
 
 def test_export_to_a_tilde_folder_writes_into_home(tmp_path, monkeypatch, store, capsys):
-    """Item 11: `runs --export=~/tt` (no shell expansion after =) made a folder named ~."""
+    """`runs --export=~/tt` (no shell expansion after =) made a folder named ~."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     assert main(["runs", "--export=~/tt"]) == 0
@@ -96,7 +78,7 @@ def test_export_to_a_tilde_folder_writes_into_home(tmp_path, monkeypatch, store,
 
 
 def test_a_length_longer_than_the_test_split_names_the_length_typed(store, capsys):
-    """Item 11: `evaluate --lengths 100000` said "length=100001"."""
+    """`evaluate --lengths 100000` said "length=100001"."""
     assert main(["train", "--scale", "smoke", "--set", "steps=4", "--quiet"]) == 0
     capsys.readouterr()
     err = _one_line(capsys, "evaluate", "--scale", "smoke", "--set", "steps=4", "--lengths", "100000", "--quiet")
@@ -105,7 +87,7 @@ def test_a_length_longer_than_the_test_split_names_the_length_typed(store, capsy
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
 def test_a_scheme_file_that_is_not_a_file_says_what_it_is(tmp_path, capsys, kind):
-    """Item 11: `--schemes DIR` said "not found"."""
+    """`--schemes DIR` said "not found"."""
     import os
 
     path = tmp_path / "schemes"
@@ -116,7 +98,7 @@ def test_a_scheme_file_that_is_not_a_file_says_what_it_is(tmp_path, capsys, kind
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
 def test_data_files_that_are_not_files_say_what_they_are(tmp_path, monkeypatch, capsys, kind):
-    """Item 11: `--files` with a FIFO or a folder said "no such file"."""
+    """`--files` with a FIFO or a folder said "no such file"."""
     import os
 
     monkeypatch.setenv("RFLENS_DATA", str(tmp_path / "data"))
@@ -127,13 +109,13 @@ def test_data_files_that_are_not_files_say_what_they_are(tmp_path, monkeypatch, 
 
 
 def test_a_bias_of_too_many_heads_names_heads(capsys):
-    """Item 11: `bias --heads 1000000000` advised only a shorter --length."""
+    """`bias --heads 1000000000` advised only a shorter --length."""
     err = _one_line(capsys, "bias", "--pos", "alibi", "--heads", "1000000000")
     assert "--heads 1,000,000,000" in err and "fewer heads" in err, err
 
 
 def test_claims_at_the_full_preset_on_a_cpu_is_refused_naming_a_preset_that_fits(store, monkeypatch, capsys):
-    """Item 14: `claims --scale full` on a CPU printed "about 145121 hours on one core" and went on."""
+    """`claims --scale full` on a CPU printed "about 145121 hours on one core" and went on."""
     import torch
 
     from rflens.claims import scoreboard
@@ -150,7 +132,7 @@ def test_claims_at_the_full_preset_on_a_cpu_is_refused_naming_a_preset_that_fits
 
 
 def test_reproduce_at_an_extending_run_advises_what_builds_its_chapters(store, capsys):
-    """Item 8: `reproduce --scale long-extended --chapters 03 --plan` advised `emergence --scale
+    """`reproduce --scale long-extended --chapters 03 --plan` advised `emergence --scale
     long-extended`, which answers "nothing to train"; the advice it gives now is accepted."""
     err = _one_line(capsys, "reproduce", "--scale", "long-extended", "--chapters", "03", "--plan")
     assert "emergence --scale long-extended" not in err and "reproduce --scale long --chapters 03" in err, err
@@ -158,7 +140,7 @@ def test_reproduce_at_an_extending_run_advises_what_builds_its_chapters(store, c
 
 
 def test_the_hub_advice_names_flags_that_train_accepts(store, monkeypatch, capsys):
-    """Item 14: the hub's advice `--source embedded` is rejected by `train`: the advice names
+    """The hub's advice `--source embedded` is rejected by `train`: the advice names
     the form each command takes, and train accepts its own."""
     import re
 
