@@ -94,3 +94,15 @@ def test_the_sealed_predictions_are_what_the_code_computes_from_the_shipped_curv
     if sealed is None:
         pytest.skip(f"{LADDER} has no sealed predictions")
     assert sealed == clock.predict(presets.get(LADDER), n_boot=sealed["n_boot"])
+
+
+def test_the_command_seals_once_and_refuses_a_run_that_is_no_ladder(reference, capsys):
+    from rflens.cli import main
+
+    shutil.copytree(storage.package_repo() / "reference" / "deep", reference / "deep")
+    assert main(["emergence", "--scale", LADDER, "--predict"]) == 0
+    assert "sealed 8 models' predictions at 7 sizes" in capsys.readouterr().out
+    assert main(["emergence", "--scale", LADDER, "--predict"]) == 2
+    assert main(["emergence", "--scale", "deep", "--predict"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "never rewritten" in err[0] and "'deep' is not a ladder" in err[1], err

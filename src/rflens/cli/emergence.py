@@ -61,7 +61,7 @@ def _predict(args, run: LongRun) -> int:
 
     if args.list or args.check is not None or args.minutes is not None or args.only or args.adopt is not None:
         raise UserError("--predict seals a ladder's predictions: give it with --scale alone")
-    clock.base_of(run.name)
+    clock.base_of(run)  # a run that is no ladder: one line
     trained = [name for name, path in bundle.entries(run.name).items() if bundle.read_result(path)["points"]]
     if trained:
         raise UserError(f"{run.name} has measured models ({', '.join(trained)}): predictions are sealed before "

@@ -58,12 +58,9 @@ RULE = (f"a cell (model, size) decides when the clocks' {LEVEL:.0%} ranges do no
 def parameters(preset: Preset) -> int:
     """Every parameter of the preset's model (embeddings and LM head included), counted on
     the meta device."""
-    import torch
+    from rflens.training.cost import meta_model
 
-    from rflens.model.transformer import TransformerLM
-
-    with torch.device("meta"):
-        return TransformerLM(preset.model).num_params(non_embedding=False)
+    return meta_model(preset.model).num_params(non_embedding=False)
 
 
 def paper_tokens_per_parameter() -> float:
