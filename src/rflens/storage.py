@@ -97,10 +97,56 @@ def data_dir() -> Path:
     return Path(env).expanduser().resolve() if env else project_dir() / "data"
 
 
-def runs_dir() -> Path:
-    """Where trained models and their results live: ``$RFLENS_RUNS``, else ``<project>/runs``."""
+def runs_dir(check: bool = True) -> Path:
+    """Where trained models and their results live: ``$RFLENS_RUNS``, else ``<project>/runs``.
+    With ``check`` (every caller but an error message's), a UserError of one line when the
+    run store and a shipped bundles' folder (:func:`reference_dirs`) are one inside the other:
+    runs written there would land in the bundles, whose manifests no longer vouch for them."""
     env = os.environ.get("RFLENS_RUNS")
-    return Path(env).expanduser().resolve() if env else project_dir() / "runs"
+    path = Path(env).expanduser().resolve() if env else project_dir() / "runs"
+    if check:
+        _check_apart(path, env)
+    return path
+
+
+def reference_dirs() -> list[Path]:
+    """The shipped bundles' folders no command but the bundle's writers writes into, resolved:
+    :func:`reference_dir` and the repository's own ``<project>/reference``."""
+    return list(dict.fromkeys([reference_dir().resolve(), (project_dir() / "reference").resolve()]))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or inside it (both resolved)."""
+    return path == folder or folder in path.parents
+
+
+_APART: set = set()  # (run store, bundles' folders) found apart, by this process
+
+
+def _check_apart(runs: Path, env: str | None) -> None:
+    """UserError unless the run store ``runs`` (``$RFLENS_RUNS`` given as ``env``, or the
+    default) and each shipped bundles' folder are apart: neither is, or holds, the other."""
+    runs = runs.resolve()
+    refs = reference_dirs()
+    key = (runs, *refs)
+    if key in _APART:
+        return
+    store = (f"the run store RFLENS_RUNS={env}" + ("" if env == str(runs) else f" ({runs})") if env
+             else f"the run store {runs} (RFLENS_RUNS unset)")
+    ref_env = os.environ.get("RFLENS_REFERENCE")
+    for ref in refs:
+        mine = bool(ref_env) and ref == reference_dir().resolve()
+        bundles = (f"RFLENS_REFERENCE={ref_env}" + ("" if ref_env == str(ref) else f" ({ref})") if mine
+                   else f"the shipped bundles' folder {ref}")
+        fix = ("point RFLENS_RUNS at a folder apart from the bundles (unset, it is <project>/runs)"
+               + (", or RFLENS_REFERENCE at the folder that holds only the bundles" if mine else ""))
+        if _inside(runs, ref):
+            raise UserError(f"{store} is inside {bundles}: runs written there would land in the shipped bundles: "
+                            + fix)
+        if _inside(ref, runs):
+            raise UserError(f"{bundles} is inside {store}: runs written there, and runs --clean, would change the "
+                            "shipped bundles: " + fix)
+    _APART.add(key)
 
 
 def reference_dir() -> Path:

@@ -193,7 +193,7 @@ def os_error_line(err: OSError) -> str:
     else:
         from rflens.storage import data_dir, runs_dir
 
-        path = f"in {runs_dir()} or {data_dir()}"
+        path = f"in {runs_dir(check=False)} or {data_dir()}"
     what = err.strerror or type(err).__name__
     if err.errno == errno.ENOSPC:
         fix = "free some space, or point RFLENS_RUNS / RFLENS_DATA at a larger disk"

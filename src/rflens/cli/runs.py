@@ -33,10 +33,10 @@ def _check_export(export: str) -> None:
                             "their source, and the command what it wrote, in UTF-8): rename the folder, or give one "
                             "whose name is UTF-8") from None
     target = Path(export).expanduser()
-    from rflens.storage import project_dir, reference_dir
+    from rflens.storage import reference_dirs
 
     where = target.resolve()
-    for ref in dict.fromkeys([reference_dir().resolve(), (project_dir() / "reference").resolve()]):
+    for ref in reference_dirs():
         if where == ref or ref in where.parents:  # its manifest would no longer vouch for the bundle
             raise UserError(f"--export {export} is inside the shipped bundles' folder {ref}: export the tables to a "
                             "folder outside it")

@@ -259,7 +259,7 @@ def keep_folder(path, scale: str | None = None) -> Path:
         raise UserError("--keep needs a folder to keep the retrained models in, e.g. --keep checked "
                         "(an empty name would be the current folder)")
     path = Path(path).expanduser().resolve()
-    for ref in dict.fromkeys([storage.reference_dir().resolve(), (storage.project_dir() / "reference").resolve()]):
+    for ref in storage.reference_dirs():
         if path == ref or ref in path.parents:
             raise UserError(f"--keep {path} is inside the shipped bundles' folder {ref}: keep the retrained models "
                             f"in a folder outside it")
