@@ -78,7 +78,7 @@ def test_predictions_are_sealed_once(reference, monkeypatch):
 def test_the_sealed_rule_names_the_clock_the_deciding_cells_agree_with(monkeypatch):
     cells = {"decides": [True, True, True, False], "measured": [1.2, 1.3, 2.5, 1.0],
              "agrees with": ["tokens per parameter", "tokens per parameter", "tokens", "tokens, tokens per parameter"]}
-    monkeypatch.setattr(clock, "read", lambda ladder: {"clocks": list(clock.CLOCKS), "min_deciding": 3,
+    monkeypatch.setattr(clock, "read", lambda ladder: {"clocks": ["tokens", "tokens per parameter"], "min_deciding": 3,
                                                        "win_share": 2 / 3})
     monkeypatch.setattr(clock, "outcome", lambda ladder: pd.DataFrame(cells))
     v = clock.verdict(presets.get(LADDER))
@@ -89,11 +89,52 @@ def test_the_sealed_rule_names_the_clock_the_deciding_cells_agree_with(monkeypat
     assert clock.verdict(presets.get(LADDER))["deciding"] == 2
 
 
-def test_the_sealed_predictions_are_what_the_code_computes_from_the_shipped_curves():
-    sealed = clock.read(presets.get(LADDER))
+@pytest.mark.parametrize("ladder", list(clock.LADDERS))
+def test_the_sealed_predictions_are_what_the_code_computes_from_the_shipped_curves(ladder, monkeypatch):
+    sealed = clock.read(presets.get(ladder))
     if sealed is None:
-        pytest.skip(f"{LADDER} has no sealed predictions")
-    assert sealed == clock.predict(presets.get(LADDER), n_boot=sealed["n_boot"])
+        pytest.skip(f"{ladder} has no sealed predictions")
+    if "unique_tokens" in sealed:  # the corpora's sizes: tests/test_data_subsets.py checks them against the data
+        monkeypatch.setattr(clock, "unique_tokens", lambda run: sealed["unique_tokens"][run.name])
+    assert sealed == clock.predict(presets.get(ladder), n_boot=sealed["n_boot"])
+
+
+UNIQUE = {"long": 12_301_027, "long-3m": 3_036_826, "long-sotu": 3_002_583}  # prose-wide and two cuts of it
+
+
+@pytest.fixture(scope="module")
+def by_passes():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(clock, "unique_tokens", lambda run: UNIQUE[run.name])
+        return {name: clock.predict(presets.get(name), n_boot=50) for name in ("long-3m", "long-sotu")}
+
+
+def test_the_passes_clock_reads_the_base_curve_at_the_same_passes_past_its_last_size(by_passes):
+    p = by_passes["long-3m"]
+    assert p["clocks"] == ["tokens", "passes"] and p["unique_tokens"] == {"long": UNIQUE["long"], "long-3m": UNIQUE["long-3m"]}
+    cells = p["models"]["alibi_slope_shift=4"]["sizes"]
+    for tokens, cell in cells.items():
+        assert cell["passes"]["base_tokens"] == round(int(tokens) * UNIQUE["long"] / UNIQUE["long-3m"])
+        assert cell["text_passes"] == round(int(tokens) / UNIQUE["long-3m"], 3) <= 4  # the run's own cap
+    # its last size maps past the long run's last (33.6M): read from the run that trained it further
+    last = cells[str(max(plan.sizes(presets.get("long-3m"))))]["passes"]
+    assert last["base_tokens"] > 2**25 and "after_last_size" not in last
+    at_end = [forecast.curve(bundle.load(n, run))[1][-1] for n in p["models"]["alibi_slope_shift=4"]["base_seeds"]
+              for run in ("long", "long-extended")]
+    assert min(at_end) <= min(last["by_seed"]) and max(last["by_seed"]) <= max(at_end)
+    # a model the longer run did not train is held at its last size, and marked
+    flat = p["models"]["window_window=8"]["sizes"][str(max(plan.sizes(presets.get("long-3m"))))]["passes"]
+    assert flat["after_last_size"] is True
+
+
+def test_the_one_source_run_is_set_beside_the_stratified_run_of_its_size(by_passes):
+    assert by_passes["long-sotu"]["diversity"]["stratified"] == "long-3m"
+    assert "diversity" not in by_passes["long-3m"]
+
+
+def test_a_pass_needs_the_runs_corpus_built(own_data):
+    with pytest.raises(UserError, match="prose-wide-3m corpus is not built: build it with `python -m rflens data"):
+        clock.unique_tokens(presets.get("long-3m"))
 
 
 def test_the_command_seals_once_and_refuses_a_run_that_is_no_ladder(reference, capsys):

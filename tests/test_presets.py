@@ -11,7 +11,9 @@ from rflens.data import summary
 from rflens.errors import UserError
 from rflens.model import positional
 from rflens.paper import L_TR as PAPER_L_TR, SAME_SLOPE as PAPER_SAME_SLOPE, SLOPE_SHIFT as PAPER_SLOPE_SHIFT, WINDOW as PAPER_WINDOW
+from rflens.longrun import plan
 from rflens.setup import presets, settings
+from rflens.training import trainer
 from rflens.setup.config import SCHEMES
 
 SWEEP_KEYS = {"slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2", "table3_pos", "corpora"}
@@ -44,7 +46,7 @@ def test_every_cpu_preset_trains_in_fp32(name):
 
 
 def test_spec_numbers():
-    smoke, tiny, small, full, long, repeated, extended, deep, wide = (presets.get(n) for n in presets.NAMES)
+    smoke, tiny, small, full, long, repeated, extended, deep, wide = (presets.get(n) for n in presets.NAMES[:9])
     m, t = smoke.model, smoke.train
     assert (m.n_layer, m.n_head, m.d_model, m.vocab_size, t.l_tr, t.batch_size, t.steps) == (2, 2, 32, 512, 16, 8, 30)
     assert smoke.data.max_bytes == 1_500_000 and smoke.eval.n_segments == 16 and smoke.eval.erf_samples == 4
@@ -194,10 +196,25 @@ def test_every_sweep_point_is_a_valid_configuration(name):
 
 def test_unknown_preset_names_the_choices():
     with pytest.raises(UserError, match=r"a size \(smoke, tiny, small, full\) or a long run \(long, long-repeated, "
-                                        r"long-extended, deep, deep-d128\)"):
+                                        r"long-extended, deep, deep-d128, long-6m, long-3m, long-sotu\)"):
         presets.get("huge")
     with pytest.raises(UserError, match="tiny is a size preset, not a long run"):
         presets.long_run("tiny")
+
+
+def test_the_diversity_ladder_is_the_long_run_on_less_text_at_the_long_runs_sizes():
+    long = presets.get("long")
+    for name, corpus, steps in (("long-6m", "prose-wide-6m", 2**14), ("long-3m", "prose-wide-3m", 2**13),
+                                ("long-sotu", "prose-wide-sotu", 2**13)):
+        run = presets.get(name)
+        assert run.text("prose") == corpus and run.model == long.model and run.eval == long.eval
+        assert run.train == long.train.replace(steps=steps)  # the same schedule, stopped earlier
+        assert run.points == tuple(p for p in presets.LONG_POINTS if p <= steps) and run.points[-1] == steps
+        assert [s.name for s in plan.models(run)] == [
+            "alibi_slope_shift=4", "window_window=30", "nope", "window_window=8",
+            "alibi_slope_shift=4_seed=1", "alibi_slope_shift=4_seed=2", "nope_seed=1", "nope_seed=2",
+            "window_window=30_seed=1", "window_window=30_seed=2"]
+    assert presets.LONG_POINTS == tuple(trainer.point_steps(long.train))
 
 
 def test_the_books_table_of_presets_states_the_presets():

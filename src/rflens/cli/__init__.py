@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "each checked against its manifest: finished or not, each replacing the bundle's copy it "
                         "continues")
     p.add_argument("--predict", action="store_true",
-                   help="a ladder (deep-d128): seal what each clock of failure predicts for every model and size "
+                   help="a ladder (deep-d128, long-6m, long-3m, long-sotu): seal what each clock of failure "
+                        "predicts for every model and size "
                         "into its bundle, before its models train (written once, never rewritten)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 

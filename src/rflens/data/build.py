@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from rflens import storage
-from rflens.data import wide
+from rflens.data import subsets, wide
 from rflens.data.corpus import Corpus, EOT, SPLITS
 from rflens.errors import UserError
-from rflens.setup.config import DataConfig, WIDE_CORPORA
+from rflens.setup.config import DataConfig, SUBSET_CORPORA, WIDE_CORPORA
 from rflens.data.sources import (PINS, SOURCE_PACKAGES, _embedded_documents, _files_documents, _files_key,
     _hub_documents, _hub_name, _installed, _progress, check_hub)
 
@@ -40,7 +40,7 @@ FORMAT = 1  # bump when the layout or the extraction changes: old builds are the
 # it gives its test split a larger share: the evaluation needs >= 100k test tokens
 # (N = 128 segments of up to 16 x 64 tokens at the tiny scale).
 SPLIT_FRACTIONS = {"prose": (0.90, 0.05, 0.05), "code": (0.90, 0.05, 0.05), "math": (0.70, 0.05, 0.25),
-                   **{c: (0.90, 0.05, 0.05) for c in WIDE_CORPORA}}
+                   **{c: (0.90, 0.05, 0.05) for c in WIDE_CORPORA + SUBSET_CORPORA}}
 # The wide corpora's test and validation splits hold at least this many documents, so that an
 # interval that resamples documents has enough of them to resample.
 MIN_SPLIT_DOCS = {c: 100 for c in WIDE_CORPORA}
@@ -289,9 +289,11 @@ def _encode_split(tok, texts: list[str], dtype, progress: bool, desc: str) -> np
 
 # ----------------------------------------------------------------------------- load
 
-def _sources_now(cfg: DataConfig) -> dict:
+def _sources_now(cfg: DataConfig, root: Path) -> dict:
     """What the manifest must still match for the data to be current (cheap to compute)."""
     if cfg.source == "embedded":
+        if cfg.corpus in subsets.SUBSETS:
+            return _subset_sources(cfg, root)
         if cfg.corpus in wide.WIDE:
             return wide.pins(cfg.corpus)
         return {p: _installed(p) for p in SOURCE_PACKAGES[cfg.corpus]}
@@ -355,7 +357,7 @@ def _load(cfg: DataConfig, path: Path, fix: str) -> tuple[Corpus | None, str]:
         return None, "its settings differ"
     if manifest.get("split_fractions") != dict(zip(SPLITS, _fractions(cfg))):
         return None, "the split fractions changed"
-    now = _sources_now(cfg)
+    now = _sources_now(cfg, path.parent.parent)
     if not _sources_match(manifest.get("sources", {}), now):
         old = {k: v for k, v in manifest.get("sources", {}).items() if k in now and k != "files"}
         return None, (f"its sources changed ({old} -> {now})" if old else "its input files changed")
@@ -370,6 +372,8 @@ def _fractions(cfg: DataConfig) -> tuple[float, float, float]:
 # ----------------------------------------------------------------------------- build
 
 def _build(cfg: DataConfig, path: Path, root: Path, progress: bool) -> Corpus:
+    if cfg.source == "embedded" and cfg.corpus in subsets.SUBSETS:
+        return _build_subset(cfg, path, root, progress)
     t0 = time.time()
     if cfg.source == "embedded":
         docs, src = _source_documents(cfg.corpus, root, progress, cfg.max_bytes)
@@ -397,10 +401,73 @@ def _build(cfg: DataConfig, path: Path, root: Path, progress: bool) -> Corpus:
     n_vocab = tok.get_vocab_size()
     dtype = np.dtype(np.uint16 if max(n_vocab, cfg.vocab_size) <= 65536 else np.uint32)
 
+    files: dict[str, dict] = {}
+    put = _storer(path, files)
+    put("tokenizer", tok.to_str(pretty=True).encode("utf-8"), ".json")
+    counts = {}
+    for split in SPLITS:
+        arr = _encode_split(tok, [t for _, t in splits[split]], dtype, progress, f"{cfg.corpus}: encode {split}")
+        counts[split] = int(arr.size)
+        put(split, arr.tobytes(), ".bin")
+    nbytes = {s: sum(len(t.encode("utf-8")) for _, t in splits[s]) for s in SPLITS}
+    return _commit(cfg, path, t0, progress, files, {
+        "sources": sources, "tokenizer": tok_kind, "tokenizer_vocab": n_vocab, "dtype": dtype.name,
+        "split_fractions": dict(zip(SPLITS, fractions)), "documents": {s: len(splits[s]) for s in SPLITS},
+        "bytes": nbytes, "tokens": counts, "split_ids": {s: [i for i, _ in splits[s]] for s in SPLITS}})
+
+
+def _subset_parent(cfg: DataConfig) -> DataConfig:
+    return cfg.replace(corpus=subsets.SUBSETS[cfg.corpus].parent)
+
+
+def _subset_sources(cfg: DataConfig, root: Path) -> dict:
+    """What a subset is cut from: its rule and its parent's build in the data folder ``root``
+    (the parent's fingerprint, read from its manifest; None while the parent is not built)."""
+    mpath = built_path(_subset_parent(cfg), root) / "manifest.json"
+    try:
+        parent = storage.read_json(mpath).get("fingerprint") if mpath.is_file() else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        parent = None  # damaged: the parent's own load names the fix
+    return {"subset": subsets.SUBSETS[cfg.corpus].rule(), "parent_fingerprint": parent}
+
+
+def _build_subset(cfg: DataConfig, path: Path, root: Path, progress: bool) -> Corpus:
+    """A subset (:mod:`rflens.data.subsets`): the parent's tokenizer, validation and test
+    split as they are, its training split cut by whole documents."""
+    t0 = time.time()
+    subset = subsets.SUBSETS[cfg.corpus]
+    parent = prepare(_subset_parent(cfg), root=root, progress=progress)
+    pm = parent.manifest
+    train = np.asarray(parent.tokens("train"))
+    lengths = subsets.document_lengths(train, parent.eot_id)
+    keep = subsets.select(pm["split_ids"]["train"], lengths, subset)
+    stream = subsets.cut(train, lengths, keep)
+    files: dict[str, dict] = {}
+    put = _storer(path, files)
+    for key, suffix in (("tokenizer", ".json"), ("validation", ".bin"), ("test", ".bin")):
+        put(key, (parent.path / pm["files"][key]["name"]).read_bytes(), suffix)
+    put("train", stream.tobytes(), ".bin")
+    kept = parent.tokenizer.decode_batch([doc.tolist() for doc in subsets.documents(stream, parent.eot_id)],
+                                         skip_special_tokens=True)
+    ids = {"train": [pm["split_ids"]["train"][i] for i in keep],
+           "validation": pm["split_ids"]["validation"], "test": pm["split_ids"]["test"]}
+    if progress:
+        _say(f"{cfg.corpus}: {len(keep)} of {len(lengths)} training documents of {subset.parent}, "
+             f"{stream.size:,} tokens")
+    return _commit(cfg, path, t0, progress, files, {
+        "sources": _subset_sources(cfg, root), "tokenizer": pm["tokenizer"], "tokenizer_vocab": pm["tokenizer_vocab"],
+        "dtype": pm["dtype"], "split_fractions": dict(zip(SPLITS, _fractions(cfg))),
+        "documents": {s: len(ids[s]) for s in SPLITS},
+        "bytes": {**pm["bytes"], "train": sum(len(t.encode("utf-8")) for t in kept)},
+        "tokens": {**pm["tokens"], "train": int(stream.size)}, "split_ids": ids})
+
+
+def _storer(path: Path, files: dict):
+    """``put(key, data, suffix)``: writes ``data`` under a name holding its hash into ``path``
+    and records it in ``files`` (what the manifest lists)."""
     path.mkdir(parents=True, exist_ok=True)
     for stale in path.glob(".*.tmp"):  # left by a build that was killed; we hold the lock
         stale.unlink(missing_ok=True)
-    files: dict[str, dict] = {}
 
     def put(key: str, data: bytes, suffix: str) -> None:
         digest = hashlib.sha256(data).hexdigest()
@@ -411,25 +478,17 @@ def _build(cfg: DataConfig, path: Path, root: Path, progress: bool) -> Corpus:
         head, tail = data[:storage.SAMPLE_BYTES], data[max(0, len(data) - storage.SAMPLE_BYTES):]
         entry["sample_sha256"] = hashlib.sha256(head + tail).hexdigest()
         files[key] = entry
+    return put
 
-    put("tokenizer", tok.to_str(pretty=True).encode("utf-8"), ".json")
-    counts = {}
-    for split in SPLITS:
-        arr = _encode_split(tok, [t for _, t in splits[split]], dtype, progress, f"{cfg.corpus}: encode {split}")
-        counts[split] = int(arr.size)
-        put(split, arr.tobytes(), ".bin")
 
-    nbytes = {s: sum(len(t.encode("utf-8")) for _, t in splits[s]) for s in SPLITS}
-    body = {
-        "format": FORMAT, "corpus": cfg.corpus, "source": cfg.source,
-        "cfg": json.loads(_canonical(cfg.to_dict())), "sources": sources,
-        "tokenizer": tok_kind, "tokenizer_vocab": n_vocab, "dtype": dtype.name,
-        "split_fractions": dict(zip(SPLITS, fractions)),
-        "documents": {s: len(splits[s]) for s in SPLITS}, "bytes": nbytes, "tokens": counts,
-        "bytes_per_token": round(sum(nbytes.values()) / max(1, sum(counts.values()) - sum(len(v) for v in splits.values())), 4),
-        "split_ids": {s: [i for i, _ in splits[s]] for s in SPLITS},
-        "files": files,
-    }
+def _commit(cfg: DataConfig, path: Path, t0: float, progress: bool, files: dict, fields: dict) -> Corpus:
+    """Write the manifest of a build whose ``files`` are written (the commit point), drop
+    the files of an older build and return the corpus."""
+    counts, nbytes, docs = fields["tokens"], fields["bytes"], fields["documents"]
+    body = {"format": FORMAT, "corpus": cfg.corpus, "source": cfg.source,
+            "cfg": json.loads(_canonical(cfg.to_dict())), **fields,
+            "bytes_per_token": round(sum(nbytes.values()) / max(1, sum(counts.values()) - sum(docs.values())), 4),
+            "files": files}
     body["fingerprint"] = hashlib.sha256(_canonical(
         {k: body[k] for k in ("format", "cfg", "sources", "tokenizer", "dtype", "files")}).encode()).hexdigest()
     manifest = _with_checksum(body)

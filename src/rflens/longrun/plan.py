@@ -9,6 +9,7 @@ another (``long-extended``) trains the named models of that run further.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def by_experiment(run: LongRun) -> dict[str, list[LongModel]]:
     whatever its Table 1 model does, as the paper designed Table 2; one whose length covers
     the Table 1 model's ERF waits for that model to be shipped and to fail."""
     sw, l_tr = run.sweeps, run.train.l_tr
-    out = {f"Table 1: {f.title}": specs for f, specs in _table1(run).items()}
+    out = {f"Table 1: {f.title}": specs for f, specs in _table1(run).items() if specs}
     table2 = []
     for entry in sw.table2:
         setting = ((presets.FAMILIES[entry.family].setting, entry.value),)
@@ -187,6 +188,9 @@ def _table1(run: LongRun) -> dict:
     return {f: [LongModel(f.pos, ((f.setting, v),)) for v in getattr(sw, f.setting)] for f in presets.FAMILIES.values()}
 
 
+_FIRST = (presets.FAMILIES["slope_shift"], presets.FAMILIES["window"], presets.FAMILIES["same_slope"])
+
+
 def models(run: LongRun) -> list[LongModel]:
     """The models of the long run, in the order they are trained: the failing side of
     Table 1 and NoPE first (the thesis), then Table 2's retrainings and the Table 1 models
@@ -195,9 +199,9 @@ def models(run: LongRun) -> list[LongModel]:
     if run.extends:  # models of another run trained further
         return [named(name, presets.long_run(run.extends)) for name in run.models]
     sw = run.sweeps
-    first = [LongModel("alibi", (("slope_shift", max(sw.slope_shift)),)), LongModel("window", (("window", max(sw.window)),)),
-             LongModel("alibi", (("same_slope", max(sw.same_slope)),))] + [LongModel(p) for p in sw.beside_figure7
-                                                                            if p == "nope"]
+    # each Table 1 sweep's failing end (of the sweeps the run has), then NoPE
+    first = [LongModel(f.pos, ((f.setting, max(getattr(sw, f.setting))),)) for f in _FIRST if getattr(sw, f.setting)]
+    first += [LongModel(p) for p in sw.beside_figure7 if p == "nope"]
     groups = by_experiment(run)
     table2 = [spec for family, specs in groups.items() if family.startswith("Table 2") for spec in specs]
     partners = [LongModel(spec.pos, spec.overrides[:1]) for spec in table2]
@@ -264,26 +268,86 @@ def named(name: str, run: LongRun) -> LongModel:
     raise UserError(f"no model named {name!r} in the {run.name} run: choose from {', '.join(s.name for s in models(run))}")
 
 
-def check_planned(result: dict, run: LongRun, where: Path) -> None:
+def check_planned(result: dict, run: LongRun, where: Path, spec: LongModel | None = None,
+                  fix: str | None = None) -> None:
     """UserError unless ``result`` (a model's result.json, read from ``where``) is the model
     its name stands for in the ``run``'s plan: the same scheme, corpus, model, data and
     training settings, and, if it says it is finished, every size of the plan measured. A
-    worker's folder joins the bundle only as what it is."""
-    spec = named(str(result.get("name")), run)  # a name outside the plan: the names to choose from
+    worker's folder joins the bundle only as what it is, and a shipped model is counted only
+    as what it is (:func:`check_shipped`). ``spec``: the model its name stands for (default:
+    looked up in the plan); ``fix``: what the line advises (default: retraining it)."""
+    if spec is None:
+        spec = named(str(result.get("name")), run)  # a name outside the plan: the names to choose from
+    fix = fix or f"retrain it with python -m rflens emergence --scale {run.name} --only {spec.name}"
     _, model_cfg, data_cfg, train_cfg = resolve(run, spec.pos, spec.corpus, spec.settings())
-    try:
-        same = (result.get("model") == model_cfg.to_dict() and result.get("train") == train_cfg.to_dict()
-                and DataConfig.from_dict(result.get("data") or {}) == data_cfg)
-    except (TypeError, ValueError, KeyError):
-        same = False
-    if not same:
+    differs = _difference(result, model_cfg, data_cfg, train_cfg)
+    if differs is not None:
         raise UserError(f"{where} is named {spec.name}, but its settings are not that model's in the {run.name} plan "
-                        f"({spec.pos} on {spec.corpus}{''.join(f', {k}={v}' for k, v in spec.settings().items())}): "
-                        "retrain it with emergence --only " + spec.name)
+                        f"({differs}; the plan's {spec.name} is {spec.pos} on {spec.corpus}"
+                        f"{''.join(f', {k}={v}' for k, v in spec.settings().items())}): {fix}")
     steps = measured_steps(run, train_cfg)
     if result.get("complete") and [p.get("steps") for p in result.get("points") or []] != steps:
         raise UserError(f"{where} says it is finished, but its measured sizes are not the plan's "
-                        f"({', '.join(map(str, steps))} steps): retrain it with emergence --only {spec.name}")
+                        f"({', '.join(map(str, steps))} steps): {fix}")
+
+
+def _difference(result: dict, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str | None:
+    """The first of ``result``'s settings that is not the plan's (``model.n_layer is 4, the
+    plan's 12``), or None when its model, data and training settings are the plan's."""
+    try:
+        data = DataConfig.from_dict(result.get("data") or {})
+    except (TypeError, ValueError, KeyError):
+        return "its data settings cannot be read"
+    for part, mine, planned in (("model", result.get("model"), model_cfg.to_dict()), ("data", data.to_dict(),
+                                data_cfg.to_dict()), ("train", result.get("train"), train_cfg.to_dict())):
+        if mine == planned:
+            continue
+        if not isinstance(mine, dict):
+            return f"its {part} settings are {type(mine).__name__}, not a table of settings"
+        for key in sorted(set(mine) | set(planned)):
+            if key not in planned:
+                return f"{part}.{key} is {mine[key]!r}, a setting the plan does not have"
+            if key not in mine:
+                return f"{part}.{key} is missing, the plan's is {planned[key]!r}"
+            if mine[key] != planned[key]:
+                return f"{part}.{key} is {mine[key]!r}, the plan's {planned[key]!r}"
+    return None
+
+
+def spec_of(result: dict) -> LongModel | None:
+    """The model of a long run that ``result`` says it is, by its own scheme, settings and
+    corpus, when its name is that model's (its settings in some order); None otherwise."""
+    import itertools
+
+    name, pos, corpus, settings = (result.get(k) for k in ("name", "pos", "corpus", "settings"))
+    if not (isinstance(name, str) and isinstance(pos, str) and isinstance(corpus, str) and isinstance(settings, dict)
+            and len(settings) <= 6):
+        return None
+    for order in itertools.permutations(settings.items()):
+        spec = LongModel(pos, tuple(order), corpus)
+        if spec.name == name:
+            return spec
+    return None
+
+
+def check_shipped(result: dict, run: LongRun, where: Path) -> None:
+    """UserError of one line unless the shipped model ``result`` (of the ``run``'s bundle, in
+    the folder ``where``) is the model its name stands for in the plan (:func:`check_planned`):
+    which setting contradicts it, what the plan says, and the fix. A bundle counts its models
+    by name, the run store serves them by settings: a model whose settings are not its
+    name's would be counted as shipped and never served. The model is found from its own
+    scheme, settings and corpus (:func:`spec_of`), not from the plan's list, which reads the
+    bundle."""
+    fix = bundle.RESTORE + (", or unset RFLENS_REFERENCE" if os.environ.get("RFLENS_REFERENCE") else "")
+    spec = spec_of(result)
+    if spec is None:
+        raise UserError(f"{where} is named {result.get('name')!r}, but its result says it is {result.get('pos')} on "
+                        f"{result.get('corpus')} with {result.get('settings')}: the shipped model is not the one its "
+                        f"name stands for: {fix}")
+    try:
+        check_planned(result, run, where, spec, fix)
+    except UserError as err:
+        raise UserError(f"the shipped {run.name} bundle is damaged: {err}") from None
 
 
 def command_for(run: LongRun, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig) -> str:

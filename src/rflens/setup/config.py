@@ -34,6 +34,9 @@ KERNELS = ("auto", "sdpa", "flex", "chunked")
 CORPORA = ("prose", "code", "math")
 # Larger stand-ins for runs that must not repeat their text (rflens.data.wide); built by name only
 WIDE_CORPORA = ("prose-wide", "code-wide", "math-tex")
+# Cut from a wide corpus by whole training documents, its tokenizer and test split kept
+# (rflens.data.subsets): the diversity ladder's text
+SUBSET_CORPORA = ("prose-wide-6m", "prose-wide-3m", "prose-wide-sotu")
 SOURCES = ("embedded", "hub", "files")
 PROTOCOLS = ("last_token", "non_overlapping", "sliding")
 ROPE_SCALINGS = ("pi", "ntk", "yarn")  # rotary stretched at evaluation (rflens.model.positional.rope_frequencies)
@@ -228,7 +231,7 @@ class DataConfig(_Settings):
         self._canonical_numbers()
         _choice("source", self.source, SOURCES)
         if self.source == "embedded":
-            _choice("corpus", self.corpus, CORPORA + WIDE_CORPORA)
+            _choice("corpus", self.corpus, CORPORA + WIDE_CORPORA + SUBSET_CORPORA)
         if self.source == "files" and not self.files:
             raise ConfigError("files", self.files, "source='files' needs at least one path")
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 260:

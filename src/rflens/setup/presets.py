@@ -36,7 +36,8 @@ from rflens.setup.config import CORPORA, DataConfig, EvalConfig, ModelConfig, Tr
 from rflens.setup.schemes import TABLE3
 
 SIZES = ("smoke", "tiny", "small", "full")  # size presets: the book trains its models at one of them
-LONG_RUNS = ("long", "long-repeated", "long-extended", "deep", "deep-d128")  # shipped in reference/NAME
+LONG_RUNS = ("long", "long-repeated", "long-extended", "deep", "deep-d128", "long-6m", "long-3m",
+             "long-sotu")  # shipped in reference/NAME
 NAMES = SIZES + LONG_RUNS
 DEFAULT_SCALE = "tiny"  # what the book, the command line and the library use unless told otherwise
 # The long run the chapters read beside their own scale: the second run, on text it repeats at
@@ -364,6 +365,8 @@ def _tiny() -> Preset:
 # reach r(16 L_tr) = 2 on the lower end of their interval (Chapter 10 reads it from the
 # shipped curves). A power of two, so that each measured size, budget / 2^k, is whole steps.
 LONG_STEPS = 2**15
+# its measured sizes, budget / 2^k (rflens.training.trainer.point_steps of its schedule): 512 .. 32768 steps
+LONG_POINTS = tuple(LONG_STEPS >> k for k in range(6, -1, -1))
 
 
 def _long_train(tiny: Preset) -> TrainConfig:
@@ -524,6 +527,42 @@ def _deep_d128() -> LongRun:
     )
 
 
+# The diversity ladder (what sets the clock of failure, in text): the long run's models that
+# rise, on less of the same corpus and on one source of it, with prose-wide's tokenizer and
+# test split (rflens.data.subsets). Whether failure follows tokens or passes over the text,
+# and whether one source at the same size changes it, is read against predictions sealed
+# before the ladder trained (rflens.longrun.clock). Each run stops at the last of the long
+# run's sizes that keeps its text at <= 4 passes (the 6m corpus at 16.8M tokens, 2.7
+# passes; the 3m ones at 8.4M, 2.8): the long run's last size is 2.7 passes of prose-wide.
+DIVERSITY = {"long-6m": ("prose-wide-6m", 2**14), "long-3m": ("prose-wide-3m", 2**13),
+             "long-sotu": ("prose-wide-sotu", 2**13)}
+
+
+def _diversity(name: str) -> LongRun:
+    long = _long()
+    corpus, steps = DIVERSITY[name]
+    d8 = mapped_exponents((8,), long.train.l_tr)[0]  # the paper's Δ = 8
+    w_flat, w_wide = long.sweeps.window[0], long.sweeps.window[-1]
+    train = long.train.replace(steps=steps)
+    return dataclasses.replace(
+        long, name=name, title=f"the long run on {corpus}", decides=(2, 4),
+        about=f"the diversity ladder: the long run's rising models and a flat window on {corpus} "
+              f"({'one source' if name.endswith('sotu') else 'every source in proportion'}), prose-wide's "
+              f"tokenizer and test split, to <= 4 passes over the text; read against predictions sealed before it "
+              f"trained (python -m rflens emergence --scale {name} --list)",
+        texts=(("prose", corpus),), train=train,
+        points=tuple(p for p in LONG_POINTS if p <= steps),
+        drift_models=(),  # no weights shipped: `emergence --check 1` retrains one instead
+        sweeps=Sweeps(
+            slope_shift=(d8,), same_slope=(), window=(w_flat, w_wide), d_bar=long.sweeps.d_bar,
+            sinusoidal_l_tr=(), table2=(), table3_pos=(), corpora=("prose",), beside_figure7=("nope",),
+            seeds=(1, 2),
+            seeded=((f"alibi_slope_shift={d8}", "claim 4: the flattest slopes"),
+                    ("nope", "claim 4: no bias at all, the limit of flatter slopes"),
+                    (f"window_window={w_wide}", "claim 2: the widest window"))),
+    )
+
+
 def _long_repeated() -> LongRun:
     tiny = _tiny()
     return LongRun(
@@ -619,7 +658,8 @@ def _full() -> Preset:
 
 
 _BUILDERS = {"smoke": _smoke, "tiny": _tiny, "small": _small, "full": _full, "long": _long,
-             "long-repeated": _long_repeated, "long-extended": _long_extended, "deep": _deep, "deep-d128": _deep_d128}
+             "long-repeated": _long_repeated, "long-extended": _long_extended, "deep": _deep, "deep-d128": _deep_d128,
+             **{name: functools.partial(_diversity, name) for name in DIVERSITY}}
 assert tuple(_BUILDERS) == SIZES + LONG_RUNS
 
 
