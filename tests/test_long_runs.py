@@ -20,7 +20,13 @@ pytestmark = pytest.mark.skipif("nope" not in bundle.entries(CONTROL), reason="n
 
 
 def _as_second_run(reference, models: dict[str, str]) -> None:
-    """A ``long`` bundle in ``reference`` holding copies of control models under other names."""
+    """A ``long`` bundle in ``reference`` holding copies of control models under other names,
+    each with the settings its name stands for in the long plan (a shipped model contradicting
+    its name is damage: rflens.longrun.plan.check_shipped)."""
+    from rflens.setup.settings import resolve
+
+    run = presets.long_run("long")
+    specs = {spec.name: spec for spec in plan.models(run)}
     for name, source in models.items():
         target = bundle.bundle_dir("long") / name
         shutil.copytree(bundle.bundle_dir(CONTROL) / source, target,
@@ -29,7 +35,12 @@ def _as_second_run(reference, models: dict[str, str]) -> None:
         man["sha256"].pop(bundle.WEIGHTS, None)
         storage.write_json(target / bundle.MANIFEST, man)
         result = bundle.read_result(target)
-        bundle.rewrite_result("long", name, {**result, "name": name, "scale": "long"})
+        spec = specs[name]
+        planned = resolve(run, spec.pos, spec.corpus, spec.settings())
+        bundle.rewrite_result("long", name, {**result, "name": name, "scale": "long", "pos": spec.pos,
+                                             "corpus": spec.corpus, "settings": spec.settings(),
+                                             "model": planned.model.to_dict(), "data": planned.data.to_dict(),
+                                             "train": planned.train.to_dict()})
 
 
 @pytest.fixture

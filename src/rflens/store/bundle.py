@@ -396,8 +396,37 @@ def entries(scale: str = "long") -> dict[str, Path]:
         return {}
     check(scale)
     # a hidden folder is a writer's (.NAME.adopting, .NAME.replaced: a killed one's), never a shipped model
-    return {d.name: d for d in sorted(root.iterdir())
-            if not d.name.startswith(".") and d.is_dir() and (d / MANIFEST).is_file()}
+    found = {d.name: d for d in sorted(root.iterdir())
+             if not d.name.startswith(".") and d.is_dir() and (d / MANIFEST).is_file()}
+    _check_planned(scale, found)
+    return found
+
+
+_PLANNED: dict[str, tuple] = {}  # bundle folder -> its files as check() found them when its models were found planned
+
+
+def _check_planned(scale: str, found: dict[str, Path]) -> None:
+    """UserError of one line naming the model, the setting and the plan's value when a model
+    of a long run's bundle is not the model its name stands for in the plan
+    (:func:`rflens.longrun.plan.check_shipped`): it would be counted as shipped by its name
+    and never served by its settings. Once a process while the bundle is unchanged."""
+    from rflens.setup import presets
+
+    top = str(bundle_dir(scale))
+    stamp = _CHECKED.get(top)
+    if stamp is not None and _PLANNED.get(top) == stamp:
+        return
+    try:
+        run = presets.get(scale)
+    except UserError:  # no preset of that name: nothing to hold its models to
+        return
+    if isinstance(run, presets.LongRun):
+        from rflens.longrun import plan  # it reads the bundle: imported when first needed
+
+        for path in found.values():
+            plan.check_shipped(read_result(path), run, path)
+    if stamp is not None:
+        _PLANNED[top] = stamp
 
 
 def verify(path: Path, weights: bool = True) -> None:
