@@ -63,3 +63,36 @@ def test_the_corpus_built_here_differing_from_the_bundles_is_said_once_with_the_
     with pytest.raises(runs.OtherData, match="rflens data --corpus prose --scale smoke") as caught:
         tables.run_of(presets.get("smoke"), tables.make_spec("ALiBi", "alibi"))
     assert "emergence" not in str(caught.value)
+
+
+def test_a_check_on_other_data_is_refused_before_anything_trains(shipped_alibi, monkeypatch, capsys):
+    """`emergence --check` on a corpus of another fingerprint: one line, the same as evaluate's,
+    before any model is retrained (the retraining compared the fingerprints only at its end)."""
+    from rflens.longrun import recheck
+
+    other_corpus(monkeypatch)
+    monkeypatch.setattr(emergence, "run", lambda *a, **k: pytest.fail("a model trained"))
+    assert main(["emergence", "--scale", "smoke", "--check", "1", "--quiet"]) == 2
+    out, err = capsys.readouterr()
+    err = err.strip().splitlines()
+    assert len(err) == 1 and "ffffffffffff" in err[0] and "rebuild it from the pinned sources" in err[0], err
+    assert "retraining" not in out
+    with pytest.raises(runs.OtherData, match="rflens data --corpus prose --scale smoke"):
+        recheck.check(["alibi"], presets.get("smoke"), progress=False)
+
+
+def test_the_board_on_other_data_says_it_once(shipped_alibi, monkeypatch, capsys):
+    """`claims` on a corpus of another fingerprint: the one line, once (each experiment, then
+    each claim reading it, repeated it), and no board."""
+    from rflens.claims import gather
+    from rflens.experiments import tables
+
+    tables._RUNS.clear()
+    other_corpus(monkeypatch)
+    assert main(["claims", "--scale", "smoke"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("ffffffffffff") == 1 and err.count("error:") == 1, err
+    assert "Claims scoreboard" not in out and "rebuild it from the pinned sources" in err
+    tables._RUNS.clear()
+    res = gather.gather("smoke", compute=False, progress=False)  # a chapter's board, nothing trained: not run
+    assert res["table1"] is None

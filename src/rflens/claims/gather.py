@@ -19,6 +19,7 @@ from rflens.experiments import tables as ex
 from rflens.experiments.speed import load_speed_record
 from rflens.measure.criterion import EXTRAPOLATION_HORIZON as HORIZON
 from rflens.setup import presets
+from rflens.store.runs import OtherData
 
 
 def log_fit() -> dict:
@@ -80,6 +81,10 @@ def gather(scale: str, corpus: str = "prose", *, compute: bool = True, progress:
         try:
             res[key] = fn()
         except Missing:
+            res[key] = None
+        except OtherData:  # the corpus built here is not the bundle's: no experiment reads it, said once
+            if compute:
+                raise
             res[key] = None
         except (UserError, ImportError, FileNotFoundError) as err:  # not run: missing model, module or data
             res[key] = None if not compute else err

@@ -120,6 +120,7 @@ def run(args) -> int:
         chosen = shipped[:args.check]
         if keep is not None:
             keep = recheck.keep_folder(keep, run.name)  # a folder inside reference/ is refused before any training
+        recheck.check_data([spec.name for spec in chosen], run, progress=not args.quiet)  # other data: refused now
         print(f"retraining {len(chosen)} shipped model(s) to check them: {one_core_cost(chosen, run)}"
               + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes")
               + ("" if keep is None else f"; kept in {keep}"), flush=True)

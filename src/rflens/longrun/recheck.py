@@ -313,6 +313,7 @@ def check(names: list[str], run: LongRun, *, progress: bool = True, deadline: fl
     from rflens.longrun import emergence, plan
 
     folder = None if keep is None else keep_folder(keep, run.name)
+    check_data(names, run, progress=progress)  # every model's data, before any of them trains
     spread = seed_spread(run)
     rows = []
     for name in names:
@@ -329,6 +330,29 @@ def check(names: list[str], run: LongRun, *, progress: bool = True, deadline: fl
                 again = _load(kept)
         rows.append(compare(shipped, again, like=like_machine(shipped), spread=spread) | {"kept": kept and str(kept)})
     return rows
+
+
+def check_data(names: list[str], run: LongRun, *, progress: bool = True) -> None:
+    """:class:`rflens.store.runs.OtherData` (one line: the model, both fingerprints and the
+    command that rebuilds the corpus) when the corpus a shipped model of ``names`` was trained
+    on is other data here than the bundle's: its retraining could never reproduce it, and
+    would say so only at its end, hours later. Each corpus is built (as its training would)
+    and compared before any model trains."""
+    from rflens import data
+    from rflens.longrun import plan
+    from rflens.setup.settings import resolve
+    from rflens.store import runs
+
+    have = bundle.entries(run.name)
+    for name in names:
+        if name not in have:
+            continue  # not shipped: bundle.load says so
+        result = bundle.read_result(have[name])
+        spec = plan.named(name, run)
+        data_cfg = resolve(run, spec.pos, spec.corpus, spec.settings()).data
+        corpus = data.prepare(data_cfg, progress=progress)
+        if corpus.fingerprint != result["data_fingerprint"]:
+            raise runs.other_data(run.name, name, data_cfg, result["data_fingerprint"], corpus)
 
 
 # ----------------------------------------------------------------------------- as text

@@ -249,13 +249,19 @@ def _check_bundle_data(scale: str, model_cfg: ModelConfig, data_cfg: DataConfig,
     name = shipped.name_of(scale, model_cfg, data_cfg, train_cfg)
     if name is None:
         return
-    theirs = shipped.index(scale)[name][3]
+    raise other_data(scale, name, data_cfg, shipped.index(scale)[name][3], corpus)
+
+
+def other_data(scale: str, name: str, data_cfg: DataConfig, theirs: str, corpus) -> OtherData:
+    """The error of one line for the shipped model ``name`` of ``scale``, trained and measured
+    on data of the fingerprint ``theirs``, where the corpus built here (``corpus``, of
+    ``data_cfg``) has another: the data differs, and the command that rebuilds it."""
     preset = presets.get(scale).data.replace(corpus=data_cfg.corpus)
     command = data.rebuild_command(data_cfg, scale if data_cfg == preset else None)
-    raise OtherData(f"the {scale} bundle's {name} was trained and measured on {data_cfg.corpus} data with fingerprint "
-                    f"{str(theirs)[:12]}, but the {data_cfg.corpus} corpus built here ({corpus.path}) has "
-                    f"{corpus.fingerprint[:12]}: rebuild it from the pinned sources with `{command}`, then run "
-                    "this again")
+    return OtherData(f"the {scale} bundle's {name} was trained and measured on {data_cfg.corpus} data with fingerprint "
+                     f"{str(theirs)[:12]}, but the {data_cfg.corpus} corpus built here ({corpus.path}) has "
+                     f"{corpus.fingerprint[:12]}: rebuild it from the pinned sources with `{command}`, then run "
+                     "this again")
 
 
 def get_run(preset: presets.Preset, pos: str = "alibi", corpus: str = "prose",
