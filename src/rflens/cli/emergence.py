@@ -39,7 +39,9 @@ def _adopt(args, run: LongRun) -> int:
     wanted = set(dict.fromkeys(args.only)) if args.only else None
     have = bundle.entries(run.name)
     joined = 0
-    for folder in sorted(p for p in top.iterdir() if p.is_dir() and (p / bundle.MANIFEST).is_file()):
+    # a hidden folder is a writer's (.NAME.adopting, .NAME.replaced), never a model the worker shipped
+    for folder in sorted(p for p in top.iterdir()
+                         if not p.name.startswith(".") and p.is_dir() and (p / bundle.MANIFEST).is_file()):
         if wanted is not None and folder.name not in wanted:
             continue
         result = bundle.read_result(folder)
