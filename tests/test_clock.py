@@ -82,7 +82,8 @@ def test_the_sealed_rule_names_the_clock_the_deciding_cells_agree_with(monkeypat
                                                        "win_share": 2 / 3})
     monkeypatch.setattr(clock, "outcome", lambda ladder: pd.DataFrame(cells))
     v = clock.verdict(presets.get(LADDER))
-    assert v == {"deciding": 3, "agree": {"tokens": 1, "tokens per parameter": 2}, "holds": "tokens per parameter"}
+    assert v == {"deciding": 3, "agree": {"tokens": 1, "tokens per parameter": 2}, "holds": "tokens per parameter",
+                 "min_deciding": 3, "win_share": 2 / 3}
     cells["agrees with"][1] = "neither"
     assert clock.verdict(presets.get(LADDER))["holds"] is None  # 1 of 3 each: not decided
     cells["measured"][2] = math.nan  # a size not measured yet does not count
@@ -147,3 +148,72 @@ def test_the_command_seals_once_and_refuses_a_run_that_is_no_ladder(reference, c
     assert main(["emergence", "--scale", "deep", "--predict"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "never rewritten" in err[0] and "'deep' is not a ladder" in err[1], err
+
+
+@pytest.mark.parametrize("differs, matters", [((True, True, True), True), ((True, True, False), True),
+                                              ((True, False, False), False), ((True, True), None)])
+def test_diversity_is_read_by_the_rule_sealed_with_the_one_source_run(monkeypatch, differs, matters):
+    sealed = {"models": {"nope": {"base": "nope"}}, "min_deciding": 3, "win_share": 2 / 3,
+              "diversity": {"stratified": "long-3m", "rise": 1.0}}
+    monkeypatch.setattr(clock, "read", lambda ladder: sealed)
+    sizes = [2**20 * (i + 1) for i in range(len(differs))]
+    ranges = {"long-3m": {t: (1.10, 1.20) for t in sizes},
+              "long-sotu": {t: (1.30, 1.40) if d else (1.15, 1.25) for t, d in zip(sizes, differs)}}
+    ranges["long-3m"][2**30] = (1.0, 1.0)  # measured in one run alone: not compared
+    monkeypatch.setattr(clock, "_ranges", lambda run, setting, n_boot: ranges[run.name])
+    out = clock.diversity(presets.get("long-sotu"), n_boot=10)
+    assert out["compared"] == len(differs) and out["differ"] == sum(differs) and out["matters"] is matters
+
+
+def test_a_flat_pair_is_not_compared(monkeypatch):
+    sealed = {"models": {"window_window=8": {"base": "window_window=8"}}, "min_deciding": 3, "win_share": 2 / 3,
+              "diversity": {"stratified": "long-3m", "rise": 1.0}}
+    monkeypatch.setattr(clock, "read", lambda ladder: sealed)
+    monkeypatch.setattr(clock, "_ranges", lambda run, setting, n_boot: {2**20: (1.0, 1.0), 2**21: (0.99, 1.0)})
+    assert clock.diversity(presets.get("long-sotu"), n_boot=10)["compared"] == 0
+
+
+def test_the_curves_put_each_ladder_size_at_the_base_tokens_each_clock_reads_it_at(monkeypatch):
+    run = presets.get(LADDER)
+    factor = clock.maps(run)
+    sealed = clock.read(run)
+    n = sealed["parameters"]
+    assert factor == {"tokens": 1.0, "tokens per parameter": n["deep"] / n[LADDER]}
+    curves = clock.curves(run)
+    base = curves[curves["run"] == "deep"]
+    assert set(base["model"]) == {m["base"] for m in sealed["models"].values()}
+    assert (base["tokens per parameter"] == base["tokens"]).all()  # the base at its own tokens
+    mine = curves[curves["run"] == LADDER]
+    assert (abs(mine["tokens per parameter"] - mine["tokens"] * factor["tokens per parameter"]) < 1e-6).all()
+
+
+def test_the_figure_draws_each_curve_in_both_panels_and_names_each_model_once():
+    from rflens.figures import results as fr
+
+    curves = pd.DataFrame([{"run": run, "model": "nope", "seed": seed, "tokens": t, "r": 1.1, "r low": 1.0,
+                            "passes": t * (4 if run == "long-3m" else 1)}
+                           for run, seeds in (("long", (0, 1)), ("long-3m", (0,))) for seed in seeds
+                           for t in (2**20, 2**21)])
+    fig = fr.clock_figure(curves, "long-3m", "long", ["tokens", "passes"])
+    assert len(fig.data) == 2 * 3  # three curves, each in both panels
+    assert sorted(t.name for t in fig.data if t.showlegend) == ["nope (long)", "nope (long-3m)"]
+    right = [t for t in fig.data if t.xaxis == "x2" and t.name == "nope (long-3m)"]
+    assert list(right[0].x) == [2**22, 2**23]
+
+
+def test_the_reading_states_each_ladders_standing_by_its_sealed_rule():
+    from rflens.readings import long_runs
+
+    table = pd.DataFrame([{"ladder": "deep-d128", "set beside": "deep", "clocks": "tokens against tokens per parameter",
+                           "models": 8, "finished": 2, "measured": 3},
+                          {"ladder": "long-3m", "set beside": "long", "clocks": "tokens against passes",
+                           "models": 10, "finished": 0, "measured": 0}]).set_index("ladder")
+    verdicts = {"deep-d128": {"deciding": 4, "agree": {"tokens": 3, "tokens per parameter": 0}, "holds": "tokens",
+                              "min_deciding": 3, "win_share": 2 / 3},
+                "long-3m": {"deciding": 0, "agree": {"tokens": 0, "passes": 0}, "holds": None,
+                            "min_deciding": 3, "win_share": 2 / 3}}
+    text = long_runs.clock_outcome(table, verdicts)
+    assert "3 of its 8 models measured (2 finished)" in text and "3 with tokens and 0 with tokens per parameter" in text
+    assert "**tokens** holds" in text and "no measured size decides between tokens and passes yet" in text
+    verdicts["deep-d128"]["holds"] = None
+    assert "needs at least 3 deciding cells, 67% of them" in long_runs.clock_outcome(table, verdicts)

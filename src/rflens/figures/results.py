@@ -882,3 +882,40 @@ def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(type="log")
     fig.update_yaxes(title_text="r(16 L_tr) at the last size", row=1, col=1)
     return fig
+
+
+def clock_figure(curves: pd.DataFrame, ladder: str, base: str, clocks: list[str], *,
+                 title: str = "What sets the clock of failure") -> go.Figure:
+    """Chapter 10: a ladder's models beside the base run's, r(16 L_tr) against the tokens on
+    the left and against the base tokens the ladder's other clock reads them at on the right
+    (``curves``: :func:`rflens.longrun.clock.curves`; ``clocks``: its clocks, tokens first).
+    Where a clock holds, the ladder's curves (solid) lie on the base's (dotted) in its panel.
+    One colour a setting; every seed is a line."""
+    other = clocks[1]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=["at the same tokens", f"at the same {other}"])
+    settings = list(dict.fromkeys(curves["model"]))
+    for (run, model, seed), d in curves.groupby(["run", "model", "seed"], sort=False):
+        d = d.sort_values("tokens")
+        mine = run == ladder
+        colour = _color(settings.index(model))
+        first = seed == min(curves.loc[(curves["run"] == run) & (curves["model"] == model), "seed"])
+        for col, x in ((1, "tokens"), (2, other)):
+            fig.add_trace(go.Scatter(
+                x=d[x], y=d["r"], mode="lines+markers" if mine else "lines", name=f"{model} ({run})",
+                legendgroup=f"{model} ({run})", showlegend=bool(first and col == 1),
+                line={"color": colour, "dash": "solid" if mine else "dot", "width": 2.5 if mine else 1.2},
+                marker={"size": 7}, customdata=d["tokens"],
+                hovertemplate=f"{run}, seed {seed}: %{{customdata:.3s}} tokens, r = %{{y:.3f}}<extra>{model}</extra>"),
+                row=1, col=col)
+    subtitle = _subtitle(f"{ladder} (solid) beside {base} (dotted): r(16 L_tr) of every seed; x: the {base} tokens "
+                         "each clock reads a size at")
+    height, legend = _legend_below([t.name for t in fig.data if t.showlegend])
+    head = _top(title + subtitle, height)
+    fig.update_layout(template=TEMPLATE, height=height, title=head["title"], margin=head["margin"],
+                      showlegend=True, legend=legend)
+    fig.update_xaxes(type="log", title_text=f"{base} tokens")
+    fig.update_yaxes(type="log", title_text="r(16 L_tr)", col=1)
+    for line in (_hline(EXTRAPOLATION_TOLERANCE, f"{EXTRAPOLATION_TOLERANCE:.2f}"), _hline(BREAKS, f"{BREAKS:g}: breaks")):
+        fig.add_shape(line)
+    return fig

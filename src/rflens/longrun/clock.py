@@ -263,7 +263,7 @@ def outcome(ladder: LongRun) -> "pd.DataFrame":
         if name in have:
             tokens, r, _ = forecast.curve(bundle.read_result(have[name]))
             measured = {int(t): float(v) for t, v in zip(tokens, r)}
-        for t, cell in m["sizes"].items():
+        for t, cell in sorted(m["sizes"].items(), key=lambda kv: int(kv[0])):
             r = measured.get(int(t), math.nan)
             row = {"model": name, "tokens": int(t), "tokens per parameter": cell["tokens_per_parameter"]}
             for c in p["clocks"]:
@@ -288,4 +288,123 @@ def verdict(ladder: LongRun) -> dict:
     agree = {c: int(sum(c in a.split(", ") for a in deciding["agrees with"])) for c in p["clocks"]}
     n = len(deciding)
     holds = [c for c, k in agree.items() if n >= p["min_deciding"] and k >= p["win_share"] * n]
-    return {"deciding": n, "agree": agree, "holds": holds[0] if len(holds) == 1 else None}
+    return {"deciding": n, "agree": agree, "holds": holds[0] if len(holds) == 1 else None,
+            "min_deciding": p["min_deciding"], "win_share": p["win_share"]}
+
+
+def _ranges(run: LongRun, setting: str, n_boot: int) -> dict[int, tuple[float, float]]:
+    """{tokens: (low, high)} of r(16 L_tr) of ``setting`` in ``run`` at each size measured:
+    the :data:`LEVEL` range over every document-bootstrap replicate of every seed measured
+    there (the lowest seed's low quantile to the highest seed's high one), as the
+    predictions' ranges are taken."""
+    out: dict[int, tuple[float, float]] = {}
+    for name, path in bundle.entries(run.name).items():
+        if name != setting and not name.startswith(setting + "_seed="):
+            continue
+        result = bundle.read_result(path)
+        if not result["points"]:
+            continue
+        tokens, _, _ = forecast.curve(result)
+        reps = forecast.replicate_r(result, bundle.point_nlls(path), n_boot)
+        for t, row in zip(tokens, reps):
+            lo, hi = np.quantile(row, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")
+            old = out.get(int(t), (math.inf, -math.inf))
+            out[int(t)] = (min(old[0], float(lo)), max(old[1], float(hi)))
+    return out
+
+
+def diversity(ladder: LongRun, n_boot: int | None = None) -> dict | None:
+    """The one-source run set beside the stratified run of its size by the rule sealed with
+    its predictions (:data:`DIVERSITY_RULE`): the compared cells (model, size), how many
+    differ, and whether diversity matters (True, False, or None: not decided). None for a
+    ladder with no such comparison sealed."""
+    from rflens.measure.intervals import N_BOOTSTRAP
+
+    p = read(ladder)
+    if p is None or "diversity" not in p:
+        return None
+    n_boot = N_BOOTSTRAP if n_boot is None else n_boot
+    other, rise = presets.long_run(p["diversity"]["stratified"]), p["diversity"]["rise"]
+    cells = []
+    for setting in dict.fromkeys(m["base"] for m in p["models"].values()):
+        mine, theirs = _ranges(ladder, setting, n_boot), _ranges(other, setting, n_boot)
+        for t in sorted(set(mine) & set(theirs)):
+            if mine[t][0] > rise or theirs[t][0] > rise:
+                cells.append({"model": setting, "tokens": t, ladder.name: mine[t], other.name: theirs[t],
+                              "differs": _disjoint(mine[t], theirs[t])})
+    n, k = len(cells), sum(c["differs"] for c in cells)
+    matters = None
+    if n >= p["min_deciding"]:
+        matters = True if k >= p["win_share"] * n else False if k <= (1 - p["win_share"]) * n else None
+    return {"cells": cells, "compared": n, "differ": k, "matters": matters}
+
+
+def maps(ladder: LongRun) -> dict[str, float] | None:
+    """{clock: the factor it multiplies a ladder model's tokens by to read the base run},
+    from the sealed predictions (their parameter counts and unique tokens); None while the
+    ladder has none."""
+    p = read(ladder)
+    if p is None:
+        return None
+    n, u = p["parameters"], p.get("unique_tokens", {})
+    factor = {"tokens": 1.0, "tokens per parameter": n[p["base"]] / n[p["ladder"]]}
+    if u:
+        factor["passes"] = u[p["base"]] / u[p["ladder"]]
+    return {c: factor[c] for c in p["clocks"]}
+
+
+def curves(ladder: LongRun) -> "pd.DataFrame":
+    """r(16 L_tr) of the ladder's measured models and of the base models they are read
+    against (every shipped seed, with the sizes the base's extension measured past its
+    last), one row a (run, model, seed, size); a column per clock gives the base tokens it
+    reads a size at (the base's own sizes at their tokens). Empty while nothing is sealed."""
+    import pandas as pd
+
+    factor = maps(ladder)
+    if factor is None:
+        return pd.DataFrame()
+    how, base = ladder_of(ladder), base_of(ladder)
+    settings = list(dict.fromkeys(spec.name.rsplit("_seed=", 1)[0] for spec in plan.models(ladder)))
+    rows = []
+
+    def add(run: str, name: str, result: dict, scale: dict, after: float = 0.0) -> float:
+        tokens, r, lo = forecast.curve(result)
+        setting, _, seed = name.partition("_seed=")
+        for t, v, low in zip(tokens, r, lo):
+            if t > after:
+                rows.append({"run": run, "model": setting, "seed": int(seed or 0), "tokens": int(t), "r": float(v),
+                             "r low": float(low), **{c: float(t) * f for c, f in scale.items()}})
+        return float(tokens[-1]) if len(tokens) else after
+
+    same = {c: 1.0 for c in factor}
+    for setting in settings:
+        for name in _seeds_of(setting, base):
+            last = add(base.name, name, bundle.load(name, base.name), same)
+            if how.extension and name in bundle.complete(how.extension):
+                add(base.name, name, bundle.load(name, how.extension), same, after=last)
+    for name, path in bundle.entries(ladder.name).items():
+        result = bundle.read_result(path)
+        if result["points"]:
+            add(ladder.name, name, result, factor)
+    return pd.DataFrame(rows)
+
+
+def ladders() -> "pd.DataFrame":
+    """One row a ladder: the run it is set beside, what it changes, its models shipped and
+    measured, and whether its predictions are sealed."""
+    import pandas as pd
+
+    rows = []
+    for name, how in LADDERS.items():
+        run = presets.long_run(name)
+        p = read(run)
+        entries = bundle.entries(name)
+        rows.append({"ladder": name, "set beside": how.base, "clocks": " against ".join(how.clocks),
+                     "last size (tokens)": max(plan.sizes(run)),
+                     "tokens per parameter there": round(max(plan.sizes(run)) / p["parameters"][name], 1) if p else None,
+                     "passes there": round(max(plan.sizes(run)) / p["unique_tokens"][name], 2)
+                     if p and "unique_tokens" in p else None,
+                     "models": len(plan.models(run)), "finished": len(bundle.complete(name)),
+                     "measured": sum(bool(bundle.read_result(path)["points"]) for path in entries.values()),
+                     "sealed": p is not None})
+    return pd.DataFrame(rows).set_index("ladder")

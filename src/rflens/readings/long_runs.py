@@ -470,3 +470,29 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
         said.append(f"Outside the `{deep}` run's plan (read at four layers only): "
                     f"claim{'s' * (len(outside) > 1)} {_join(outside)}.")
     return Prose(tex(" ".join(said)) if said else f"The `{deep}` run has no model shipped yet.")
+
+
+def clock_outcome(ladders: pd.DataFrame, verdicts: dict[str, dict]) -> Prose:
+    """Each ladder's standing under the rule sealed with its predictions: its models
+    measured, the measured cells that decide between its clocks and which clock each agrees
+    with, and the verdict (``ladders``: :func:`rflens.longrun.clock.ladders`; ``verdicts``:
+    {ladder: :func:`rflens.longrun.clock.verdict`} for the sealed ones)."""
+    text = []
+    for name, row in ladders.iterrows():
+        if name not in verdicts:
+            text.append(f"`{name}` has no sealed predictions: nothing of it is read.")
+            continue
+        v = verdicts[name]
+        clocks = row["clocks"].split(" against ")
+        head = (f"`{name}` (beside `{row['set beside']}`): {row['measured']} of its {row['models']} models measured "
+                f"({row['finished']} finished)")
+        if not v["deciding"]:
+            text.append(f"{head}; no measured size decides between {_join(clocks)} yet.")
+            continue
+        agree = _join([f"{v['agree'][c]} with {c}" for c in clocks])
+        verdict = (f"by the sealed rule, **{v['holds']}** holds" if v["holds"] else
+                   f"the sealed rule does not decide yet (it needs at least {v['min_deciding']} deciding cells, "
+                   f"{v['win_share']:.0%} of them agreeing with one clock)")
+        text.append(f"{head}; of the {_count(v['deciding'], 'measured cell')} that decide between the clocks, {agree} "
+                    f"agree: {verdict}.")
+    return Prose(" ".join(text))
