@@ -146,7 +146,8 @@ def run(args) -> int:
           + ("" if deadline is None else f"; this sitting stops after {args.minutes:g} minutes"), flush=True)
     for spec in todo:
         try:
-            out = emergence.run(spec, run, deadline=deadline, progress=not args.quiet)
+            with recheck.progressing(bundle.emergence_state(run.name, spec.name), spec.name, deadline):
+                out = emergence.run(spec, run, deadline=deadline, progress=not args.quiet)
         except OutOfTime as stop:
             print(f"{spec.name}: out of time at step {stop.args[0]}; its state is kept, run the same command to resume")
             return 0

@@ -280,27 +280,25 @@ def _load(path: Path) -> dict:
 
 
 @contextlib.contextmanager
-def _progressing(name: str, scale: str, deadline: float | None):
-    """Around the retraining of ``name``: a sitting whose time runs out where the check's kept
-    state already stood (setting a sitting up, its data and model, took all the time given)
-    is a one-line UserError saying so; "run the same command to resume" would stop at the
-    same step again, every time."""
-    from rflens.training.trainer import CHECKPOINT_POINTER, OutOfTime
+def progressing(work: Path, what: str, deadline: float | None):
+    """Around a sitting that trains from the state kept in ``work``: a sitting whose time runs
+    out before it moved that state on (no step past it, no size measured: setting the sitting
+    up, its data and model, took all the time given) is a one-line UserError saying so; "run
+    the same command to resume" would stop at the same step again, every time. ``what``:
+    the training, in the message ("the check of NAME", "NAME")."""
+    from rflens.store.shipped import kept_in
+    from rflens.training.trainer import OutOfTime
 
-    work = bundle.emergence_state(scale, name).with_name(f"{name}.check")  # a check's state (emergence.run)
-    try:
-        before = storage.read_json(work / CHECKPOINT_POINTER)["step"] if (work / CHECKPOINT_POINTER).is_file() else 0
-    except (OSError, ValueError, KeyError, TypeError):
-        before = 0  # unreadable: the training says so
+    before, measured = kept_in(work)
     try:
         yield
     except OutOfTime as stop:
-        if deadline is None or not isinstance(before, int) or stop.step > before:
+        if deadline is None or stop.step > before or kept_in(work)[1] - measured:
             raise
-        raise UserError(f"the sitting's time ran out before the check of {name} trained past step {before:,}, where "
-                        "its kept state stood: starting a sitting here (the data, the shipped models, the model) takes "
-                        "longer than the time given, so the same command would stop there again; give --minutes more "
-                        "time (the state is kept)") from None
+        raise UserError(f"the sitting's time ran out before {what} trained past step {before:,}, where its kept state "
+                        "stood: starting a sitting here (the data, the shipped models, the model) takes longer than "
+                        "the time given, so the same command would stop there again; give --minutes more time (the "
+                        "state is kept)") from None
 
 
 def check(names: list[str], run: LongRun, *, progress: bool = True, deadline: float | None = None,
@@ -319,7 +317,8 @@ def check(names: list[str], run: LongRun, *, progress: bool = True, deadline: fl
     for name in names:
         shipped = bundle.load(name, run.name)
         spec = plan.named(name, run)
-        with _progressing(name, run.name, deadline):
+        work = bundle.emergence_state(run.name, name).with_name(f"{name}.check")  # a check's state (emergence.run)
+        with progressing(work, f"the check of {name}", deadline):
             if folder is None:
                 with tempfile.TemporaryDirectory(prefix="rflens-check-") as tmp:
                     again = _load(emergence.run(spec, run, progress=progress, keep_weights=False, root=Path(tmp),

@@ -293,14 +293,18 @@ def kept(scale: str, name: str) -> tuple[int, frozenset[int]]:
     """(the step of the training state a stopped sitting kept for model ``name`` of ``scale``,
     the sizes it measured, in steps): what the next sitting resumes from; (0, {}) when none
     is kept (or it cannot be read: the run then starts again)."""
+    return kept_in(bundle.emergence_state(scale, name))
+
+
+def kept_in(work) -> tuple[int, frozenset[int]]:
+    """:func:`kept` of the training state kept in the folder ``work`` (a model's, or a check's)."""
     from rflens.training.trainer import CHECKPOINT_POINTER
 
-    work = bundle.emergence_state(scale, name)
     try:
         step = int(storage.read_json(work / CHECKPOINT_POINTER)["step"]) if (work / CHECKPOINT_POINTER).is_file() else 0
         points = storage.read_json(work / bundle.KEPT_POINTS) if (work / bundle.KEPT_POINTS).is_file() else []
         return step, frozenset(int(p["steps"]) for p in points)
-    except (ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):
         return 0, frozenset()
 
 
