@@ -8,7 +8,9 @@ same kind of files for everything in the run store (``python -m rflens runs --ex
 
 A file starts with ``#`` lines: the scale, the code version (:func:`rflens.store.runs.code_version`)
 and the fingerprint of each prepared corpus, then the CSV itself (``pandas.read_csv(path,
-comment="#")`` reads it back).
+comment="#")`` reads it back). A missing or undefined number (NaN, None) is an empty cell, never
+the word ``nan``, which a reader that parses numbers strictly would take for text; an infinity
+is ``inf`` or ``-inf``, as Python's ``float`` and pandas read it.
 """
 
 from __future__ import annotations
