@@ -11,6 +11,7 @@ import pytest
 from rflens import storage
 from rflens.errors import UserError
 from rflens.longrun import clock, forecast, plan
+from rflens.measure import intervals
 from rflens.store import bundle
 from rflens.setup import presets
 
@@ -67,6 +68,7 @@ def test_interpolation_is_linear_in_log_tokens_and_held_outside():
 
 
 def test_predictions_are_sealed_once(reference, monkeypatch):
+    monkeypatch.setattr(intervals, "N_BOOTSTRAP", 20)  # the sealing is under test here, not the ranges
     shutil.copytree(storage.package_repo() / "reference" / "deep", reference / "deep")
     out = clock.seal(presets.get(LADDER))
     assert clock.read(presets.get(LADDER))["models"].keys() == out["models"].keys()
@@ -138,9 +140,10 @@ def test_a_pass_needs_the_runs_corpus_built(own_data):
         clock.unique_tokens(presets.get("long-3m"))
 
 
-def test_the_command_seals_once_and_refuses_a_run_that_is_no_ladder(reference, capsys):
+def test_the_command_seals_once_and_refuses_a_run_that_is_no_ladder(reference, capsys, monkeypatch):
     from rflens.cli import main
 
+    monkeypatch.setattr(intervals, "N_BOOTSTRAP", 20)
     shutil.copytree(storage.package_repo() / "reference" / "deep", reference / "deep")
     assert main(["emergence", "--scale", LADDER, "--predict"]) == 0
     assert "sealed 8 models' predictions at 7 sizes" in capsys.readouterr().out

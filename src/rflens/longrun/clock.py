@@ -143,10 +143,21 @@ def _seeds_of(setting: str, run: LongRun) -> list[str]:
     return [n for n in sorted(done) if n == setting or n.startswith(setting + "_seed=")]
 
 
+_CURVES: dict[tuple, tuple] = {}  # (model, its bundle's and the extension's stamps, n_boot) -> _curves' arrays
+
+
 def _curves(name: str, run: LongRun, n_boot: int, extension: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(log2 tokens, point r, replicate r (sizes, n_boot)) of a shipped model at 16 L_tr,
     with the sizes past its last that the run ``extension`` measured, where it holds the
-    model finished (one draw of documents serves both: the same test segments)."""
+    model finished (one draw of documents serves both: the same test segments). Computed
+    once a process while neither bundle changes (the ladders of one base share it)."""
+    key = (name, bundle.stamp(run.name), bundle.stamp(extension) if extension else None, n_boot)
+    if key not in _CURVES:
+        _CURVES[key] = _computed_curves(name, run, n_boot, extension)
+    return _CURVES[key]
+
+
+def _computed_curves(name: str, run: LongRun, n_boot: int, extension: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     path = bundle.entries(run.name)[name]
     result = bundle.read_result(path)
     tokens, r, _ = forecast.curve(result)
