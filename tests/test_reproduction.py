@@ -104,7 +104,9 @@ def test_two_shipped_seeds_give_the_bound(shipped, monkeypatch):
     seeds = plan.with_seeds(SPEC, [1, 2])
     monkeypatch.setattr(plan, "models", lambda scale="long": [SPEC, *seeds])
     for spec, shift in zip(seeds, (0.01, -0.02)):  # seed 1 and 2 as seed 0 moved by 0.01 and -0.02 nats
-        _reship({**shipped, "name": spec.name}, lambda nll, s=shift: nll + s)
+        seed = spec.settings()["seed"]  # each copy says it is the seed its name stands for
+        _reship({**shipped, "name": spec.name, "settings": {**shipped["settings"], "seed": seed},
+                 "train": {**shipped["train"], "seed": seed}}, lambda nll, s=shift: nll + s)
     spread = recheck.seed_spread(presets.get("smoke"))
     assert len(spread["pairs"]) == 3 and set(spread["sizes"]) == {p["tokens"] for p in shipped["points"]}
     for at_l_tr, at_horizon in spread["sizes"].values():  # the widest pair: seed 1 against seed 2

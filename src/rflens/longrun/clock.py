@@ -412,9 +412,9 @@ def ladders() -> "pd.DataFrame":
         entries = bundle.entries(name)
         rows.append({"ladder": name, "set beside": how.base, "clocks": " against ".join(how.clocks),
                      "last size (tokens)": max(plan.sizes(run)),
-                     "tokens per parameter there": round(max(plan.sizes(run)) / p["parameters"][name], 1) if p else None,
-                     "passes there": round(max(plan.sizes(run)) / p["unique_tokens"][name], 2)
-                     if p and "unique_tokens" in p else None,
+                     "tokens per parameter there": f"{max(plan.sizes(run)) / p['parameters'][name]:.1f}" if p else "",
+                     "passes there": f"{max(plan.sizes(run)) / p['unique_tokens'][name]:.2f}"
+                     if p and "unique_tokens" in p else "",  # a width ladder keeps its text
                      "models": len(plan.models(run)), "finished": len(bundle.complete(name)),
                      "measured": sum(bool(bundle.read_result(path)["points"]) for path in entries.values()),
                      "sealed": p is not None})
