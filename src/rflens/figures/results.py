@@ -895,19 +895,20 @@ def clock_figure(curves: pd.DataFrame, ladder: str, base: str, clocks: list[str]
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=["at the same tokens", f"at the same {other}"])
     settings = list(dict.fromkeys(curves["model"]))
+    named = set()  # one legend entry a setting (one colour): it shows or hides both runs' curves
     for (run, model, seed), d in curves.groupby(["run", "model", "seed"], sort=False):
         d = d.sort_values("tokens")
         mine = run == ladder
         colour = _color(settings.index(model))
-        first = seed == min(curves.loc[(curves["run"] == run) & (curves["model"] == model), "seed"])
         for col, x in ((1, "tokens"), (2, other)):
             fig.add_trace(go.Scatter(
-                x=d[x], y=d["r"], mode="lines+markers" if mine else "lines", name=f"{model} ({run})",
-                legendgroup=f"{model} ({run})", showlegend=bool(first and col == 1),
+                x=d[x], y=d["r"], mode="lines+markers" if mine else "lines", name=model,
+                legendgroup=model, showlegend=model not in named,
                 line={"color": colour, "dash": "solid" if mine else "dot", "width": 2.5 if mine else 1.2},
                 marker={"size": 7}, customdata=d["tokens"],
                 hovertemplate=f"{run}, seed {seed}: %{{customdata:.3s}} tokens, r = %{{y:.3f}}<extra>{model}</extra>"),
                 row=1, col=col)
+            named.add(model)
     subtitle = _subtitle(f"{ladder} (solid) beside {base} (dotted): r(16 L_tr) of every seed; x: the {base} tokens "
                          "each clock reads a size at")
     height, legend = _legend_below([t.name for t in fig.data if t.showlegend])
