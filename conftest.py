@@ -10,6 +10,7 @@ never mix with the models of the book a user builds.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -42,6 +43,77 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebook)
+    # the chapters first: the browser test builds the book from the notebooks they execute
+    items.sort(key=lambda item: item.path.suffix != ".ipynb")
+
+
+# The chapters and the browser test run in one process, the chapters first (with xdist, one
+# work unit; without it, the order above): each chapter whose every cell passed is written as
+# the executed notebook ``reproduce`` would write (rflens.publish.executed), so the browser
+# test's ``reproduce --scale smoke`` keeps it and executes nothing twice.
+BOOK_UNIT = ("book/", "tests/test_browser.py")
+
+if importlib.util.find_spec("xdist"):
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getoption("dist") != "loadfile":
+            return None
+        from xdist.scheduler import LoadFileScheduling
+
+        class BookTogether(LoadFileScheduling):
+            def _split_scope(self, nodeid):
+                scope = super()._split_scope(nodeid)
+                return "book" if scope.startswith(BOOK_UNIT) else scope
+
+        return BookTogether(config, log)
+
+
+_EXECUTED: dict = {}  # chapter path -> the outputs of its cells so far (None once one did not pass)
+
+
+def _chapter_cell(item) -> bool:
+    return item.path.suffix == ".ipynb" and hasattr(item, "cell_num")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before a chapter's first cell starts its kernel: the kernel reproduce starts (progress
+    bars as text on stderr) and the folder for the chapter's tables, its old tables removed."""
+    if not _chapter_cell(item) or item.cell_num != 0:
+        return
+    from rflens.publish import reproduce
+    from rflens.publish.csv_files import CHAPTER_ENV, TABLES_ENV
+
+    tables = reproduce.notebooks_dir(os.environ["RFLENS_SCALE"]) / "tables"
+    for old in tables.glob(f"{item.path.stem}-table*.csv"):
+        old.unlink()
+    os.environ.update(reproduce.kernel_env())
+    os.environ[TABLES_ENV], os.environ[CHAPTER_ENV] = str(tables), item.path.stem
+    _EXECUTED[item.path] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not _chapter_cell(item) or report.when != "call" or _EXECUTED.get(item.path) is None:
+        return
+    if not report.passed:
+        _EXECUTED[item.path] = None
+        return
+    outputs = _EXECUTED[item.path]
+    outputs.append(item.test_outputs or [])
+    if len(outputs) == sum(c.cell_type == "code" for c in item.parent.nb.cells):
+        from rflens.publish import executed, reproduce
+
+        scale = os.environ["RFLENS_SCALE"]
+        key = item.path.stem[:2]
+        _, params = reproduce.request(scale, key)["chapters"][key]
+        folder = reproduce.notebooks_dir(scale)
+        del _EXECUTED[item.path]
+        try:
+            executed.write_from_cells(item.path, outputs, params, scale, folder, folder / "tables")
+        except Exception as err:  # the cell passed; writing its chapter did not
+            report.outcome, report.longrepr = "failed", f"writing the executed chapter failed: {err!r}"
 
 
 @pytest.fixture

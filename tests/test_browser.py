@@ -1,7 +1,8 @@
 """The built book in a real browser: headless Chromium, driven by Playwright, offline.
 
 The smoke book is built once (``python -m rflens reproduce --scale smoke``) and served on
-localhost. Every request to another host is blocked and recorded: the book must work with
+localhost; it keeps the chapters the notebook tests executed just before, in the same process
+(conftest.py), and executes only those they did not. Every request to another host is blocked and recorded: the book must work with
 no network. Each chapter must load without a page error and draw at least one plotly
 figure; equations must be typeset; moving a slider must change its figure.
 

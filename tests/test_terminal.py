@@ -59,11 +59,13 @@ def test_executed_chapters_keep_no_stderr(tmp_path):
     cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="train: 50%|#####     | 1/2\n"),
                     nbformat.v4.new_output("stream", name="stdout", text="a result\n")]
     nb.cells = [cell, nbformat.v4.new_markdown_cell("text")]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     path = tmp_path / "chapter.ipynb"
     nbformat.write(nb, str(path))
     assert reproduce.drop_stderr(path) == 1
-    outputs = nbformat.read(str(path), 4).cells[0].outputs
-    assert [o["name"] for o in outputs] == ["stdout"]
+    kept = nbformat.read(str(path), 4)
+    assert [o["name"] for o in kept.cells[0].outputs] == ["stdout"]
+    assert "widgets" not in kept.metadata  # a static page shows no widget: their state goes too
     assert reproduce.drop_stderr(path) == 0
 
 

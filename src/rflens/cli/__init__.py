@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parameter", dest="parameters", action="append", default=[], metavar="NAME=VALUE",
                    help="extra notebook parameter (repeatable); unknown names are rejected")
     p.add_argument("--no-build", action="store_true", help="execute the chapters but do not build the HTML book")
+    p.add_argument("--rerun", action="store_true",
+                   help="execute every chosen chapter, also one whose executed notebook has today's inputs "
+                        "(by default it is kept)")
     p.add_argument("--plan", action="store_true",
                    help="print the models the chosen chapters need, which are stored, and the time of the rest "
                         "(measured with a few timed steps); train nothing")

@@ -72,26 +72,32 @@ def _run(args) -> int:
         return 0
     if workers is None:  # the whole book (or any book on a cluster): train its models first, in parallel
         workers = parallel.default_workers() if cluster or getattr(args, "chapters", None) is None else 0
+    rerun = getattr(args, "rerun", False)
     with Log(reproduce.log_path(scale), quiet=quiet) as log:
         log(f"reproduce --scale {scale}: chapters {', '.join(chosen)}; progress also in {log.path}")
-        cost = None if presets.get(scale).shipped else parallel.missing_cost(scale, chosen)
+        kept = [] if rerun else reproduce.unchanged(scale, request["chapters"])
+        if kept:
+            log(f"chapters {', '.join(kept)}: executed earlier with today's inputs, kept (--rerun executes them again)")
+        todo = [key for key in chosen if key not in kept]
+        cost = None if presets.get(scale).shipped or not todo else parallel.missing_cost(scale, todo)
         if cost:  # said before the first model trains
             log(cost)
-        if workers:
+        if workers and todo:
             trained = parallel.train_book(scale, workers=workers, progress=not quiet, cluster=cluster,
-                                          chapters=chosen, log=log)
+                                          chapters=todo, log=log)
             where = f"{cluster.kind} jobs" if cluster else f"{workers} worker(s)"
             log(f"{len(trained)} model(s) trained and measured in {where} in {time.time() - start:.0f} s")
-        bar = tqdm(request["chapters"].items(), desc=f"chapters ({scale})", unit="chapter", disable=quiet)
+        bar = tqdm([(k, request["chapters"][k]) for k in todo], desc=f"chapters ({scale})", unit="chapter",
+                   disable=quiet or not todo)
         for i, (key, (path, params)) in enumerate(bar, 1):
             bar.set_postfix_str(path.stem)
-            log(f"chapter {key} ({i}/{len(chosen)}): executing {path.name}")
+            log(f"chapter {key} ({i}/{len(todo)}): executing {path.name}")
             t0 = time.time()
-            reproduce.execute(key, path, params, scale, log=log)
+            reproduce.execute(key, path, params, scale, log=log, rerun=True)
             log(f"chapter {key} executed in {time.time() - t0:.0f} s -> {reproduce.notebooks_dir(scale) / path.name}")
         bar.close()
         if getattr(args, "no_build", False):
-            log(f"executed {len(chosen)} chapter(s) in {time.time() - start:.0f} s; book not built (--no-build)")
+            log(f"executed {len(todo)} chapter(s) in {time.time() - start:.0f} s; book not built (--no-build)")
             return 0
         t0 = time.time()
         log("building the book")

@@ -18,8 +18,9 @@ are exactly the outputs of this run:
    default ``tiny`` book goes to ``_build/html``), then print the claims scoreboard and
    the path of the index page.
 
-Trained models live in the run store, so a rerun re-executes the notebooks but trains
-nothing.
+Trained models live in the run store, so a rerun trains nothing, and a chapter whose
+inputs are unchanged since it was executed is kept as it is (:mod:`rflens.publish.executed`;
+``--rerun`` executes it again).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from rflens.publish.notebook import check_parameters
 from rflens.setup import presets
 from rflens.setup.config import CORPORA
 from rflens.setup.presets import DEFAULT_SCALE  # its book goes to _build/html, the path the README names
+from rflens.publish import executed
 from rflens.publish.csv_files import CHAPTER_ENV, TABLES_ENV
 from rflens.storage import package_repo
 
@@ -228,9 +230,11 @@ def kernel_env() -> dict:
     return {"JUPYTER_PATH": os.pathsep.join(paths)}
 
 
-def execute(key: str, path: Path, params: dict, scale: str, log=None) -> Path:
+def execute(key: str, path: Path, params: dict, scale: str, log=None, rerun: bool = False) -> bool:
     """Run one chapter with papermill; the executed notebook replaces the stored one
     atomically. A failing cell raises UserError naming the cell and the saved notebook.
+    Unless ``rerun``, a stored notebook executed with today's inputs is kept instead
+    (:mod:`rflens.publish.executed`). Returns whether the chapter ran.
 
     What the chapter writes to stderr (its progress bars, warnings) goes to ``log`` as it
     comes (:class:`rflens.terminal.LineStream`), and is left out of the executed notebook:
@@ -240,13 +244,15 @@ def execute(key: str, path: Path, params: dict, scale: str, log=None) -> Path:
 
     stream = LineStream(log, f"chapter {key}: ") if log is not None else None
     tables = notebooks_dir(scale) / "tables"
+    out_dir = notebooks_dir(scale)
+    final = out_dir / path.name
+    if not rerun and executed.reusable(path, final, params, scale, tables):
+        return False
     for old in tables.glob(f"{path.stem}-table*.csv"):  # this run writes the chapter's tables anew
         old.unlink()
     os.environ[TABLES_ENV], os.environ[CHAPTER_ENV] = str(tables), path.stem  # read by the chapter's kernel
 
-    out_dir = notebooks_dir(scale)
     out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / path.name
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{path.stem}.tmp.", suffix=".ipynb")
     os.close(fd)
     try:
@@ -262,17 +268,38 @@ def execute(key: str, path: Path, params: dict, scale: str, log=None) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     drop_stderr(Path(tmp))
+    executed.stamp(Path(tmp), executed.inputs_digest(path, params, scale), executed.tables_of(tables, path.stem))
     os.replace(tmp, final)
     (out_dir / f"{path.stem}.failed.ipynb").unlink(missing_ok=True)
-    return final
+    return True
+
+
+def unchanged(scale: str, chapters: dict) -> list[str]:
+    """The chapters of a request (``{key: (path, parameters)}``) whose executed notebook has
+    today's inputs and tables, in order (:func:`rflens.publish.executed.reusable`)."""
+    out_dir = notebooks_dir(scale)
+    return [key for key, (path, params) in chapters.items()
+            if executed.reusable(path, out_dir / path.name, params, scale, out_dir / "tables")]
 
 
 def drop_stderr(path: Path) -> int:
-    """Remove the stderr outputs (progress bars, warnings) of an executed notebook, in place.
-    Returns how many were removed."""
+    """Remove the stderr outputs (progress bars, warnings) of an executed notebook, and the
+    state of its widgets, in place (:func:`for_the_page`). Returns how many outputs were removed."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
+    had_widgets = "widgets" in nb.metadata
+    removed = for_the_page(nb)
+    if removed or had_widgets:
+        nbformat.write(nb, str(path))
+    return removed
+
+
+def for_the_page(nb) -> int:
+    """What a static page shows of an executed notebook: its stderr outputs removed (the
+    progress bars that led to the results), and the state of its widgets (a page shows no
+    widget: a control needs a kernel). Returns how many outputs were removed."""
+    nb.metadata.pop("widgets", None)
     removed = 0
     for cell in nb.cells:
         outputs = cell.get("outputs")
@@ -280,8 +307,6 @@ def drop_stderr(path: Path) -> int:
             kept = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
             removed += len(outputs) - len(kept)
             cell["outputs"] = kept
-    if removed:
-        nbformat.write(nb, str(path))
     return removed
 
 

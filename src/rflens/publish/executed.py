@@ -1,0 +1,181 @@
+"""Executed chapters kept and reused: a chapter whose inputs are unchanged is not run again.
+
+An executed notebook (``_build/<scale>/notebooks/<chapter>.ipynb``) carries in its metadata,
+under ``rflens``, the digest of everything its outputs depend on (:func:`inputs_digest`) and
+the sha256 of each table file (CSV) it wrote. ``reproduce`` reuses the notebook when both
+still match (:func:`reusable`), and ``--rerun`` executes it anyway.
+
+The inputs are the chapter's cells, its parameters and scale, every file of the package, the
+book's files other than the chapters, the shipped bundles (their contents), the installed
+distributions and Python, the thread settings, and the ``RFLENS_`` settings other than those
+that say where things are. The run store and the corpora are left out on purpose: a model
+is found by the digest of its settings, code and corpus (:func:`rflens.store.runs.code_version`),
+and a corpus is built by the package from pinned sources, so unchanged inputs read the same
+models and the same tokens.
+
+A chapter can also be executed cell by cell by another runner (the notebook tests run every
+chapter under nbval): :func:`write_from_cells` turns the outputs it collected into the
+notebook papermill would have written, stamped the same way, so ``reproduce`` reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+KEY = "rflens"  # the notebook metadata entry that holds the stamp
+# settings that say where things are, not what a chapter computes (RFLENS_REFERENCE: the
+# bundles' contents are hashed instead; RFLENS_SCALE: the scale is hashed as a parameter)
+WHERE = {"RFLENS_DATA", "RFLENS_RUNS", "RFLENS_TEST_RUNS", "RFLENS_ROOT", "RFLENS_SCALE", "RFLENS_TABLES",
+         "RFLENS_CHAPTER", "RFLENS_REFERENCE", "RFLENS_REPOSITORY"}
+THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _listing(root: Path, skip=()) -> tuple:
+    """(relative path, size, mtime) of every file under ``root``, sorted; caches and ``skip``
+    suffixes left out."""
+    if not root.is_dir():
+        return ()
+    out = []
+    for path in root.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(skip):
+            st = path.stat()
+            out.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
+
+
+@lru_cache(maxsize=32)
+def _tree(root: str, listing: tuple) -> str:
+    """The digest of the files of ``listing`` under ``root`` (their names and contents),
+    cached on the listing: a file is read again only when its size or time changed."""
+    h = hashlib.sha256()
+    for name, _, _ in listing:
+        h.update(name.encode() + b"\0" + _file_digest(Path(root) / name).encode() + b"\0")
+    return h.hexdigest()
+
+
+def tree_digest(root: Path, skip=()) -> str:
+    root = Path(root)
+    return _tree(str(root), _listing(root, skip))
+
+
+@lru_cache(maxsize=4)
+def _distributions(path: tuple) -> str:
+    names = sorted({(d.metadata["Name"] or "", d.version) for d in metadata.distributions(path=list(path))})
+    return hashlib.sha256(json.dumps([sys.version, names]).encode()).hexdigest()
+
+
+def environment() -> dict:
+    """The inputs every chapter shares: package, book files, bundles, distributions, settings."""
+    import rflens
+    from rflens.publish.reproduce import BOOK
+    from rflens.storage import reference_dirs
+
+    settings = {k: v for k, v in os.environ.items() if k.startswith("RFLENS_") and k not in WHERE}
+    schemes = [p for p in settings.get("RFLENS_SCHEMES", "").split(os.pathsep) if p and Path(p).is_file()]
+    return {
+        "package": tree_digest(Path(rflens.__file__).parent),
+        "book": tree_digest(BOOK, skip=(".ipynb",)),
+        "bundles": [tree_digest(d) for d in reference_dirs()],
+        "distributions": _distributions(tuple(sys.path)),
+        "threads": [os.environ.get(v) for v in THREADS] + [len(os.sched_getaffinity(0))
+                                                          if hasattr(os, "sched_getaffinity") else os.cpu_count()],
+        "settings": sorted(settings.items()),
+        "schemes": [_file_digest(Path(p)) for p in schemes],
+    }
+
+
+def cells_digest(nb) -> str:
+    """The digest of a notebook's cells: their kinds and sources (outputs and ids left out)."""
+    cells = [(c["cell_type"], c["source"] if isinstance(c["source"], str) else "".join(c["source"]))
+             for c in nb["cells"]]
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
+
+
+def inputs_digest(path: Path, params: dict, scale: str) -> str:
+    """The digest of everything the outputs of the chapter at ``path`` depend on."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    record = {"chapter": Path(path).stem, "cells": cells_digest(nb), "scale": scale,
+              "parameters": sorted((k, repr(v)) for k, v in params.items()), **environment()}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def tables_of(folder: Path, stem: str) -> dict[str, str]:
+    """The chapter's table files in ``folder``, each name with its sha256."""
+    return {p.name: _file_digest(p) for p in sorted(Path(folder).glob(f"{stem}-table*.csv"))}
+
+
+def stamp(path: Path, digest: str, tables: dict[str, str]) -> None:
+    """Write the stamp into the executed notebook at ``path`` (in place)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    nb.metadata[KEY] = {"inputs": digest, "tables": tables}
+    nbformat.write(nb, str(path))
+
+
+def reusable(source: Path, executed: Path, params: dict, scale: str, tables: Path) -> bool:
+    """Whether ``executed`` is the chapter at ``source`` executed with today's inputs, its
+    table files in ``tables`` as it wrote them."""
+    import nbformat
+
+    if not Path(executed).is_file():
+        return False
+    try:
+        mark = nbformat.read(str(executed), as_version=4).metadata.get(KEY) or {}
+    except Exception:  # a damaged file is executed again
+        return False
+    return (mark.get("inputs") == inputs_digest(source, params, scale)
+            and mark.get("tables") == tables_of(tables, Path(source).stem))
+
+
+def write_from_cells(source: Path, outputs: list[list[dict]], params: dict, scale: str,
+                     out_dir: Path, tables: Path) -> Path:
+    """The chapter at ``source`` as papermill would have executed it, from the outputs another
+    runner collected (one list a code cell, in order), stamped, written atomically to
+    ``out_dir``: the injected parameters cell, numbered cells, no stderr and no widget state."""
+    import nbformat
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    from rflens.publish.reproduce import for_the_page
+    from rflens.storage import atomic_write
+
+    nb = load_notebook_node(str(source))  # as papermill reads it: every cell with its tags
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if len(code) != len(outputs):
+        raise ValueError(f"{source.name}: {len(code)} code cells but outputs for {len(outputs)}")
+    for cell, outs in zip(code, outputs):
+        cell.outputs = [nbformat.from_dict(o) for o in outs]
+    if params:
+        nb = parameterize_notebook(nb, params)
+    count = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            count += 1
+            cell.execution_count = count
+            for o in cell.get("outputs", []):
+                if o.get("output_type") == "execute_result":
+                    o["execution_count"] = count
+    for_the_page(nb)
+    nb.metadata[KEY] = {"inputs": inputs_digest(source, params, scale), "tables": tables_of(tables, source.stem)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / source.name
+    with atomic_write(final, "w") as f:
+        nbformat.write(nb, f)
+    return final
