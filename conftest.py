@@ -74,11 +74,13 @@ def _chapter_cell(item) -> bool:
     return item.path.suffix == ".ipynb" and hasattr(item, "cell_num")
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_setup(item):
-    """Before a chapter's first cell starts its kernel: the kernel reproduce starts (progress
-    bars as text on stderr) and the folder for the chapter's tables, its old tables removed."""
+    """A chapter's first cell starts its kernel: the kernel reproduce starts (progress bars as
+    text on stderr), told where to write the chapter's tables (its old ones removed); this
+    process's environment is restored once the kernel has started."""
     if not _chapter_cell(item) or item.cell_num != 0:
+        yield
         return
     from rflens.publish import reproduce
     from rflens.publish.csv_files import CHAPTER_ENV, TABLES_ENV
@@ -86,9 +88,15 @@ def pytest_runtest_setup(item):
     tables = reproduce.notebooks_dir(os.environ["RFLENS_SCALE"]) / "tables"
     for old in tables.glob(f"{item.path.stem}-table*.csv"):
         old.unlink()
+    saved = dict(os.environ)
     os.environ.update(reproduce.kernel_env())
     os.environ[TABLES_ENV], os.environ[CHAPTER_ENV] = str(tables), item.path.stem
     _EXECUTED[item.path] = []
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.hookimpl(hookwrapper=True)

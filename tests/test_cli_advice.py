@@ -166,7 +166,7 @@ def test_reproduce_says_what_it_trains_first_before_it_starts(capsys, tmp_path, 
     monkeypatch.setattr(reproduce, "log_path", lambda scale: tmp_path / "reproduce.log")
     seen = []
 
-    def execute(key, path, params, scale, log=None):
+    def execute(key, path, params, scale, log=None, rerun=False):
         seen.append("".join(capsys.readouterr()))
         raise KeyboardInterrupt  # stops the command: nothing is trained
 

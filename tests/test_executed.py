@@ -18,6 +18,7 @@ def _chapter(folder, name="98_demo.ipynb", extra=""):
                 nbformat.v4.new_code_cell('scale = "tiny"', metadata={"tags": ["parameters"]}),
                 nbformat.v4.new_code_cell("import sys\nprint(scale)\nprint('bar', file=sys.stderr)" + extra),
                 nbformat.v4.new_code_cell("1 + 1")]
+    folder.mkdir(exist_ok=True)
     path = folder / name
     nbformat.write(nb, str(path))
     return path
@@ -30,7 +31,7 @@ OUTPUTS = [[], [{"output_type": "stream", "name": "stdout", "text": "smoke\n"},
 
 @pytest.fixture
 def written(tmp_path):
-    source = _chapter(tmp_path)
+    source = _chapter(tmp_path / "book")
     out, tables = tmp_path / "out", tmp_path / "out" / "tables"
     tables.mkdir(parents=True)
     (tables / "98_demo-table1.csv").write_text("a,b\n1,2\n")
@@ -92,6 +93,11 @@ def test_a_changed_cell_table_or_bundle_is_executed_again(written, monkeypatch, 
     (tables / "98_demo-table1.csv").write_text("a,b\n1,3\n")
     assert not executed.reusable(*args)
     (tables / "98_demo-table1.csv").write_text("a,b\n1,2\n")
+    (source.parent / "99_other.ipynb").write_text("{}")  # another chapter is not this one's input
+    assert executed.reusable(*args)
+    (source.parent / "references.bib").write_text("@misc{x}")  # the book's other files are
+    assert not executed.reusable(*args)
+    (source.parent / "references.bib").unlink()
     _chapter(source.parent, extra="\nprint(2)")
     assert not executed.reusable(*args)
 

@@ -78,17 +78,17 @@ def _distributions(path: tuple) -> str:
     return hashlib.sha256(json.dumps([sys.version, names]).encode()).hexdigest()
 
 
-def environment() -> dict:
-    """The inputs every chapter shares: package, book files, bundles, distributions, settings."""
+def environment(book: Path) -> dict:
+    """The inputs every chapter of ``book`` (its folder) shares: the package, the book's files
+    other than the chapters, the bundles, the distributions and the settings."""
     import rflens
-    from rflens.publish.reproduce import BOOK
     from rflens.storage import reference_dirs
 
     settings = {k: v for k, v in os.environ.items() if k.startswith("RFLENS_") and k not in WHERE}
     schemes = [p for p in settings.get("RFLENS_SCHEMES", "").split(os.pathsep) if p and Path(p).is_file()]
     return {
         "package": tree_digest(Path(rflens.__file__).parent),
-        "book": tree_digest(BOOK, skip=(".ipynb",)),
+        "book": tree_digest(book, skip=(".ipynb",)),
         "bundles": [tree_digest(d) for d in reference_dirs()],
         "distributions": _distributions(tuple(sys.path)),
         "threads": [os.environ.get(v) for v in THREADS] + [len(os.sched_getaffinity(0))
@@ -96,6 +96,21 @@ def environment() -> dict:
         "settings": sorted(settings.items()),
         "schemes": [_file_digest(Path(p)) for p in schemes],
     }
+
+
+def for_the_page(nb) -> int:
+    """What a static page shows of an executed notebook: its stderr outputs removed (the
+    progress bars that led to the results), and the state of its widgets (a page shows no
+    widget: a control needs a kernel). Returns how many outputs were removed."""
+    nb.metadata.pop("widgets", None)
+    removed = 0
+    for cell in nb.cells:
+        outputs = cell.get("outputs")
+        if outputs:
+            kept = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+            removed += len(outputs) - len(kept)
+            cell["outputs"] = kept
+    return removed
 
 
 def cells_digest(nb) -> str:
@@ -111,7 +126,7 @@ def inputs_digest(path: Path, params: dict, scale: str) -> str:
 
     nb = nbformat.read(str(path), as_version=4)
     record = {"chapter": Path(path).stem, "cells": cells_digest(nb), "scale": scale,
-              "parameters": sorted((k, repr(v)) for k, v in params.items()), **environment()}
+              "parameters": sorted((k, repr(v)) for k, v in params.items()), **environment(Path(path).parent)}
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
@@ -153,7 +168,6 @@ def write_from_cells(source: Path, outputs: list[list[dict]], params: dict, scal
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
-    from rflens.publish.reproduce import for_the_page
     from rflens.storage import atomic_write
 
     nb = load_notebook_node(str(source))  # as papermill reads it: every cell with its tags

@@ -284,29 +284,14 @@ def unchanged(scale: str, chapters: dict) -> list[str]:
 
 def drop_stderr(path: Path) -> int:
     """Remove the stderr outputs (progress bars, warnings) of an executed notebook, and the
-    state of its widgets, in place (:func:`for_the_page`). Returns how many outputs were removed."""
+    state of its widgets, in place (:func:`rflens.publish.executed.for_the_page`). Returns how many outputs were removed."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
     had_widgets = "widgets" in nb.metadata
-    removed = for_the_page(nb)
+    removed = executed.for_the_page(nb)
     if removed or had_widgets:
         nbformat.write(nb, str(path))
-    return removed
-
-
-def for_the_page(nb) -> int:
-    """What a static page shows of an executed notebook: its stderr outputs removed (the
-    progress bars that led to the results), and the state of its widgets (a page shows no
-    widget: a control needs a kernel). Returns how many outputs were removed."""
-    nb.metadata.pop("widgets", None)
-    removed = 0
-    for cell in nb.cells:
-        outputs = cell.get("outputs")
-        if outputs:
-            kept = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
-            removed += len(outputs) - len(kept)
-            cell["outputs"] = kept
     return removed
 
 
