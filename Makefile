@@ -10,13 +10,17 @@ SCALE  ?= tiny
 
 .PHONY: setup browser data book test test-fast lint publish clean
 
+# Python writes a module's bytecode the first time a process imports it, and every later
+# process reads it: where the environment sets PYTHONDONTWRITEBYTECODE, each of the many
+# processes the book and the tests start would compile every module it imports again.
+export PYTHONDONTWRITEBYTECODE :=
+
 # (Re)create the virtual environment when it is missing or older than the requirements.
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	@# not compiled here: a module is compiled when first imported (only those a command uses)
 	$(PY) -m pip install -q --no-compile -r requirements.txt
-	@# byte-compiled on every core (pip compiles on one); a file that does not compile is skipped, as pip skips it
-	@$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	@touch $@
 
 setup: $(STAMP)
