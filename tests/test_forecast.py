@@ -142,3 +142,41 @@ def test_the_outcome_names_each_model_by_the_papers_setting():
     assert paper_label("alibi_slope_shift=3", "deep") == "ALiBi Δ = 6"  # the same setting, mapped by L_tr alone
     named = forecast.outcome("long")["the paper's"]
     assert "ALiBi Δ = 8, seed 1" in set(named) and "window w = 160" in set(named)
+
+
+def test_the_naive_forecasts_are_the_last_value_and_the_line_through_the_last_two_sizes():
+    import numpy as np
+
+    tokens, r = np.array([2.0**20, 2.0**21, 2.0**22]), np.array([1.0, 1.2, 1.5])
+    assert forecast.naive(tokens, r, 2.0**22) == {"no change": 1.5, "line": 1.5}
+    assert forecast.naive(tokens, r, 2.0**23)["line"] == pytest.approx(1.8)  # +0.3 a doubling
+    assert forecast.naive(tokens, r, 2.0**22.5)["line"] == pytest.approx(1.65)
+    assert forecast.naive(tokens, r, 2.0**23)["no change"] == 1.5
+
+
+def test_the_outcome_scores_the_naive_forecasts_against_the_measured_interval():
+    out = forecast.outcome("long")
+    done = out[out["r"].notna()]
+    assert {"no change", "line", "inside (no change)", "inside (line)", "doublings past the fit"} <= set(out)
+    for _, row in done.iterrows():
+        for cm in ("no change", "line"):
+            assert row[f"inside ({cm})"] == (row["r low"] <= row[cm] <= row["r high"])
+    f = forecast.read("long")
+    assert out["doublings past the fit"].iloc[0] == pytest.approx(np.log2(f["test_tokens"][-1] / 2**25), abs=1e-9)
+
+
+def test_the_outcome_reading_names_the_baselines_and_how_far_the_test_reached():
+    import pandas as pd
+
+    from rflens import readings as rd
+
+    out = pd.DataFrame({"model": ["a", "b"], "tokens": "49.2M", "measured": ["2.5 [2.2, 2.8]", "1.5 [1.4, 1.6]"],
+                        "r": [2.5, 1.5], "r low": [2.2, 1.4], "r high": [2.8, 1.6], "inside (power)": [True, False],
+                        "inside (decelerating)": [True, True], "inside (no change)": [False, True],
+                        "inside (line)": [True, True], "doublings past the fit": [0.55, 0.55],
+                        "growth before": [2.0, 1.5], "growth in the test": [1.5, 1.6]})
+    text = str(rd.forecast_outcome(out))
+    assert "0.55 of a doubling" in text and "last shipped size, 1 of 2" in text and "last two sizes, 2 of 2" in text
+    assert "no evidence for its model" in text  # the line scored as well as the best curve model
+    worse = str(rd.forecast_outcome(out.assign(**{"inside (line)": [False, True]})))
+    assert "no evidence" not in worse

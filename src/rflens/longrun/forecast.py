@@ -361,6 +361,18 @@ def growth_per_doubling(t0: float, r0: float, t1: float, r1: float) -> float:
     return float(((r1 - 1) / (r0 - 1)) ** (1 / math.log2(t1 / t0)))
 
 
+NAIVE = ("no change", "line")  # the baselines a sealed forecast is scored beside
+
+
+def naive(tokens: np.ndarray, r: np.ndarray, at: float) -> dict[str, float]:
+    """Two forecasts that need no model of the curve, from its measured sizes alone (in
+    :func:`outcome`, those the sealed forecast recorded it read): ``no change`` (r stays at
+    its last value) and ``line`` (r on the straight line in log tokens through the last two
+    sizes)."""
+    slope = (r[-1] - r[-2]) / math.log2(tokens[-1] / tokens[-2])
+    return {"no change": float(r[-1]), "line": float(r[-1] + slope * math.log2(at / tokens[-1]))}
+
+
 def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
     """Each model the forecast named for its test, beside what the test measured: the r
     forecast at each test size (point and range under each curve model), the r measured
@@ -368,7 +380,12 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
     whether it fell inside each range, the model's 33.6M-token point measured again
     against the shipped one, and the growth of r - 1 per doubling of tokens over the sizes the
     forecast fitted (``growth before``) and over the test's last step (``growth in the test``,
-    from the test's own curve). A model not trained yet reads so."""
+    from the test's own curve). A model not trained yet reads so.
+
+    Beside the sealed forecast, the baselines of :func:`naive` (``no change``, ``line``), each
+    scored by whether it falls inside the measured r's interval (``inside (no change)``,
+    ``inside (line)``), and ``doublings past the fit``: log2 of the test size over the last
+    size the forecast fitted, how far the test reached beyond what the fit saw."""
     import pandas as pd
 
     from rflens.longrun.compare import paper_label
@@ -387,8 +404,12 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
             for cm in MODELS:
                 at = s[cm]["at"][t]
                 row[f"forecast ({cm})"] = f"{at['r']:.2f} [{at['range'][0]:.2f}, {at['range'][1]:.2f}]"
+            fitted = np.array(s["fit_tokens"], dtype=float)  # the sealed sizes the forecast read, and r there
+            baseline = naive(fitted, np.array(s["fit_r"], dtype=float), int(t))
+            row |= baseline | {"doublings past the fit": math.log2(int(t) / fitted[-1])}
             if name not in shipped:
                 row |= {"measured": "not trained yet", "inside (power)": None, "inside (decelerating)": None,
+                        "inside (no change)": None, "inside (line)": None,
                         "again at 33.6M": "", "r": np.nan, "r low": np.nan, "r high": np.nan,
                         "growth before": np.nan, "growth in the test": np.nan}
                 rows.append(row)
@@ -403,6 +424,8 @@ def outcome(scale: str = "long", test: str = "long-extended") -> "pd.DataFrame":
             for cm in MODELS:
                 a, b = s[cm]["at"][t]["range"]
                 row[f"inside ({cm})"] = bool(a <= r[k] <= b)
+            for cm in NAIVE:
+                row[f"inside ({cm})"] = bool(lo[k] <= baseline[cm] <= hi[k])
             old_t, old_r, _ = curve(bundle.load(name, scale))
             j = int(np.argmin(abs(tokens - old_t[-1])))
             row["again at 33.6M"] = f"{r[j]:.3f} (shipped {old_r[-1]:.3f})"

@@ -252,6 +252,15 @@ def forecast_outcome(out: pd.DataFrame) -> Prose:
             f"{k} of the {n} models the forecast named {'are' if k > 1 else 'is'} trained to {tokens} so far."]
     text.append(f"Their measured r(16 $L_{{tr}}$) fell inside the power law's range for {power} of {k} and inside the "
                 f"decelerating model's for {decel} of {k}.")
+    if "inside (line)" in done:
+        past, line = out["doublings past the fit"].max(), int(done["inside (line)"].sum())
+        text.append(f"The test reached {past:.2f} of a doubling of tokens past the last size the forecast fitted. "
+                    f"Two forecasts that model nothing, scored by whether they fall inside the measured interval: "
+                    f"r unchanged from the last shipped size, {int(done['inside (no change)'].sum())} of {k}; r on the "
+                    f"straight line in log tokens through the last two sizes, {line} of {k}.")
+        if line >= max(power, decel):
+            text.append("The line did as well as either curve model: a step this short past the fit cannot tell a "
+                        "curve's shape from a straight line, and the forecast's success is no evidence for its model.")
     outside = [f"{tex(m)} ({v})" for m, v, a, b in done[["model", "measured", "inside (power)",
                                                           "inside (decelerating)"]].itertuples(index=False)
                if not (a and b)]
