@@ -519,3 +519,16 @@ def test_claims_that_hold_by_construction_are_tagged_and_counted_apart():
     assert list(df["rests on"]) == [statements.TRAINED, statements.TRAINED, statements.CONSTRUCTION, statements.TRAINED]
     assert df.loc[16, "the paper reports"] == statements.BY_ID[16].paper
     assert "of the 3 that rest on trained models: passed 1, failed 1" in scoreboard.render_scoreboard("x", board=board)
+
+
+def test_claim_6_names_each_miss_with_the_share_of_its_gradient_within_l_tr():
+    import pandas as pd
+
+    from rflens.claims import statements
+
+    t1 = pd.DataFrame({"label": ["a", "b"], "erf": [50, 70], "l_tr": [64, 64], "extrapolates": [True, True],
+                       "share_in_ltr": [0.999, 0.98]})
+    assert statements.erf_predicts_extrapolation({"table1": t1}) == (
+        "1/2 models = 50% (mispredicted: b with 98.0% of its gradient within L_tr)", False, 0)
+    bare = statements.erf_predicts_extrapolation({"table1": t1.drop(columns="share_in_ltr")})
+    assert bare[0] == "1/2 models = 50% (mispredicted: b)"

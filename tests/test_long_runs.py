@@ -208,3 +208,32 @@ def test_the_long_table_of_table_1_comes_by_family_then_sweep_value():
         values = [float(n.split("=")[-1]) for n in names]
         assert values == sorted(values), (family, list(names))
 
+
+
+def test_the_rank_correlation_ranks_ties_at_their_mean_and_is_nan_for_a_constant_side():
+    import numpy as np
+
+    from rflens.longrun.compare import _spearman
+
+    assert _spearman(np.array([1.0, 2, 3, 4]), np.array([10.0, 20, 30, 40])) == pytest.approx(1)
+    assert _spearman(np.array([1.0, 2, 3, 4]), np.array([4.0, 1, 1, 0])) == pytest.approx(-0.9486833, abs=1e-6)
+    assert np.isnan(_spearman(np.array([1.0, 1, 1]), np.array([1.0, 2, 3])))
+
+
+def test_the_share_within_l_tr_against_r_is_read_at_each_depth_with_an_interval_over_models():
+    from rflens.longrun import compare as lr
+    from rflens.readings import share_and_r
+
+    sr = lr.share_against_r(("long", "deep"), n_boot=200)
+    assert list(sr["run"]) == ["long", "deep"] and list(sr["layers"]) == [4, 12]
+    for _, row in sr.iterrows():
+        assert -1 <= row["low"] <= row["rank correlation"] <= row["high"] <= 1
+        em = lr.by_paper_setting(row["run"])
+        assert row["cells"] == len(em.dropna(subset=["share_in_ltr", "r_horizon"]))
+        assert row["models"] == em["model"].nunique()
+    assert sr.equals(lr.share_against_r(("long", "deep"), n_boot=200))  # the same replicates each time
+    text = str(share_and_r(sr))
+    assert "12 layers: ρ = " in text and "resamples models" in text
+    assert "h = 0" in text and "sits on claim 6's cut" in text  # the deep run's flat miss, 98% within L_tr
+    assert "not shown as a trend" in str(share_and_r(sr.assign(high=0.1)))
+    assert "holds as a trend" in str(share_and_r(sr.assign(high=-0.1)))

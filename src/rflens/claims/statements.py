@@ -253,7 +253,10 @@ def erf_predicts_extrapolation(res):
             or None)), axis=1)
     agree = (predicted == flat)
     share = float(agree.mean())
-    wrong = ", ".join(sub.loc[~agree, "label"].astype(str))
+    # a miss named with the share of its gradient within L_tr: how near its ERF came to L_tr
+    wrong = ", ".join(f"{row['label']}" + (f" with {float(row['share_in_ltr']):.1%} of its gradient within L_tr"
+                                           if not pd.isna(row.get("share_in_ltr", float("nan"))) else "")
+                      for _, row in sub.loc[~agree].iterrows())
     return (f"{int(agree.sum())}/{len(sub)} models = {share:.0%}" + (f" (mispredicted: {wrong})" if wrong else ""),
             share >= ERF_AGREEMENT, 0)
 

@@ -63,6 +63,11 @@ def document_lengths(tokens: np.ndarray, eot: int) -> np.ndarray:
     return np.diff(np.concatenate([[-1], ends]))
 
 
+def document_starts(lengths: np.ndarray) -> np.ndarray:
+    """Where each document begins in a stream of documents of ``lengths`` tokens, in order."""
+    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+
 def _rank(doc_id: str) -> str:
     return hashlib.sha256(doc_id.encode("utf-8")).hexdigest()
 
@@ -102,7 +107,7 @@ def select(ids: list[str], lengths, subset: Subset) -> list[int]:
 
 def cut(tokens: np.ndarray, lengths: np.ndarray, keep: list[int]) -> np.ndarray:
     """The token stream of the kept documents, in their order."""
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    starts = document_starts(lengths)
     parts = [tokens[starts[i]:starts[i] + lengths[i]] for i in keep]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=tokens.dtype)
 
@@ -110,5 +115,5 @@ def cut(tokens: np.ndarray, lengths: np.ndarray, keep: list[int]) -> np.ndarray:
 def documents(stream: np.ndarray, eot: int) -> list[np.ndarray]:
     """The documents of a token stream, each without its closing separator."""
     lengths = document_lengths(stream, eot)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    starts = document_starts(lengths)
     return [stream[a:a + n - 1] for a, n in zip(starts, lengths)]

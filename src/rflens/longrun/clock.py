@@ -312,12 +312,10 @@ def _ranges(run: LongRun, setting: str, n_boot: int) -> dict[int, tuple[float, f
     for name, path in bundle.entries(run.name).items():
         if name != setting and not name.startswith(setting + "_seed="):
             continue
-        result = bundle.read_result(path)
-        if not result["points"]:
+        if not bundle.read_result(path)["points"]:
             continue
-        tokens, _, _ = forecast.curve(result)
-        reps = forecast.replicate_r(result, bundle.point_nlls(path), n_boot)
-        for t, row in zip(tokens, reps):
+        xs, _, reps = _curves(name, run, n_boot)  # the replicates the predictions and curves read
+        for t, row in zip(np.rint(np.exp2(xs)), reps):
             lo, hi = np.quantile(row, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")
             old = out.get(int(t), (math.inf, -math.inf))
             out[int(t)] = (min(old[0], float(lo)), max(old[1], float(hi)))

@@ -359,6 +359,48 @@ def depths(shallow: str = SECOND, deep: str = DEEP) -> pd.DataFrame:
                           else col, kind="stable").reset_index(drop=True)
 
 
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (ties at their mean rank); NaN where a side is constant."""
+    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def share_against_r(runs: tuple[str, ...] = (SECOND, DEEP), n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Claim 6 read as a continuous relation, one row a run: over every Table 1 model the run
+    ships (:func:`by_paper_setting`) and every size it measured, the rank correlation between
+    the share of the gradient within the last L_tr tokens (on a 16 L_tr input) and r(16 L_tr),
+    with its 95% interval from resampling the models with their sizes (the sizes of one model
+    are one curve, not independent draws; ``n_boot`` replicates). A negative value: the more
+    of its gradient a model keeps within L_tr, the flatter it stays. Beside it, the model whose
+    last size has the lowest share among those that stay within the tolerance, and the share."""
+    out = []
+    for run in runs:
+        em = by_paper_setting(run)
+        if em.empty:
+            continue
+        cells = em.dropna(subset=["share_in_ltr", "r_horizon"])
+        groups = [g[["share_in_ltr", "r_horizon"]].to_numpy(float) for _, g in cells.groupby("model", sort=True)]
+        if len(groups) < 3:
+            continue
+        rng = np.random.default_rng(seed)
+        reps = []
+        for _ in range(n_boot):
+            pick = np.vstack([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+            reps.append(_spearman(pick[:, 0], pick[:, 1]))
+        low, high = np.nanquantile(reps, [0.025, 0.975])
+        last = cells.sort_values("tokens").groupby("model", sort=False).tail(1)
+        flat = last[last["r_horizon_hi"] <= EXTRAPOLATION_TOLERANCE]
+        lowest = flat.loc[flat["share_in_ltr"].idxmin()] if len(flat) else None
+        out.append({"run": run, "layers": presets.get(run).model.n_layer, "models": len(groups), "cells": len(cells),
+                    "rank correlation": _spearman(cells["share_in_ltr"].to_numpy(float), cells["r_horizon"].to_numpy(float)),
+                    "low": float(low), "high": float(high),
+                    "flat with the least share": None if lowest is None else lowest["label"],
+                    "its share": None if lowest is None else float(lowest["share_in_ltr"])})
+    return pd.DataFrame(out)
+
+
 def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
     """Where Sinusoidal's gradient peaks at each depth (claim 8, Figure 7): every finished
     Sinusoidal model on prose of ``runs``, from the first seed, at its last measured size: the

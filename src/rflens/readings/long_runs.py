@@ -505,3 +505,36 @@ def clock_outcome(ladders: pd.DataFrame, verdicts: dict[str, dict]) -> Prose:
         text.append(f"{head}; of the {_count(v['deciding'], 'measured cell')} that decide between the clocks, {agree} "
                     f"agree: {verdict}.")
     return Prose(" ".join(text))
+
+
+def share_and_r(sr: pd.DataFrame) -> Prose:
+    """Claim 6 as a continuous relation (:func:`rflens.longrun.compare.share_against_r`): at each
+    depth, how strongly the share of the gradient within L_tr ranks against r(16 L_tr), with
+    its interval, and the flat model that keeps the least of its gradient within L_tr."""
+    if sr is None or sr.empty:
+        return Prose("No run ships enough Table 1 models for the relation between the gradient within $L_{tr}$ and "
+                     "r(16 $L_{tr}$) to be read.")
+    parts = [f"{int(row['layers'])} layers: ρ = {row['rank correlation']:.2f} [{row['low']:.2f}, {row['high']:.2f}] "
+             f"over {int(row['models'])} models and {int(row['cells'])} (model, size) cells" for _, row in sr.iterrows()]
+    text = ["Without the cut at $L_{tr}$, claim 6 is a relation: the more of its gradient a model keeps within the last "
+            "$L_{tr}$ tokens (on a 16 $L_{tr}$ input), the flatter it should stay. The rank correlation between that "
+            f"share and r(16 $L_{{tr}}$), over every Table 1 model and size, with a 95% interval that resamples models: "
+            f"{_join(parts)}."]
+    negative = sr[sr["high"] < 0]
+    if len(negative) == len(sr):
+        text.append("At every depth the interval lies below zero: the relation holds as a trend, not only at the cut.")
+    elif len(negative):
+        text.append(f"The interval lies below zero at {_join([f'{int(v)} layers' for v in negative['layers']])} only.")
+    else:
+        text.append("No interval lies below zero: the relation is not shown as a trend.")
+    named = sr.dropna(subset=["its share"])
+    if len(named):
+        text.append("The flat model that keeps the least of its gradient within $L_{tr}$: " + _join(
+            [f"{tex(row['flat with the least share'])} at {int(row['layers'])} layers ({row['its share']:.1%})"
+             for _, row in named.iterrows()]) + ".")
+        near = named[named["its share"] >= 0.95]
+        if len(near):
+            text.append(f"{_join([tex(v) for v in near['flat with the least share']])} sits on claim 6's cut: nearly all "
+                        "of its gradient lies within $L_{tr}$, but its ERF (the span holding 99%) passes $L_{tr}$, so the "
+                        "cut reads it as a model that should fail.")
+    return Prose(" ".join(text))
