@@ -364,7 +364,7 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     assert "trained at $L_{tr}$ = 32 on prose (the State of the Union addresses, non-spam mails" in both
 
 
-def test_a_chapter_opens_with_its_claims_at_each_scale():
+def test_a_chapter_opens_with_its_claims_at_each_scale(monkeypatch):
     def rows(results):
         return [{"id": i, "statement": f"claim {i} | said", "result": r, "measured": f"m{i}"} for i, r in results.items()]
 
@@ -394,9 +394,16 @@ def test_a_chapter_opens_with_its_claims_at_each_scale():
     assert ("Claim 5 in `long-repeated` (not checked): Table 1's lengths end at 512, none beyond $L_{tr}$."
             in rd.at_each_scale(here, "tiny", {"long-repeated": unchecked}))
     training = [{**c, "result": "not run", "measured": "not run: table1 not run"} for c in there]
-    waiting = rd.at_each_scale(here, "tiny", {"deep": training})
-    assert "`deep` reads none of these claims yet: its models are still training" in waiting
-    assert "Claim 1 in `deep`" not in waiting
+    from rflens.readings import claim_verdicts
+
+    assert claim_verdicts._training("deep") is False  # every model of the deep plan is shipped finished
+    for unfinished, said in ((True, "`deep` reads none of these claims yet: its models are still training"),
+                             (False, "`deep` reads none of these claims: it trains none of the models they read.")):
+        monkeypatch.setattr(claim_verdicts, "_training", lambda run, unfinished=unfinished: unfinished)
+        waiting = rd.at_each_scale(here, "tiny", {"deep": training})
+        assert said in waiting and "Claim 1 in `deep`" not in waiting
+    none = [{**c, "measured": "not run: the deep run trains no Table 3 model"} for c in training]
+    assert "it trains none of the models they read" in rd.at_each_scale(here, "tiny", {"deep": none})  # still training
 
 
 def test_a_chapter_summary_lists_its_claims_at_every_scale():

@@ -39,6 +39,15 @@ def verdicts(rows: list[dict], scale: str) -> Prose:
 _HELD = {"pass": "held", "fail": "not held", "not decided": "not decided"}  # a verdict in a clause
 
 
+def _training(run: str) -> bool:
+    """Whether a model of the long run ``run``'s plan is not yet shipped finished."""
+    from rflens.longrun import plan
+    from rflens.setup import presets
+    from rflens.store import bundle
+
+    return bool({m.name for m in plan.models(presets.get(run))} - set(bundle.complete(run)))
+
+
 def at_each_scale(rows: list[dict], scale: str, runs: dict[str, list[dict]]) -> Prose:
     """A chapter's opening summary (MyST): each of its claims with its verdict at this build's
     ``scale`` and in every shipped long run (``runs``: {run: its board or the same claims read
@@ -78,9 +87,13 @@ def at_each_scale(rows: list[dict], scale: str, runs: dict[str, list[dict]]) -> 
                     "not on training: the same verdict at every scale.")
     why = []
     for run, board in runs.items():
-        if all(c["result"] == "not run" for c in board if BY_ID[int(c["id"])].evidence == TRAINED):
+        read = [c for c in board if BY_ID[int(c["id"])].evidence == TRAINED]
+        if all(c["result"] == "not run" for c in read):
+            # "trains no": the board's own reason that the run's plan holds none of the models a claim reads
+            waits = _training(run) and not all("trains no" in str(c.get("measured", "")) for c in read)
             said.append(f"`{run}` reads none of these claims yet: its models are still training "
-                        "([chapter 10](10_long_runs.ipynb)).")
+                        "([chapter 10](10_long_runs.ipynb))." if waits else
+                        f"`{run}` reads none of these claims: it trains none of the models they read.")
             continue
         for cid, (kind, line) in causes(board, run).items():
             why.append(f"Claim {cid} in `{run}` ({'not checked' if kind == 'not run' else kind}): {tex(line)}.")
