@@ -191,3 +191,25 @@ def test_a_wide_table_scrolls_in_its_own_box_with_a_scrollbar_in_view_and_wrappe
     head = rules["div.cell_output table.dataframe thead th"]
     assert "white-space: normal" in head and "max-width" in head
     assert "white-space: nowrap" in rules["div.cell_output table.dataframe tbody th"]  # a model's name on one line
+
+
+def test_a_long_runs_rows_are_headed_with_that_run_and_a_hash_column_keeps_its_header(tmp_path, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from rflens.experiments import from_bundle
+    from rflens.measure import columns
+
+    shell = InteractiveShell.instance()
+    monkeypatch.setenv(csv_files.TABLES_ENV, str(tmp_path / "tables"))
+    monkeypatch.setenv(csv_files.CHAPTER_ENV, "03_alibi_dissected")
+    try:
+        assert csv_files.offer_tables("smoke")
+        long_t1, _ = from_bundle.experiment("table1", presets.get("long"))
+        shell.display_formatter.format(columns.display_table(long_t1, "r"))  # a long run's rows in a smoke chapter
+        shell.display_formatter.format(pd.DataFrame({"#": [1, 2], "claim": ["a", "b"]}))  # the chapter's own
+    finally:
+        InteractiveShell.clear_instance()
+    first, second = sorted((tmp_path / "tables").iterdir())
+    assert "# scale: long\n" in first.read_text() and "# scale: smoke\n" in second.read_text()
+    back = pd.read_csv(second, comment="#")
+    assert list(back.columns) == ["number", "claim"] and list(back["number"]) == [1, 2]

@@ -63,12 +63,20 @@ def experiment(name: str, run: LongRun, corpus: str = "prose"):
     lacking = missing(run, [_EXPERIMENTS[name]])
     if name == "table3":  # over the corpora whose models are all shipped; the rest lacking
         try:
-            return ex.table3_stored(run, progress=False), lacking
+            return _of_run(ex.table3_stored(run, progress=False), run), lacking
         except NotStored:
             return None, lacking
     if lacking:
         return None, lacking
     if name == "table2":
-        return ex.table2(run, corpus, t1=ex.table1(run, corpus, progress=False, train=False), progress=False,
-                         train=False), []
-    return getattr(ex, name)(run, corpus, progress=False, train=False), []
+        return _of_run(ex.table2(run, corpus, t1=ex.table1(run, corpus, progress=False, train=False), progress=False,
+                                 train=False), run), []
+    return _of_run(getattr(ex, name)(run, corpus, progress=False, train=False), run), []
+
+
+def _of_run(table, run: LongRun):
+    """The table, marked as the long run ``run``'s (``attrs["run"]``: a chapter's CSV of it is
+    headed with that run, not the chapter's scale)."""
+    if table is not None:
+        table.attrs["run"] = run.name
+    return table

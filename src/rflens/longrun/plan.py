@@ -210,9 +210,10 @@ def last_sizes(em, run: LongRun):
                 groups.setdefault(spec.name, []).append(family)
     rows = [em[em["name"] == name].sort_values("tokens").iloc[-1].to_dict() | {"family": " and ".join(families)}
             for name, families in groups.items()]
-    if not rows:
-        return pd.DataFrame(columns=["family", "label", *LAST_SIZE_COLUMNS]).set_index(["family", "label"])
-    return pd.DataFrame(rows).set_index(["family", "label"])[LAST_SIZE_COLUMNS]
+    out = (pd.DataFrame(rows) if rows else pd.DataFrame(columns=["family", "label", *LAST_SIZE_COLUMNS]))
+    out = out.set_index(["family", "label"])[LAST_SIZE_COLUMNS]
+    out.attrs["run"] = run.name  # the run the rows come from, for a CSV of them
+    return out
 
 
 def _failing(spec: LongModel, run: LongRun) -> int | None:

@@ -196,8 +196,9 @@ def readable(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     number of a column with the same decimals, shares as percentages, yes/no for flags, "–"
     for a value not measured, and an ERF the segment capped as "≥ N" (its segment length in
     the header).
-    ``attrs["csv"]`` keeps the rows at full precision for the chapter's CSV download."""
-    full = df.attrs.get("csv")
+    ``attrs["csv"]`` keeps the rows at full precision for the chapter's CSV download, and
+    ``attrs["run"]`` the long run they come from, where ``df`` names one."""
+    full, run = df.attrs.get("csv"), df.attrs.get("run")
     if full is None:
         named = any(n is not None for n in df.index.names)
         full = (df.reset_index() if named else df).to_dict(orient="list")
@@ -223,6 +224,8 @@ def readable(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     out.index = out.index.set_names([header(n) if n is not None else None for n in df.index.names])
     out.columns.name = None if df.columns.name is None else header(df.columns.name)
     out.attrs["csv"] = full
+    if run is not None:
+        out.attrs["run"] = run
     return out
 
 
@@ -243,6 +246,8 @@ def display_table(df: pd.DataFrame, what: str = "ppl", extra: Iterable[str] = ()
             if f"{k}@{L}" in df.columns]
     # as plain lists: pandas compares attrs when it combines frames, which a DataFrame cannot take
     out.attrs["csv"] = df.set_index(index)[full + kept + folded].reset_index().to_dict(orient="list")
+    if "run" in df.attrs:  # the long run the rows come from, for the CSV's header
+        out.attrs["run"] = df.attrs["run"]
     view = readable(out, digits)
     view.columns.name = f"{what} at L_ex" if what == "ppl" else "r(L) at L_ex"
     return view

@@ -6,9 +6,11 @@ the chapter's page, when the chapter runs under ``reproduce`` (which names the f
 the chapter in ``RFLENS_TABLES`` and ``RFLENS_CHAPTER``). :func:`export_store` writes the
 same kind of files for everything in the run store (``python -m rflens runs --export DIR``).
 
-A file starts with ``#`` lines: the scale, the code version (:func:`rflens.store.runs.code_version`)
-and the fingerprint of each prepared corpus, then the CSV itself (``pandas.read_csv(path,
-comment="#")`` reads it back). A missing or undefined number (NaN, None) is an empty cell, never
+A file starts with ``#`` lines: the scale (or, for rows read from a long run's bundle, marked
+``attrs["run"]``, that run), the code version (:func:`rflens.store.runs.code_version`) and the
+fingerprint of each corpus prepared for it, then the CSV itself (``pandas.read_csv(path,
+comment="#")`` reads it back; a first column named ``#`` becomes ``number``, so that a reader
+skipping ``#`` lines keeps the header). A missing or undefined number (NaN, None) is an empty cell, never
 the word ``nan``, which a reader that parses numbers strictly would take for text; an infinity
 is ``inf`` or ``-inf``, as Python's ``float`` and pandas read it.
 """
@@ -48,6 +50,8 @@ def write_csv(df, path, meta: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     head = "".join(f"# {k}: {v}\n" for k, v in meta.items())
     frame = df.reset_index() if _named_index(df) else df
+    # a header row that starts with "#" would be dropped with the comment lines by a reader that skips them
+    frame = frame.rename(columns={c: "number" + str(c)[1:] for c in frame.columns[:1] if str(c).startswith("#")})
     with atomic_write(path, "w") as f:
         f.write(head + frame.to_csv(index=False))
     return path
@@ -72,14 +76,17 @@ def offer_tables(scale: str | None) -> bool:
     import pandas as pd
     from pandas.io.formats.style import Styler
 
-    meta = {**provenance(scale), "chapter": chapter}
+    metas: dict = {}  # provenance by the run a table's rows come from (the chapter's scale unless marked)
     counter = itertools.count(1)
 
     def as_html(obj):
         df = obj.data if isinstance(obj, Styler) else obj
         name = f"{chapter}-table{next(counter)}.csv"
+        run = df.attrs.get("run") or scale  # a long run's rows are headed with that run
+        if run not in metas:
+            metas[run] = {**provenance(run), "chapter": chapter}
         full = df.attrs.get("csv")  # a rounded view's rows at full precision (rflens.measure.columns.display_table)
-        write_csv(df if full is None else pd.DataFrame(full), Path(folder) / name, meta)
+        write_csv(df if full is None else pd.DataFrame(full), Path(folder) / name, metas[run])
         return (obj.to_html() if isinstance(obj, Styler) else obj._repr_html_()) + (
             f'<p class="rflens-download"><a href="tables/{name}" download>Download this table (CSV)</a></p>')
 

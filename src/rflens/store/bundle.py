@@ -566,7 +566,9 @@ def table(scale: str = "long", names: list[str] | None = None):
             row.update({"ppl_l_tr": row.get(f"ppl@{l_tr}"), "r_horizon": p["r"][top], "r_horizon_lo": p["r_low"][top],
                         "r_horizon_hi": p["r_high"][top]})
             rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["run"] = scale  # the run the rows come from, for a CSV of them
+    return out
 
 
 def provenance(scale: str = "long"):
