@@ -75,9 +75,13 @@ def _run(args) -> int:
     rerun = getattr(args, "rerun", False)
     with Log(reproduce.log_path(scale), quiet=quiet) as log:
         log(f"reproduce --scale {scale}: chapters {', '.join(chosen)}; progress also in {log.path}")
-        kept = [] if rerun else reproduce.unchanged(scale, request["chapters"])
+        changes = {} if rerun else reproduce.changes(scale, request["chapters"])
+        kept = [key for key, what in changes.items() if not what]
         if kept:
             log(f"chapters {', '.join(kept)}: executed earlier with today's inputs, kept (--rerun executes them again)")
+        for key, what in changes.items():
+            if what and what != ["notebook"]:
+                log(f"chapter {key} executes again: its {', '.join(what)} changed since it was executed")
         todo = [key for key in chosen if key not in kept]
         cost = None if presets.get(scale).shipped or not todo else parallel.missing_cost(scale, todo)
         if cost:  # said before the first model trains

@@ -1,9 +1,9 @@
 """Executed chapters kept and reused: a chapter whose inputs are unchanged is not run again.
 
 An executed notebook (``_build/<scale>/notebooks/<chapter>.ipynb``) carries in its metadata,
-under ``rflens``, the digest of everything its outputs depend on (:func:`inputs_digest`) and
-the sha256 of each table file (CSV) it wrote. ``reproduce`` reuses the notebook when both
-still match (:func:`reusable`), and ``--rerun`` executes it anyway.
+under ``rflens``, a digest of each thing its outputs depend on (:func:`inputs`) and the sha256
+of each table file (CSV) it wrote. ``reproduce`` reuses the notebook when both still match
+(:func:`reusable`; :func:`changed` names what did not), and ``--rerun`` executes it anyway.
 
 The inputs are the chapter's cells, its parameters and scale, every file of the package, the
 book's files other than the chapters, the shipped bundles (their contents), the installed
@@ -120,14 +120,35 @@ def cells_digest(nb) -> str:
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
 
 
-def inputs_digest(path: Path, params: dict, scale: str) -> str:
-    """The digest of everything the outputs of the chapter at ``path`` depend on."""
+def inputs(path: Path, params: dict, scale: str) -> dict[str, str]:
+    """Everything the outputs of the chapter at ``path`` depend on, each as a digest: its
+    cells, scale and parameters, and the inputs every chapter shares (:func:`environment`)."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
     record = {"chapter": Path(path).stem, "cells": cells_digest(nb), "scale": scale,
               "parameters": sorted((k, repr(v)) for k, v in params.items()), **environment(Path(path).parent)}
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+    return {k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16] for k, v in record.items()}
+
+
+def changed(source: Path, executed: Path, params: dict, scale: str, tables: Path) -> list[str]:
+    """What changed since ``executed`` was executed from the chapter at ``source``: the names
+    of the inputs (:func:`inputs`) whose digest differs, ``tables`` where its table files do
+    not match, ``notebook`` where there is no stamped notebook. Empty: it can be kept."""
+    import nbformat
+
+    if not Path(executed).is_file():
+        return ["notebook"]
+    try:
+        mark = nbformat.read(str(executed), as_version=4).metadata.get(KEY) or {}
+    except Exception:  # a damaged file is executed again
+        return ["notebook"]
+    was = mark.get("inputs")
+    if not isinstance(was, dict):
+        return ["notebook"]
+    now = inputs(source, params, scale)
+    out = sorted(k for k in now.keys() | was.keys() if now.get(k) != was.get(k))
+    return out + (["tables"] if mark.get("tables") != tables_of(tables, Path(source).stem) else [])
 
 
 def tables_of(folder: Path, stem: str) -> dict[str, str]:
@@ -135,28 +156,19 @@ def tables_of(folder: Path, stem: str) -> dict[str, str]:
     return {p.name: _file_digest(p) for p in sorted(Path(folder).glob(f"{stem}-table*.csv"))}
 
 
-def stamp(path: Path, digest: str, tables: dict[str, str]) -> None:
+def stamp(path: Path, digests: dict[str, str], tables: dict[str, str]) -> None:
     """Write the stamp into the executed notebook at ``path`` (in place)."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
-    nb.metadata[KEY] = {"inputs": digest, "tables": tables}
+    nb.metadata[KEY] = {"inputs": digests, "tables": tables}
     nbformat.write(nb, str(path))
 
 
 def reusable(source: Path, executed: Path, params: dict, scale: str, tables: Path) -> bool:
     """Whether ``executed`` is the chapter at ``source`` executed with today's inputs, its
     table files in ``tables`` as it wrote them."""
-    import nbformat
-
-    if not Path(executed).is_file():
-        return False
-    try:
-        mark = nbformat.read(str(executed), as_version=4).metadata.get(KEY) or {}
-    except Exception:  # a damaged file is executed again
-        return False
-    return (mark.get("inputs") == inputs_digest(source, params, scale)
-            and mark.get("tables") == tables_of(tables, Path(source).stem))
+    return not changed(source, executed, params, scale, tables)
 
 
 def write_from_cells(source: Path, outputs: list[list[dict]], params: dict, scale: str,
@@ -187,7 +199,7 @@ def write_from_cells(source: Path, outputs: list[list[dict]], params: dict, scal
                 if o.get("output_type") == "execute_result":
                     o["execution_count"] = count
     for_the_page(nb)
-    nb.metadata[KEY] = {"inputs": inputs_digest(source, params, scale), "tables": tables_of(tables, source.stem)}
+    nb.metadata[KEY] = {"inputs": inputs(source, params, scale), "tables": tables_of(tables, source.stem)}
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / source.name
     with atomic_write(final, "w") as f:

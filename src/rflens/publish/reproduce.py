@@ -268,18 +268,19 @@ def execute(key: str, path: Path, params: dict, scale: str, log=None, rerun: boo
         Path(tmp).unlink(missing_ok=True)
         raise
     drop_stderr(Path(tmp))
-    executed.stamp(Path(tmp), executed.inputs_digest(path, params, scale), executed.tables_of(tables, path.stem))
+    executed.stamp(Path(tmp), executed.inputs(path, params, scale), executed.tables_of(tables, path.stem))
     os.replace(tmp, final)
     (out_dir / f"{path.stem}.failed.ipynb").unlink(missing_ok=True)
     return True
 
 
-def unchanged(scale: str, chapters: dict) -> list[str]:
-    """The chapters of a request (``{key: (path, parameters)}``) whose executed notebook has
-    today's inputs and tables, in order (:func:`rflens.publish.executed.reusable`)."""
+def changes(scale: str, chapters: dict) -> dict[str, list[str]]:
+    """For each chapter of a request (``{key: (path, parameters)}``), what changed since its
+    executed notebook was executed (:func:`rflens.publish.executed.changed`); an empty list:
+    it has today's inputs and tables, and is kept."""
     out_dir = notebooks_dir(scale)
-    return [key for key, (path, params) in chapters.items()
-            if executed.reusable(path, out_dir / path.name, params, scale, out_dir / "tables")]
+    return {key: executed.changed(path, out_dir / path.name, params, scale, out_dir / "tables")
+            for key, (path, params) in chapters.items()}
 
 
 def drop_stderr(path: Path) -> int:
