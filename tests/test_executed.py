@@ -73,6 +73,17 @@ def test_what_the_outputs_depend_on_changes_the_stamp_and_where_things_are_does_
     assert not executed.reusable(*args)
     monkeypatch.undo()
     assert executed.reusable(*args)
+    # a scheme file a process names as it loads it: the book's own (among the book's files) leaves the stamp be
+    (source.parent / "schemes").mkdir()
+    (source.parent / "schemes" / "mine.py").write_text("x = 1\n")
+    assert not executed.reusable(*args)  # a new book file
+    executed.stamp(path, executed.inputs(*args[:1], {"scale": "smoke"}, "smoke"), executed.tables_of(tables, "98_demo"))
+    monkeypatch.setenv("RFLENS_SCHEMES", str(source.parent / "schemes" / "mine.py"))
+    assert executed.reusable(*args)
+    other = tmp_path / "elsewhere.py"
+    other.write_text("y = 2\n")
+    monkeypatch.setenv("RFLENS_SCHEMES", str(other))
+    assert executed.changed(*args) == ["schemes"]
 
 
 def test_a_changed_cell_table_or_bundle_is_executed_again(written, monkeypatch, tmp_path):

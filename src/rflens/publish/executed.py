@@ -84,8 +84,11 @@ def environment(book: Path) -> dict:
     import rflens
     from rflens.storage import reference_dirs
 
-    settings = {k: v for k, v in os.environ.items() if k.startswith("RFLENS_") and k not in WHERE}
-    schemes = [p for p in settings.get("RFLENS_SCHEMES", "").split(os.pathsep) if p and Path(p).is_file()]
+    settings = {k: v for k, v in os.environ.items() if k.startswith("RFLENS_") and k not in WHERE | {"RFLENS_SCHEMES"}}
+    # the scheme files a process names as it loads them, by content; the book's own are among its files
+    book = Path(book).resolve()
+    schemes = sorted({str(Path(p).resolve()) for p in os.environ.get("RFLENS_SCHEMES", "").split(os.pathsep)
+                      if p and Path(p).is_file() and book not in Path(p).resolve().parents})
     return {
         "package": tree_digest(Path(rflens.__file__).parent),
         "book": tree_digest(book, skip=(".ipynb",)),
@@ -94,7 +97,7 @@ def environment(book: Path) -> dict:
         "threads": [os.environ.get(v) for v in THREADS] + [len(os.sched_getaffinity(0))
                                                           if hasattr(os, "sched_getaffinity") else os.cpu_count()],
         "settings": sorted(settings.items()),
-        "schemes": [_file_digest(Path(p)) for p in schemes],
+        "schemes": [(p, _file_digest(Path(p))) for p in schemes],
     }
 
 
