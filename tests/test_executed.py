@@ -30,7 +30,8 @@ OUTPUTS = [[], [{"output_type": "stream", "name": "stdout", "text": "smoke\n"},
 
 
 @pytest.fixture
-def written(tmp_path):
+def written(tmp_path, monkeypatch):
+    monkeypatch.delenv("RFLENS_SCHEMES", raising=False)  # an earlier test's scheme files, named as they loaded
     source = _chapter(tmp_path / "book")
     out, tables = tmp_path / "out", tmp_path / "out" / "tables"
     tables.mkdir(parents=True)
@@ -72,6 +73,7 @@ def test_what_the_outputs_depend_on_changes_the_stamp_and_where_things_are_does_
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert not executed.reusable(*args)
     monkeypatch.undo()
+    monkeypatch.delenv("RFLENS_SCHEMES", raising=False)
     assert executed.reusable(*args)
     # a scheme file a process names as it loads it: the book's own (among the book's files) leaves the stamp be
     (source.parent / "schemes").mkdir()
@@ -98,6 +100,7 @@ def test_a_changed_cell_table_or_bundle_is_executed_again(written, monkeypatch, 
     now = executed.inputs(source, {"scale": "smoke"}, "smoke")
     assert [k for k in now if now[k] != digest[k]] == ["bundles"]
     monkeypatch.undo()
+    monkeypatch.delenv("RFLENS_SCHEMES", raising=False)
     assert executed.reusable(*args)
     (tables / "98_demo-table2.csv").write_text("x\n")  # a table the stamp does not list
     assert not executed.reusable(*args)
