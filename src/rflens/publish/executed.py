@@ -28,6 +28,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from rflens.storage import sha256_file
+
 KEY = "rflens"  # the notebook metadata entry that holds the stamp
 # settings that say where things are, not what a chapter computes (RFLENS_REFERENCE: the
 # bundles' contents are hashed instead; RFLENS_SCALE: the scale is hashed as a parameter)
@@ -36,40 +38,18 @@ WHERE = {"RFLENS_DATA", "RFLENS_RUNS", "RFLENS_TEST_RUNS", "RFLENS_ROOT", "RFLEN
 THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _listing(root: Path, skip=()) -> tuple:
-    """(relative path, size, mtime) of every file under ``root``, sorted; caches and ``skip``
-    suffixes left out."""
-    if not root.is_dir():
-        return ()
-    out = []
-    for path in root.rglob("*"):
-        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(skip):
-            st = path.stat()
-            out.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
-    return tuple(sorted(out))
-
-
-@lru_cache(maxsize=32)
-def _tree(root: str, listing: tuple) -> str:
-    """The digest of the files of ``listing`` under ``root`` (their names and contents),
-    cached on the listing: a file is read again only when its size or time changed."""
-    h = hashlib.sha256()
-    for name, _, _ in listing:
-        h.update(name.encode() + b"\0" + _file_digest(Path(root) / name).encode() + b"\0")
-    return h.hexdigest()
-
-
 def tree_digest(root: Path, skip=()) -> str:
+    """The digest of the files under ``root`` (their names and contents), caches and names
+    ending in ``skip`` left out; each file read once a process while it is unchanged
+    (:func:`rflens.storage.sha256_file`)."""
     root = Path(root)
-    return _tree(str(root), _listing(root, skip))
+    if not root.is_dir():
+        return hashlib.sha256(b"").hexdigest()
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                       and not p.name.endswith(skip)):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + sha256_file(path).encode() + b"\0")
+    return h.hexdigest()
 
 
 @lru_cache(maxsize=4)
@@ -97,7 +77,7 @@ def environment(book: Path) -> dict:
         "threads": [os.environ.get(v) for v in THREADS] + [len(os.sched_getaffinity(0))
                                                           if hasattr(os, "sched_getaffinity") else os.cpu_count()],
         "settings": sorted(settings.items()),
-        "schemes": [(p, _file_digest(Path(p))) for p in schemes],
+        "schemes": [(p, sha256_file(Path(p))) for p in schemes],
     }
 
 
@@ -156,7 +136,7 @@ def changed(source: Path, executed: Path, params: dict, scale: str, tables: Path
 
 def tables_of(folder: Path, stem: str) -> dict[str, str]:
     """The chapter's table files in ``folder``, each name with its sha256."""
-    return {p.name: _file_digest(p) for p in sorted(Path(folder).glob(f"{stem}-table*.csv"))}
+    return {p.name: sha256_file(p) for p in sorted(Path(folder).glob(f"{stem}-table*.csv"))}
 
 
 def stamp(path: Path, digests: dict[str, str], tables: dict[str, str]) -> None:
