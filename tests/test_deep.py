@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pandas as pd
 import pytest
 
 from rflens import paper
@@ -187,11 +190,20 @@ def test_figure_7_holds_the_models_the_preset_trains_and_claim_8_reads_sinusoida
     from rflens.errors import UserError
     from rflens.experiments import tables as ex
 
-    assert [s.pos for s in ex.figure7_models(presets.get("deep"))] == ["sinusoidal", "sinusoidal"]  # no Rotary at this depth
+    deep = presets.get("deep")
+    specs = ex.figure7_models(deep)  # no Rotary at this depth; the paper's embeddings at L_tr beside the book's
+    assert [(s.pos, s.settings.get("scale_embeddings", True)) for s in specs] == [
+        ("sinusoidal", True), ("sinusoidal", True), ("sinusoidal", False)]
     assert [s.pos for s in ex.figure7_models(presets.get("long"))][-1] == "rotary"
     with pytest.raises(UserError, match="--scale long"):
-        ex.rotary_model(presets.get("deep"))
-    f7 = gather.figure7_curves("deep", "prose", ex.figure7(presets.get("deep"), progress=False, train=False))
+        ex.rotary_model(deep)
+    book = dataclasses.replace(deep, sweeps=dataclasses.replace(deep.sweeps, paper_embeddings_l_tr=()))
+    f7 = gather.figure7_curves("deep", "prose", ex.figure7(book, progress=False, train=False))
+    assert f7["scale_embeddings"].all()
     (row,) = verdicts.check({"figure7": f7, "corpus": "prose", "scale": "deep"}, [8])
     assert row["result"] in ("pass", "fail", "not decided")  # decided on the bundle, not "not run" for want of Rotary
     assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128: step at L_tr" in row["measured"]
+    # where a run has Sinusoidal as the paper's code trains it, claim 8 reads those models alone
+    paper = f7[f7["default_l_tr"]].assign(scale_embeddings=False, label="Sinusoidal, paper's embeddings, L_tr=64")
+    (row,) = verdicts.check({"figure7": pd.concat([f7, paper]), "corpus": "prose", "scale": "deep"}, [8])
+    assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128" not in row["measured"]

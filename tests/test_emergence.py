@@ -187,8 +187,13 @@ def test_the_second_run_trains_table2_as_designed_and_the_deciding_models_from_t
     assert names[4:7] == ["alibi_slope_shift=2_batch_size=8_l_tr=128", "alibi_slope_shift=2",
                           "window_window=30_batch_size=16_l_tr=64"]
     assert "sinusoidal_batch_size=16_l_tr=64" in names  # Figure 7's two L_tr on the same tokens
+    # and Sinusoidal as the paper's code trains it (embeddings unscaled) at both, from three seeds, with weights
+    paper = ["sinusoidal_scale_embeddings=False", "sinusoidal_batch_size=16_l_tr=64_scale_embeddings=False"]
+    assert set(paper) <= set(names) and {f"{n}_seed=2" for n in paper} <= set(names)
+    assert [n for n in names if plan.keeps_weights(presets.get("long"), plan.named(n, presets.get("long")))] == [
+        "alibi_slope_shift=4", "nope", *paper, *(f"{n}_seed={k}" for n in paper for k in (1, 2))]
     seeded = [n for n in names if "_seed=" in n]
-    assert len(seeded) == 2 * 11 and set(plan.seeded("alibi_slope_shift=-7", presets.get("long"))) <= set(names)
+    assert len(seeded) == 2 * 13 and set(plan.seeded("alibi_slope_shift=-7", presets.get("long"))) <= set(names)
     assert plan.seeded("rotary", presets.get("long")) == ["rotary", "rotary_seed=1", "rotary_seed=2"]
     r = settings.resolve(presets.get("long"), "alibi", "math", {"seed": 2})
     assert r.data.corpus == "math-tex" and r.train.seed == 2 and r.preset.eval.n_segments == 1024
@@ -242,10 +247,13 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name
         assert np.isfinite(p["nll"]).all() and sum(p["normalized"]) == pytest.approx(1, abs=1e-3)
     if scale != CONTROL:  # the later runs record the document of each segment, for their intervals
         assert len(result["segment_docs"]) == result["eval"]["n_segments"]
+    # a 12-layer model's weights (3.4 MB in fp32) are shipped where a claim reads them again
+    claimed = name not in presets.get(scale).drift_models and plan.keeps_weights(presets.get(scale), spec)
     for path in SHIPPED[scale, name].iterdir():
-        assert path.stat().st_size < 2 * 2**20, f"{path} is over 2 MB"
+        line = 4 if claimed and path.name == bundle.WEIGHTS else 2
+        assert path.stat().st_size < line * 2**20, f"{path} is over {line} MB"
     kept = (SHIPPED[scale, name] / bundle.WEIGHTS).is_file()
-    assert kept == (name in presets.get(scale).drift_models), "weights are shipped for the drift models alone"
+    assert kept == plan.keeps_weights(presets.get(scale), spec), "weights are shipped for the models that keep them alone"
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@ from rflens.training import trainer
 from rflens.setup.config import SCHEMES
 
 SWEEP_KEYS = {"slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2", "table3_pos", "corpora"}
-OPTIONAL = {"seeds": (), "same_tokens": True, "seeded": (), "beside_figure7": ("nope", "rotary")}  # may stay at the default
+OPTIONAL = {"seeds": (), "same_tokens": True, "seeded": (), "beside_figure7": ("nope", "rotary"),
+            "paper_embeddings_l_tr": ()}  # may stay at the default
 
 
 def sweeps(s) -> dict:

@@ -53,7 +53,7 @@ def test_a_seeded_model_is_served_from_the_seed_asked_for_and_the_others_from_th
 def test_the_long_plan_seeds_the_models_that_decide_claims():
     seeded = plan._seeded(presets.get("long"))
     deciding = [s for s in plan.by_experiment(presets.get("long")) if s.startswith("Seeds")]
-    assert deciding and len(seeded) == len(plan.by_experiment(presets.get("long"))[deciding[0]]) == 22
+    assert deciding and len(seeded) == len(plan.by_experiment(presets.get("long"))[deciding[0]]) == 26
     r = resolve(presets.get("long"), "alibi", "prose", {"slope_shift": 4, "seed": 2})
     assert (r.model, r.data, r.train) in seeded
     r = resolve(presets.get("long"), "alibi", "prose", {"slope_shift": -1, "seed": 1})  # inside the sweep: one seed

@@ -92,6 +92,8 @@ def _retrained_models_extrapolate(res):
 def _sinusoidal_peaks_near_l_tr(res):
     f7 = table_of(res, "figure7")
     sin = f7[f7["pos"] == "sinusoidal"] if "pos" in f7.columns else f7.iloc[0:0]
+    if "scale_embeddings" in sin.columns:  # the models it read: the book's Sinusoidal (embeddings scaled)
+        sin = sin[sin["scale_embeddings"].astype(bool)]
     default = sin[sin["default_l_tr"].astype(bool)] if "default_l_tr" in sin.columns else sin.iloc[0:0]
     if default.empty:
         raise Missing("no Sinusoidal model at the scale's L_tr")

@@ -180,3 +180,15 @@ def learned_and_free(t3: pd.DataFrame, corpus: str) -> tuple[int, dict, dict]:
     if not free or len(learned) < len(TABLE3_LEARNABLE):
         raise Missing(f"Table 3 on {corpus} lacks parameter-free or learnable models")
     return l_tr, learned, free
+
+
+def paper_sinusoidal(f7: pd.DataFrame) -> pd.DataFrame:
+    """Figure 7's Sinusoidal rows that claim 8 reads: those trained as the paper's code trains
+    Sinusoidal (token embeddings added unscaled) where the table has any, else the book's
+    (embeddings scaled by sqrt(d): rflens.setup.deviations)."""
+    sin = f7[f7["pos"] == "sinusoidal"] if "pos" in f7.columns else f7.iloc[0:0]
+    if "scale_embeddings" in sin.columns:
+        unscaled = sin[~sin["scale_embeddings"].astype(bool)]
+        if not unscaled.empty:
+            return unscaled
+    return sin

@@ -37,8 +37,8 @@ from rflens import paper
 from rflens.setup import presets
 from rflens.claims.legacy import LEGACY
 from rflens.claims.outcomes import LEVEL, Missing, all_of, at_least, straddles
-from rflens.claims.rows import (alibi_row, extrapolates_row, family_rows, learned_and_free, lengths_beyond, ppl_ratio,
-    r_at, r_at_length, row_of, table_of)
+from rflens.claims.rows import (alibi_row, extrapolates_row, family_rows, learned_and_free, lengths_beyond,
+    paper_sinusoidal, ppl_ratio, r_at, r_at_length, row_of, table_of)
 from rflens.experiments.speed import speed_ratio
 from rflens.measure.columns import lengths_of, row_ppl
 from rflens.measure.criterion import (BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, breaks_level, erf_text,
@@ -315,7 +315,8 @@ def step_at_l_tr(normalized, l_tr: int) -> dict:
           "absolute position L_tr.",
        f"r(4 L_tr) >= {BREAKS:g} ({_LB}); and, at every L_tr of the sweep, the normalised gradient's step from the "
        f"L_tr-th token to the next exceeds every step within L_tr / 2 on both sides ("
-       f"the stored gradient is a mean over segments, so the jump has no interval)", ("figure7",),
+       f"the stored gradient is a mean over segments, so the jump has no interval); read on the Sinusoidal models "
+       f"trained as the paper's code trains them (embeddings unscaled) where a run has them", ("figure7",),
        sentence="\"Sinusoidal focuses on the 512-th token when $L_{tr}=512$ and the 128-th token when "
                 "$L_{tr}=128$ as indicated by the sudden jump on their normalized gradient plots\" (Section 5)",
        paper="the gradient jumps at the absolute position L_tr (512 at L_tr = 512, 128 at L_tr = 128)",
@@ -324,8 +325,7 @@ def sinusoidal_jumps_at_l_tr(res):
     """Read as: r(4 L_tr) at least doubles (Section 5 calls Sinusoidal "non-extrapolatable"),
     and at each L_tr the gradient jumps at the absolute position L_tr: the step there is
     larger than any step around it (:func:`step_at_l_tr`). Not by construction."""
-    f7 = table_of(res, "figure7")
-    sin = f7[f7["pos"] == "sinusoidal"] if "pos" in f7.columns else f7.iloc[0:0]
+    sin = paper_sinusoidal(table_of(res, "figure7"))
     if sin.empty:
         raise Missing("no Sinusoidal model in Figure 7")
     default = sin[sin["default_l_tr"].astype(bool)] if "default_l_tr" in sin.columns else sin.iloc[0:0]

@@ -288,13 +288,18 @@ def table2(preset: presets.Preset, corpus: str = "prose", *, t1: pd.DataFrame | 
 # Figure 7 (Section 5): Sinusoidal at two L_tr, and Rotary
 # --------------------------------------------------------------------------------------
 def figure7_models(preset: presets.Preset, corpus: str = "prose") -> list[Spec]:
-    """Figure 7's models: Sinusoidal at each L_tr of the sweep, and Rotary at the preset's
-    L_tr where the preset trains it (``"rotary"`` in its ``sweeps.beside_figure7``)."""
+    """Figure 7's models: Sinusoidal at each L_tr of the sweep (and, where the preset trains
+    it, with the paper's embeddings at each L_tr of ``sweeps.paper_embeddings_l_tr``), and
+    Rotary at the preset's L_tr where the preset trains it (``"rotary"`` in its
+    ``sweeps.beside_figure7``)."""
     base = preset.train.l_tr
     specs = []
     for l_tr, over in preset.sinusoidal_runs():
         specs.append(make_spec(f"Sinusoidal, L_tr={int(l_tr)}", "sinusoidal", corpus, family="sinusoidal",
                                value=int(l_tr), **over))
+    for l_tr, over in preset.paper_embedding_runs():  # as the paper's code trains it: embeddings unscaled
+        specs.append(make_spec(f"Sinusoidal, paper's embeddings, L_tr={int(l_tr)}", "sinusoidal", corpus,
+                               family="sinusoidal", value=int(l_tr), **over))
     if "rotary" in preset.sweeps.beside_figure7:
         specs.append(make_spec(f"Rotary, L_tr={base}", "rotary", corpus, family="rotary", value=base))
     return specs
@@ -320,7 +325,8 @@ def figure7(preset: presets.Preset, corpus: str = "prose", *, progress: bool = T
         run = run_of(preset, spec, train=train, progress=progress)
         l_tr = _l_tr(run)
         row = {"label": spec.label, "pos": spec.pos, "corpus": corpus, "l_tr": l_tr,
-               "default_l_tr": l_tr == preset.train.l_tr, "run_key": run.key}
+               "default_l_tr": l_tr == preset.train.l_tr, "run_key": run.key,
+               "scale_embeddings": run.model_cfg.scale_embeddings}
         add_ppl_columns(row, measure_ppl(run), l_tr)
         rf = measure_erf(run, length=run.erf_segment(length))
         add_erf_columns(row, rf)

@@ -38,7 +38,7 @@ import numpy as np
 
 from rflens import data, storage
 from rflens.errors import UserError
-from rflens.longrun.plan import LongModel, measured_steps, named
+from rflens.longrun.plan import keeps_weights, LongModel, measured_steps, named
 from rflens.setup import presets
 from rflens.setup.config import DataConfig, EvalConfig
 from rflens.setup.settings import resolve
@@ -239,7 +239,7 @@ def _run(spec: LongModel, preset: presets.Preset, work: Path, model_cfg, data_cf
         seconds=seconds, measured_steps=measured_steps(preset, train_cfg), curve=curve, points=points,
         segment_docs=final.get("docs") or corpus.segment_docs(ev.n_segments, max(points[-1]["lengths"]) + 1,
                                                               ev.seed).tolist())
-    keep = (preset.shipped and spec.name in preset.drift_models) if keep_weights is None else keep_weights
+    keep = (preset.shipped and keeps_weights(preset, spec)) if keep_weights is None else keep_weights
     out = bundle.write_model(preset.name, spec.name, result, arrays, final.get("model") if keep else None, root)
     if interrupted is not None:
         raise interrupted

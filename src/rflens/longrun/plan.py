@@ -51,6 +51,7 @@ def by_experiment(run: LongRun) -> dict[str, list[LongModel]]:
     out["NoPE and Figure 7: no bias, absolute positions"] = (
         [LongModel(p) for p in beside if p == "nope"]
         + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in run.sinusoidal_runs()]
+        + [LongModel("sinusoidal", tuple(sorted(over.items()))) for _, over in run.paper_embedding_runs()]
         + [LongModel(p) for p in beside if p != "nope"])
     for c in sw.corpora if sw.table3_pos else ():
         out[f"Table 3 on {c}"] = [LongModel(p, (), c) for p in sw.table3_pos]
@@ -62,6 +63,13 @@ def by_experiment(run: LongRun) -> dict[str, list[LongModel]]:
         chosen = [every[name] for name, _ in sw.seeded if name in every] if sw.seeded else _deciding(out)
         out[title] = [seeds for spec in chosen for seeds in with_seeds(spec, sw.seeds)]
     return out
+
+
+def keeps_weights(run: LongRun, spec: LongModel) -> bool:
+    """Whether ``spec`` is shipped with its weights: the drift test's models, and Sinusoidal
+    with the paper's embeddings, whose gradient claim 8 reads again on other inputs
+    (Figure 7's 4 L_tr beside the bundle's 16 L_tr)."""
+    return spec.name in run.drift_models or (spec.pos == "sinusoidal" and spec.settings().get("scale_embeddings") is False)
 
 
 def _join(items: list[str]) -> str:

@@ -176,10 +176,14 @@ class Sweeps:
     # Figure 7's Sinusoidal at another L_tr keeps the tokens of a step (so both L_tr see the
     # same training tokens); False: the batch is kept instead (the first long run's choice)
     same_tokens: bool = True
+    # Figure 7's Sinusoidal also trained as the paper's code trains it, at these L_tr: token
+    # embeddings added to the sinusoids unscaled (the book's Sinusoidal scales them by sqrt(d):
+    # rflens.setup.deviations); claim 8 reads these where a preset has them
+    paper_embeddings_l_tr: tuple[int, ...] = ()
 
     def __post_init__(self):
         for name in ("slope_shift", "same_slope", "window", "d_bar", "sinusoidal_l_tr", "table2",
-                     "table3_pos", "corpora", "seeds", "seeded", "beside_figure7"):
+                     "table3_pos", "corpora", "seeds", "seeded", "beside_figure7", "paper_embeddings_l_tr"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
@@ -208,14 +212,21 @@ class Preset:
         """Figure 7's Sinusoidal models: (L_tr, settings beside the preset's) for each L_tr of
         the sweep. The preset's own L_tr gets none (it is Table 3's model); another keeps the
         tokens of a step when ``sweeps.same_tokens`` (both see the same training tokens)."""
+        return [(l_tr, self._at_l_tr(l_tr)) for l_tr in map(int, self.sweeps.sinusoidal_l_tr)]
+
+    def paper_embedding_runs(self) -> list[tuple[int, dict]]:
+        """Figure 7's Sinusoidal with the paper's embeddings (token embeddings not scaled by
+        sqrt(d)): (L_tr, settings beside the preset's) for each L_tr of
+        ``sweeps.paper_embeddings_l_tr``, at the tokens of a step as :meth:`sinusoidal_runs`."""
+        return [(l_tr, {**self._at_l_tr(l_tr), "scale_embeddings": False})
+                for l_tr in map(int, self.sweeps.paper_embeddings_l_tr)]
+
+    def _at_l_tr(self, l_tr: int) -> dict:
         base = self.train.l_tr
-        out = []
-        for l_tr in self.sweeps.sinusoidal_l_tr:
-            over = {} if int(l_tr) == base else {"l_tr": int(l_tr)}
-            if over and self.sweeps.same_tokens:
-                over["batch_size"] = max(1, self.train.batch_size * base // int(l_tr))
-            out.append((int(l_tr), over))
-        return out
+        over = {} if l_tr == base else {"l_tr": l_tr}
+        if over and self.sweeps.same_tokens:
+            over["batch_size"] = max(1, self.train.batch_size * base // l_tr)
+        return over
 
     def measured_points(self, train: TrainConfig) -> tuple[int, ...] | None:
         """The steps at which a model trained with ``train`` is measured as it grows: None
@@ -413,7 +424,9 @@ def _long() -> LongRun:
             table2=[Retrain("slope_shift", mapped_exponents((6,), l_tr)[0], l_tr_mult=4, batch_size=batch // 4),
                     Retrain("window", mapped_windows((160,), n_layer=tiny.model.n_layer, l_tr=l_tr)[0], l_tr_mult=2,
                             batch_size=batch // 2)],
-            seeds=(1, 2)),
+            seeds=(1, 2),
+            # claim 8 as the paper's code trains Sinusoidal, at both L_tr of the sweep (3 seeds)
+            paper_embeddings_l_tr=tiny.sweeps.sinusoidal_l_tr),
         drift_models=DRIFT_MODELS,
         # corpora of 9.5M to 28M training tokens (data/README.md): 33.6M tokens repeat each at
         # most 3.5 times (rflens.data.capped_budget would shorten a run on a smaller one)
@@ -495,7 +508,11 @@ def _deep() -> LongRun:
                     (f"window_window={mapped_windows((max(paper.WINDOW),), DEEP_LAYERS, l_tr)[0]}",
                      "claim 2: the widest window"),
                     (f"alibi_slope_shift={mapped_exponents((8,), l_tr)[0]}", "claim 4: the flattest slopes"),
-                    ("sinusoidal", "claim 8 at L_tr"))),
+                    ("sinusoidal", "claim 8 at L_tr"),
+                    ("sinusoidal_scale_embeddings=False", "claim 8 with the paper's embeddings")),
+            # claim 8 as the paper's code trains Sinusoidal, at L_tr (the second L_tr's measuring,
+            # at 16 x 128 through 12 layers, is past this run's budget)
+            paper_embeddings_l_tr=[l_tr]),
     )
 
 
