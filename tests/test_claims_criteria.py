@@ -14,7 +14,7 @@ from rflens import paper
 from rflens.claims import gather, rows, scoreboard, statements, verdicts
 from rflens.claims.outcomes import simultaneous
 from rflens.experiments import tables as ex
-from rflens.measure import columns
+from rflens.measure import columns, receptive
 from rflens.setup.presets import mapped_windows
 from rflens.setup import presets
 
@@ -131,7 +131,7 @@ def f7(curves, r4=4.0):
 
 def test_claim8_a_step_at_l_tr_is_a_jump_both_readings_of_the_position():
     for drop_at in (L_TR - 1, L_TR):  # the L_tr-th token, 1-based or 0-based
-        s = statements.step_at_l_tr(curve(L_TR, drop_at), L_TR)
+        s = receptive.step_at_l_tr(curve(L_TR, drop_at), L_TR)
         assert s["jump"] is True and s["step"] > s["neighbour_step"]
     assert result(8, {"figure7": f7({32: curve(32, 31), 64: curve(64, 63)})})["result"] == "pass"
 
@@ -139,13 +139,13 @@ def test_claim8_a_step_at_l_tr_is_a_jump_both_readings_of_the_position():
 def test_claim8_fails_when_the_largest_step_nearby_is_elsewhere():
     # the drop 10 tokens early, as a peak at 29 would be read: no jump at L_tr itself
     early = curve(32, 21)
-    assert statements.step_at_l_tr(early, 32)["jump"] is False
+    assert receptive.step_at_l_tr(early, 32)["jump"] is False
     c8 = result(8, {"figure7": f7({32: early, 64: curve(64, 63)})})
     assert c8["result"] == "fail"
     # a step at L_tr, but a larger bump among its neighbours (both sides are read)
     bumped = curve(64, 63, bumps=[(90, 0.01)])
-    assert statements.step_at_l_tr(bumped, 64)["jump"] is False
-    assert statements.step_at_l_tr(curve(64, 63, bumps=[(40, 0.01)]), 64)["jump"] is False
+    assert receptive.step_at_l_tr(bumped, 64)["jump"] is False
+    assert receptive.step_at_l_tr(curve(64, 63, bumps=[(40, 0.01)]), 64)["jump"] is False
 
 
 def test_claim8_undecided_when_the_perplexity_interval_straddles_2_and_not_run_without_curves():

@@ -50,6 +50,16 @@ def test_a_branch_is_the_finished_shorter_run(stores):
     m = emergence.measure(alone.load_model(), alone.corpus(), get("smoke").eval, 16)
     point = next(p for p in shipped["points"] if p["steps"] == 16)
     assert np.array_equal(m["nll"].astype(np.float32), point["nll"].astype(np.float32))
+    # each segment's normalised gradient is kept at every size, their mean the stored curve
+    grads = bundle.point_gradients(out)
+    assert sorted(grads) == [4, 8, 16, 32] and grads[16].shape == (m["per_segment"].shape)
+    np.testing.assert_allclose(grads[16], m["per_segment"], rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(grads[16].mean(0), point["normalized"], rtol=5e-3, atol=1e-5)
+    # where the ERF's input is not the paper's (4 L_tr), the gradient on the paper's is measured beside it
+    assert "paper_input" not in m and "paper_input" not in point
+    wide = emergence.measure(alone.load_model(), alone.corpus(), get("smoke").eval.replace(erf_length_mult=8), 16)
+    assert wide["per_segment"].shape[1] == 8 * 16 and wide["paper_input"]["length"] == 4 * 16
+    assert len(wide["paper_input"]["normalized"]) == 64 and wide["paper_input"]["normalized"].sum() == pytest.approx(1)
     assert json.loads((out / "manifest.json").read_text())["sha256"].keys() == {"result.json", "nll.npz"}
     assert not bundle.emergence_state("smoke", spec.name).exists()  # the work folder is gone
 

@@ -150,3 +150,21 @@ def test_receptive_field_of_a_run_uses_the_cache_across_thresholds():
 
 def make_run_alibi():
     return FakeRun(make_model("alibi"))
+
+
+def test_an_erfs_interval_resamples_segments_and_holds_the_erf_of_their_mean():
+    from rflens.measure.intervals import erf_interval
+    from rflens.measure.receptive import erf_from_normalized, per_segment
+
+    rng = np.random.default_rng(0)
+    norms = rng.exponential(size=(32, 64)) * np.exp(-np.arange(64) / 8)[::-1]  # input order: recent last
+    g = per_segment(norms)
+    assert g.shape == (32, 64) and np.allclose(g.sum(1), 1) and g[:, 0].mean() > g[:, -1].mean()
+    out = erf_interval(g, 0.8, 16)
+    assert out["erf"] == erf_from_normalized(g.mean(0), 0.8)
+    assert out["erf_low"] <= out["erf"] <= out["erf_high"] and out["erf_low"] < out["erf_high"]
+    assert out["share_low"] <= out["share"] <= out["share_high"] < 1
+    same = erf_interval(np.repeat(g[:1], 32, axis=0), 0.8, 16)  # segments alike: no spread
+    assert same["erf_low"] == same["erf_high"] == same["erf"]
+    with pytest.raises(UserError, match=r"\(N, L\)"):
+        erf_interval(g[0], 0.8, 16)

@@ -20,6 +20,8 @@ WINDOW_ERF = {120: 768, 160: 1024, 320: 1536}  # Section 4: the ERF of the windo
 # Section 4: the effective receptive field is where the cumulative normalised gradient
 # (most recent token first) reaches this share
 ERF_THRESHOLD = 0.99
+# Section 4 and Figure 7 take the gradient of one input of 2048 tokens, 4 L_tr
+ERF_INPUT_MULT = 4
 
 # Sections 6-7 and Figure 10: Sandwich's bias with compression ratio c, over the hidden sizes d_bar
 SANDWICH_COMPRESSION = 8.0

@@ -43,7 +43,7 @@ from rflens.experiments.speed import speed_ratio
 from rflens.measure.columns import lengths_of, row_ppl
 from rflens.measure.criterion import (BREAKS, EXTRAPOLATION_HORIZON, EXTRAPOLATION_TOLERANCE, breaks_level, erf_text,
     erf_within_l_tr, extrapolates, tol_level)
-from rflens.measure.receptive import few_recent
+from rflens.measure.receptive import step_at_l_tr
 from rflens.setup.presets import mapped_windows
 from rflens.setup.schemes import TABLE3_LEARNABLE, TABLE3_PARAMETER_FREE, title
 
@@ -289,28 +289,6 @@ def retrained_models_extrapolate(res):
     return "; ".join(parts), all_of(*outcomes), k
 
 
-def step_at_l_tr(normalized, l_tr: int) -> dict:
-    """The step of the normalised gradient at the absolute position L_tr, beside its neighbours.
-
-    ``normalized[i]`` belongs to the token i positions before the last one; read by absolute
-    (0-based) position p, g(p). The step at L_tr is the drop g(q) - g(q + 1) from the L_tr-th
-    token into the first position training never showed, with q = L_tr - 1 or L_tr (the
-    1-based and 0-based readings of "the L_tr-th token"), the larger of the two. Its
-    neighbours: every step |g(p + 1) - g(p)| with p in [L_tr / 2, 3 L_tr / 2], on both sides,
-    except the four that touch q, and none among the most recent few tokens
-    (:func:`rflens.measure.receptive.few_recent`). A jump: the step at L_tr exceeds every neighbour.
-    """
-    g = np.asarray(normalized, dtype=float)[::-1]  # (L,) by absolute position
-    L = len(g)
-    last = L - 1 - few_recent(L)  # steps may not reach into the most recent few tokens
-    if l_tr + 1 > last:
-        return {"step": None, "neighbour_step": None, "jump": None}
-    step = max(g[q] - g[q + 1] for q in (l_tr - 1, l_tr))
-    near = [p for p in range(max(0, l_tr // 2), min(last, l_tr + l_tr // 2) + 1) if not l_tr - 2 <= p <= l_tr + 1]
-    neighbour = max((abs(g[p + 1] - g[p]) for p in near if p + 1 <= last), default=0.0)
-    return {"step": float(step), "neighbour_step": float(neighbour), "jump": bool(step > neighbour)}
-
-
 @claim(8, "Sinusoidal breaks beyond L_tr (its perplexity at least doubles), and its gradient jumps at the "
           "absolute position L_tr.",
        f"r(4 L_tr) >= {BREAKS:g} ({_LB}); and, at every L_tr of the sweep, the normalised gradient's step from the "
@@ -324,7 +302,8 @@ def step_at_l_tr(normalized, l_tr: int) -> dict:
 def sinusoidal_jumps_at_l_tr(res):
     """Read as: r(4 L_tr) at least doubles (Section 5 calls Sinusoidal "non-extrapolatable"),
     and at each L_tr the gradient jumps at the absolute position L_tr: the step there is
-    larger than any step around it (:func:`step_at_l_tr`). Not by construction."""
+    larger than any step around it (:func:`rflens.measure.receptive.step_at_l_tr`). Not by
+    construction."""
     sin = paper_sinusoidal(table_of(res, "figure7"))
     if sin.empty:
         raise Missing("no Sinusoidal model in Figure 7")

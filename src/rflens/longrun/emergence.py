@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rflens import data, storage
+from rflens import data, paper, storage
 from rflens.errors import UserError
 from rflens.longrun.plan import keeps_weights, LongModel, measured_steps, named
 from rflens.setup import presets
@@ -53,9 +53,10 @@ from rflens.training.trainer import OutOfTime, train
 def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
     """Per-segment last-token NLLs at L_tr x length_mults (float64, (lengths, N)), the
     test-split document of each segment's scored token, and the normalised input gradient
-    over segments of erf_length_mult x L_tr."""
+    over segments of erf_length_mult x L_tr, with each segment's (``per_segment``); where
+    that is not the paper's input (4 L_tr), the normalised gradient on it too (``paper_input``)."""
     from rflens.measure.perplexity import last_token_nll
-    from rflens.measure.receptive import input_gradients, normalize
+    from rflens.measure.receptive import input_gradients, per_segment
 
     lengths = [l_tr * m for m in ev.length_mults]
     was_training = model.training
@@ -66,8 +67,15 @@ def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
     erf_len = ev.erf_length_mult * l_tr
     grads = input_gradients(model, corpus.eval_segments(ev.erf_samples, erf_len + 1, ev.seed),
                             batch_size=ev.batch_size, progress=False)
+    out = {"lengths": lengths, "nll": nll, "docs": docs.tolist(), "per_segment": per_segment(grads)}
+    out["normalized"] = out["per_segment"].mean(axis=0)
+    if ev.erf_length_mult != paper.ERF_INPUT_MULT:  # and on the paper's input, the one Figure 7 reads
+        length = paper.ERF_INPUT_MULT * l_tr
+        out["paper_input"] = {"length": length, "normalized": per_segment(input_gradients(
+            model, corpus.eval_segments(ev.erf_samples, length + 1, ev.seed), batch_size=ev.batch_size,
+            progress=False)).mean(axis=0)}
     model.train(was_training)
-    return {"lengths": lengths, "nll": nll, "docs": docs.tolist(), "normalized": normalize(grads)}
+    return out
 
 
 def summary(point: dict, l_tr: int, threshold: float, docs=None) -> dict:
@@ -201,9 +209,14 @@ def _run(spec: LongModel, preset: presets.Preset, work: Path, model_cfg, data_cf
         t0 = time.perf_counter()
         m = measure(model, corpus, ev, train_cfg.l_tr)
         arrays[f"steps_{steps}"] = m["nll"].astype(np.float32)
+        # each segment's normalised gradient, so that the ERF gets an interval over segments
+        arrays[f"{bundle.GRADIENTS}{steps}"] = m["per_segment"].astype(np.float16)
         point = {"steps": steps, "tokens": steps * train_cfg.batch_size * train_cfg.l_tr, "val_loss": round(val_loss, 5),
                  "lengths": m["lengths"],
                  "normalized": [float(f"{v:.4g}") for v in m["normalized"]], "measure_seconds": 0.0}
+        if "paper_input" in m:  # the gradient on Figure 7's input (4 L_tr) beside the ERF's
+            point["paper_input"] = {"length": m["paper_input"]["length"],
+                                    "normalized": [float(f"{v:.4g}") for v in m["paper_input"]["normalized"]]}
         point.update(summary(m, train_cfg.l_tr, ev.erf_threshold, m["docs"]))
         final["docs"] = m["docs"]  # the same segments at every size
         point["measure_seconds"] = round(time.perf_counter() - t0, 1)

@@ -92,6 +92,13 @@ def normalize(norms: np.ndarray, who: str = "the model", fix: str | None = None)
     ``norms``: (N, L) in input order, as from :func:`input_gradients`. Returns (L,) summing to 1;
     a sample without a finite, positive gradient is a UserError naming ``who`` (and ``fix``).
     """
+    return per_segment(norms, who, fix).mean(axis=0)  # (L,)
+
+
+def per_segment(norms: np.ndarray, who: str = "the model", fix: str | None = None) -> np.ndarray:
+    """Each sample's normalised gradient, index 0 = most recent token: (N, L), each row summing
+    to 1 (:func:`normalize` is their mean; an ERF's interval resamples them,
+    :func:`rflens.measure.intervals.erf_interval`)."""
     norms = np.asarray(norms, dtype=np.float64)
     if norms.ndim == 1:
         norms = norms[None]
@@ -100,7 +107,7 @@ def normalize(norms: np.ndarray, who: str = "the model", fix: str | None = None)
         bad = int(np.flatnonzero((total <= 0) | ~np.isfinite(total))[0])
         raise UserError(f"{who} gives sample {bad} a {'zero' if total[bad, 0] == 0 else 'non-finite'} input "
                         f"gradient: the receptive field is undefined{'; ' + fix if fix else ''}")
-    return (norms / total).mean(axis=0)[::-1].copy()  # (L,)
+    return (norms / total)[:, ::-1].copy()  # (N, L)
 
 
 def erf_from_normalized(normalized, threshold: float = ERF_THRESHOLD) -> int:
@@ -269,3 +276,25 @@ def gradient_jump(normalized, l_tr: int) -> dict:
     tol = max(1.0, JUMP_TOLERANCE * l_tr)
     return {"jump_index": i, "jump_abs_pos": abs_pos, "jump_ok": bool(abs(abs_pos - l_tr) <= tol),
             "jump_tolerance": tol, "few": skip, "jump_share": float(g[i])}
+
+
+def step_at_l_tr(normalized, l_tr: int) -> dict:
+    """The step of the normalised gradient at the absolute position L_tr, beside its neighbours.
+
+    ``normalized[i]`` belongs to the token i positions before the last one; read by absolute
+    (0-based) position p, g(p). The step at L_tr is the drop g(q) - g(q + 1) from the L_tr-th
+    token into the first position training never showed, with q = L_tr - 1 or L_tr (the
+    1-based and 0-based readings of "the L_tr-th token"), the larger of the two. Its
+    neighbours: every step |g(p + 1) - g(p)| with p in [L_tr / 2, 3 L_tr / 2], on both sides,
+    except the four that touch q, and none among the most recent few tokens
+    (:func:`few_recent`). A jump: the step at L_tr exceeds every neighbour.
+    """
+    g = np.asarray(normalized, dtype=float)[::-1]  # (L,) by absolute position
+    L = len(g)
+    last = L - 1 - few_recent(L)  # steps may not reach into the most recent few tokens
+    if l_tr + 1 > last:
+        return {"step": None, "neighbour_step": None, "jump": None}
+    step = max(g[q] - g[q + 1] for q in (l_tr - 1, l_tr))
+    near = [p for p in range(max(0, l_tr // 2), min(last, l_tr + l_tr // 2) + 1) if not l_tr - 2 <= p <= l_tr + 1]
+    neighbour = max((abs(g[p + 1] - g[p]) for p in near if p + 1 <= last), default=0.0)
+    return {"step": float(step), "neighbour_step": float(neighbour), "jump": bool(step > neighbour)}

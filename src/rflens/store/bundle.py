@@ -41,6 +41,9 @@ from rflens.setup.presets import FAMILIES
 from rflens.setup.schemes import model_title, title
 
 RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
+# the prefix of a point's per-segment normalised gradients in NLL (float16, (segments, length));
+# the models trained before they were kept have none
+GRADIENTS = "gradients_"
 VERSION = 1  # of the bundle's layout
 SCHEDULE_CHECK = "schedule_check.json"  # beside the models: rflens.longrun.emergence.schedule_check
 CORPORA = "corpora.json"  # beside the models: what the run's corpora hold (rflens.longrun.compare.record_corpora)
@@ -496,11 +499,29 @@ def point_nlls(path: Path) -> dict[int, np.ndarray]:
     """{steps: per-segment NLLs (lengths, N) as float64} of a model's measured points."""
     try:
         with np.load(Path(path) / NLL) as arrays:
-            nll = {int(k.removeprefix("steps_")): arrays[k].astype(np.float64) for k in arrays.files}
+            nll = {int(k.removeprefix("steps_")): arrays[k].astype(np.float64) for k in arrays.files
+                   if k.startswith("steps_")}
     except (OSError, ValueError, KeyError) as err:
         raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
     _check_nlls(Path(path), nll)  # finite, and the perplexities result.json shows are theirs
     return nll
+
+
+def point_gradients(path: Path) -> dict[int, np.ndarray]:
+    """{steps: each segment's normalised gradient (segments, length) as float64} of a model's
+    measured points; empty for a model trained before they were kept. A point whose rows are
+    not finite, negative or do not sum to 1 is a damaged bundle."""
+    try:
+        with np.load(Path(path) / NLL) as arrays:
+            grads = {int(k.removeprefix(GRADIENTS)): arrays[k].astype(np.float64) for k in arrays.files
+                     if k.startswith(GRADIENTS)}
+    except (OSError, ValueError, KeyError) as err:
+        raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
+    for steps, g in grads.items():
+        if g.ndim != 2 or not np.isfinite(g).all() or (g < 0).any() or not np.allclose(g.sum(1), 1, atol=2e-2):
+            raise UserError(f"the shipped result {path} is damaged (the gradients at step {steps} are not "
+                            f"normalised): {RESTORE}")
+    return grads
 
 
 def read_file(scale: str, filename: str) -> dict | None:
