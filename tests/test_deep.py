@@ -139,19 +139,32 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
     import numpy as np
 
     from rflens.longrun import compare
+    from rflens.readings import long_runs
     from rflens.store import bundle
 
     g = np.full(1024, 1e-4)
     g[1023 - 41] = 1e-2  # normalized[i]: the token i before the last, so absolute position 41
     point = {"tokens": 2048, "lengths": [64, 128, 256], "r": [1.0, 2.0, 3.0], "r_low": [1.0, 1.5, 2.5],
              "r_high": [1.0, 2.5, 3.5], "normalized": g.tolist()}
-    results = {"sinusoidal": {"train": {"l_tr": 64}, "points": [{**point, "tokens": 1024}, point]},
-               "sinusoidal_seed=1": {"train": {"l_tr": 64}, "points": [point]}}
+    jump = np.full(256, 1e-3)
+    jump[255 - 64:] = 5e-3  # absolute positions 0 .. 64 hold more: a step down from L_tr into the unseen ones
+    unscaled = {"train": {"l_tr": 64}, "model": {"scale_embeddings": False},
+                "points": [{**point, "paper_input": {"length": 256, "normalized": jump.tolist()}}]}
+    results = {"sinusoidal": {"train": {"l_tr": 64}, "model": {}, "points": [{**point, "tokens": 1024}, point]},
+               "sinusoidal_seed=1": {"train": {"l_tr": 64}, "points": [point]},
+               "sinusoidal_scale_embeddings=False": unscaled}
     monkeypatch.setattr(bundle, "complete", lambda scale: list(results) if scale == "deep" else [])
     monkeypatch.setattr(bundle, "load", lambda name, scale: results[name])
     peaks = compare.sinusoidal_peaks(("long", "deep"))
-    assert peaks.to_dict("records") == [{"run": "deep", "layers": 12, "L_tr": 64, "tokens": 2048, "peak at": 41,
-                                         "peak - L_tr": -23, "r(4 L_tr)": 3.0, "low": 2.5, "high": 3.5}]
+    common = {"run": "deep", "layers": 12, "L_tr": 64, "tokens": 2048, "peak at": 41, "peak - L_tr": -23,
+              "jumps at L_tr (16 L_tr input)": False, "r(4 L_tr)": 3.0, "low": 2.5, "high": 3.5}
+    assert peaks.to_dict("records") == [
+        {**common, "embeddings": "scaled", "jumps at L_tr (4 L_tr input)": None},  # the model that kept no paper input
+        {**common, "embeddings": "unscaled", "jumps at L_tr (4 L_tr input)": True}]
+    said = str(long_runs.paper_embeddings(peaks))
+    assert "At 12 layers, $L_{tr}$ = 64: unscaled, Sinusoidal peaks at position 41 (-23)" in said
+    assert "jumps at $L_{tr}$ on the 4 L_tr input" in said and "appears only without the scaling" in said
+    assert "not shipped yet" in str(long_runs.paper_embeddings(peaks[peaks["embeddings"] == "scaled"]))
 
 
 def test_the_plans_listing_says_each_models_state_and_why(tmp_path, monkeypatch):

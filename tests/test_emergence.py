@@ -55,6 +55,13 @@ def test_a_branch_is_the_finished_shorter_run(stores):
     assert sorted(grads) == [4, 8, 16, 32] and grads[16].shape == (m["per_segment"].shape)
     np.testing.assert_allclose(grads[16], m["per_segment"], rtol=2e-3, atol=1e-6)
     np.testing.assert_allclose(grads[16].mean(0), point["normalized"], rtol=5e-3, atol=1e-5)
+    # and the ERF gets an interval over those segments at every size
+    from rflens.longrun import compare
+
+    ei = compare.erf_intervals("smoke")
+    assert sorted(ei["tokens"]) == [p["tokens"] for p in shipped["points"]]
+    assert ((ei["erf_low"] <= ei["erf"]) & (ei["erf"] <= ei["erf_high"])).all()
+    assert list(ei["erf"]) == [p["erf"] for p in shipped["points"]]
     # where the ERF's input is not the paper's (4 L_tr), the gradient on the paper's is measured beside it
     assert "paper_input" not in m and "paper_input" not in point
     wide = emergence.measure(alone.load_model(), alone.corpus(), get("smoke").eval.replace(erf_length_mult=8), 16)

@@ -237,3 +237,17 @@ def test_the_share_within_l_tr_against_r_is_read_at_each_depth_with_an_interval_
     assert "h = 0" in text and "sits on claim 6's cut" in text  # the deep run's flat miss, 98% within L_tr
     assert "not shown as a trend" in str(share_and_r(sr.assign(high=0.1)))
     assert "holds as a trend" in str(share_and_r(sr.assign(high=-0.1)))
+
+
+def test_claim_6_read_at_every_size_gives_the_boards_count_at_the_last():
+    """The count at each size is claim 6's own: at the last size, the board's k/n."""
+    from rflens.claims import verdicts
+
+    ag = lr.erf_agreement_by_size(("deep",))
+    assert list(ag["tokens"]) == sorted(ag["tokens"]) and (ag["agree"] <= ag["models"]).all()
+    assert list(ag["meets 80%"]) == [a / n >= 0.8 for a, n in zip(ag["agree"], ag["models"])]
+    (c6,) = [c for c in verdicts.check_shipped("deep", "prose") if int(c["id"]) == 6]
+    last = ag.iloc[-1]
+    assert c6["measured"].startswith(f"{last['agree']}/{last['models']} models")
+    said = str(rd.agreement_by_size(ag))
+    assert f"{last['agree']} of {last['models']} at 33.6M" in said and said.startswith("Read at each size")

@@ -403,11 +403,15 @@ def share_against_r(runs: tuple[str, ...] = (SECOND, DEEP), n_boot: int = 1000, 
 
 def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
     """Where Sinusoidal's gradient peaks at each depth (claim 8, Figure 7): every finished
-    Sinusoidal model on prose of ``runs``, from the first seed, at its last measured size: the
-    absolute position of its largest normalised gradient outside the most recent few tokens
-    (:func:`rflens.measure.receptive.gradient_jump`) against its L_tr (the paper finds it at
-    L_tr), and r(4 L_tr) with its paired interval. One row a model."""
-    from rflens.measure.receptive import gradient_jump
+    Sinusoidal model on prose of ``runs``, from the first seed, at its last measured size: its
+    embeddings (``scaled`` by sqrt(d) as the book trains Sinusoidal, or ``unscaled`` as the
+    paper's code does), the absolute position of its largest normalised gradient outside the
+    most recent few tokens (:func:`rflens.measure.receptive.gradient_jump`) against its L_tr
+    (the paper finds it at L_tr), whether the gradient jumps at L_tr
+    (:func:`rflens.measure.receptive.step_at_l_tr`, claim 8's reading) on the ERF's input
+    (16 L_tr) and, where it was measured, on the paper's (4 L_tr), and r(4 L_tr) with its paired
+    interval. One row a model."""
+    from rflens.measure.receptive import gradient_jump, step_at_l_tr
 
     rows = []
     for scale in runs:
@@ -419,8 +423,62 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
             point, l_tr = res["points"][-1], int(res["train"]["l_tr"])
             at = list(point["lengths"]).index(4 * l_tr)
             peak = gradient_jump(point["normalized"], l_tr)["jump_abs_pos"]
+            on_paper = point.get("paper_input")
             rows.append({"run": scale, "layers": run.model.n_layer, "L_tr": l_tr,
+                         "embeddings": "scaled" if res["model"].get("scale_embeddings", True) else "unscaled",
                          "tokens": int(point["tokens"]), "peak at": peak, "peak - L_tr": peak - l_tr,
+                         "jumps at L_tr (16 L_tr input)": step_at_l_tr(point["normalized"], l_tr)["jump"],
+                         "jumps at L_tr (4 L_tr input)": step_at_l_tr(on_paper["normalized"], l_tr)["jump"]
+                         if on_paper else None,
                          "r(4 L_tr)": float(point["r"][at]), "low": float(point["r_low"][at]),
                          "high": float(point["r_high"][at])})
+    return pd.DataFrame(rows)
+
+
+def erf_agreement_by_size(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
+    """Claim 6 at every size: over the Table 1 models a run ships (:func:`by_paper_setting`),
+    at each size they were measured, how many agree with the prediction "ERF <= L_tr" about
+    whether they extrapolate (each read as Table 1 reads it: r(L)'s paired upper bound within the
+    tolerance up to 16 L_tr), and whether that meets the paper's criterion (at least
+    :data:`rflens.measure.criterion.ERF_AGREEMENT` of them, unchanged). One row a run and size."""
+    from rflens.measure.columns import lengths_of, row_ppl
+    from rflens.measure.criterion import ERF_AGREEMENT, erf_within_l_tr, extrapolates
+
+    rows = []
+    for run in runs:
+        em = by_paper_setting(run)
+        if em.empty:
+            continue
+        for tokens, cells in em.groupby("tokens", sort=True):
+            flat = cells.apply(lambda row: extrapolates(row_ppl(row), int(row["l_tr"]), upper={
+                L: float(row[f"r_hi@{L}"]) for L in lengths_of(pd.DataFrame([row]), "r_hi")
+                if not pd.isna(row[f"r_hi@{L}"])} or None), axis=1)
+            known = flat.notna()
+            agree = int((erf_within_l_tr(cells[known]) == flat[known].astype(bool)).sum())
+            n = int(known.sum())
+            rows.append({"run": run, "layers": presets.get(run).model.n_layer, "tokens": int(tokens), "models": n,
+                         "agree": agree, "share": agree / n if n else float("nan"),
+                         "meets 80%": bool(n and agree / n >= ERF_AGREEMENT)})
+    return pd.DataFrame(rows)
+
+
+def erf_intervals(scale: str) -> pd.DataFrame:
+    """Each shipped model of ``scale`` that kept its per-segment gradients
+    (:func:`rflens.store.bundle.point_gradients`), at each size: its ERF and its share of the
+    gradient within L_tr, each with a 95% interval over the measured segments
+    (:func:`rflens.measure.intervals.erf_interval`). Models trained before the gradients were
+    kept have no row."""
+    from rflens.measure.intervals import erf_interval
+
+    threshold, rows = presets.get(scale).eval.erf_threshold, []
+    for name, path in bundle.entries(scale).items():
+        grads = bundle.point_gradients(path)
+        if not grads:
+            continue
+        res = bundle.read_result(path)
+        l_tr = int(res["train"]["l_tr"])
+        for point in res["points"]:
+            if point["steps"] in grads:
+                rows.append({"model": name, "label": bundle.label(res), "tokens": int(point["tokens"]), "L_tr": l_tr,
+                             **erf_interval(grads[point["steps"]], threshold, l_tr)})
     return pd.DataFrame(rows)

@@ -77,6 +77,9 @@ def erf_text(erf: int, capped) -> str:
     return f"≥ {int(erf)}" if flag(capped) else f"{int(erf)}"
 
 
+ERF_AGREEMENT = 0.8  # claim 6: share of Table 1 models whose ERF predicts extrapolation
+
+
 def erf_within_l_tr(df: pd.DataFrame) -> pd.Series:
     """The prediction of Section 4 for each row of a table: its ERF fits inside its L_tr."""
     return df["erf"].astype(int) <= df["l_tr"].astype(int)

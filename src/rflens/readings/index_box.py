@@ -186,7 +186,7 @@ def reading_notes(scale: str, params: dict[str, tuple[int, int]]) -> str:
 def _agreement(measured: str) -> str:
     """Claim 6's measurement in a clause: how many Table 1 models the ERF predicts at each seed
     against the share the criterion asks (the measured text itself if it says otherwise)."""
-    from rflens.claims.statements import ERF_AGREEMENT
+    from rflens.measure.criterion import ERF_AGREEMENT
 
     found = re.findall(r"(\d+)/(\d+) models = (\d+)%", measured)
     if not found:
