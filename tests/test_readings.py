@@ -349,7 +349,7 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     assert "1 pass, 3 fail, 0 not decided, 0 not run in the long run (`long`, 4 layers, 33.6M tokens a model): " \
            "hold 7 (an L_tr " \
            in board
-    assert "fail 1 (windows up to w = 100 extrapolate), 2 (windows from w = 120 break)" in board
+    assert "fail 1 (windows up to w = 100 extrapolate), 2 (the widest window, w = 320, breaks)" in board
     assert "in the long run (`long-repeated`, 4 layers, 33.6M tokens a model): hold 1, 2, 6, 7." in board
     assert board.index("(`long`") < board.index("(`long-repeated`")
     assert "12 layers trained on 819.2M tokens each" in board  # the full preset's tokens, the paper's setting
@@ -396,7 +396,8 @@ def test_a_chapter_opens_with_its_claims_at_each_scale(monkeypatch):
     training = [{**c, "result": "not run", "measured": "not run: table1 not run"} for c in there]
     from rflens.readings import claim_verdicts
 
-    assert claim_verdicts._training("deep") is False  # every model of the deep plan is shipped finished
+    assert claim_verdicts._training("long-3m") is False  # every model of its plan is shipped finished
+    assert claim_verdicts._training("deep-d128") is True  # the width ladder trains for several sittings
     for unfinished, said in ((True, "`deep` reads none of these claims yet: its models are still training"),
                              (False, "`deep` reads none of these claims: it trains none of the models they read.")):
         monkeypatch.setattr(claim_verdicts, "_training", lambda run, unfinished=unfinished: unfinished)

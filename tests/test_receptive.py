@@ -153,7 +153,7 @@ def make_run_alibi():
 
 
 def test_an_erfs_interval_resamples_segments_and_holds_the_erf_of_their_mean():
-    from rflens.measure.intervals import erf_interval
+    from rflens.measure.receptive import erf_interval
     from rflens.measure.receptive import erf_from_normalized, per_segment
 
     rng = np.random.default_rng(0)

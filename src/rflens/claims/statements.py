@@ -161,7 +161,7 @@ def _stable_windows(fam: pd.DataFrame) -> pd.DataFrame:
        sentence="\"diverges on long $L_{ex}$ at large $w$\" (Section 3)",
        paper=(f"w >= 120 diverge; ERF {' / '.join(map(str, paper.WINDOW_ERF.values()))} for "
              f"w = {' / '.join(map(str, paper.WINDOW_ERF))}"),
-       short=f"windows from w = {min(paper.WINDOW_ERF)} break")
+       short=f"the widest window, w = {max(paper.WINDOW)}, breaks")
 def large_window_breaks(res):
     """Read as: the largest window of the sweep (the paper's 320 or its largest mapped one) at
     least doubles its perplexity by 16 L_tr. One interval. Not by construction."""
@@ -426,7 +426,7 @@ def sandwich_share_within_l_tr(res):
        sentence="\"$y=-0.825\\cdot\\log\\left(1+|m-n|\\right)-0.8$\"; footnote 7: \"we fit the curve using the most "
                 "recent 50 points of Sandwich\" (Section 7)",
        paper=f"{LOG_FIT_TARGET[0]:g} log(1 + k) - {-LOG_FIT_TARGET[1]:g}",
-       short="Sandwich is a log curve")
+       short=f"the footnote's {paper.LOG_FIT_RECENT}-distance fit gives the paper's log curve")
 def sandwich_is_a_log_curve(res):
     """Read as the footnote describes the fit: distances 0..49 of the bias of Figure 9 (d_bar =
     128, h = 8). The fit over every distance 0..8191 is shown beside it, with which of the

@@ -144,8 +144,10 @@ def side_by_side(names: list[str] | None = None, new: str = SECOND, old: str = C
 
 def seed_spread(scale: str = SECOND) -> pd.DataFrame:
     """For every model the preset trains from several seeds: each shipped seed's state,
-    r(16 L_tr) with its interval and ERF at its last size, and whether the shipped seeds
-    agree on the state (None while fewer than two are shipped). One row a model."""
+    r(16 L_tr) with its interval and ERF at its last size, and whether the shipped seeds end
+    in the same state (``same state``; None while fewer than two are shipped). A claim may
+    still split its seeds where they share a state: it reads its own interval against its own
+    level. One row a model."""
     run = presets.long_run(scale)
     sw = run.sweeps
     if not sw.seeds:
@@ -166,7 +168,8 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
                 s = _summary(em[em["name"] == n])
                 states.append(s["state"])
                 row[f"seed {seed}"] = f"{s['r(16 L_tr)']:.2f} [{s['low']:.2f}, {s['high']:.2f}] {s['state']}"
-        row["seeds agree"] = None if len(states) < 2 else len(set(states)) == 1
+        # the state (extrapolates, rises, breaks) each seed ends in, not a claim's verdict, which reads intervals its own way
+        row["same state"] = None if len(states) < 2 else len(set(states)) == 1
         rows.append(row)
     return pd.DataFrame(rows).set_index("name")
 
@@ -466,9 +469,9 @@ def erf_intervals(scale: str) -> pd.DataFrame:
     """Each shipped model of ``scale`` that kept its per-segment gradients
     (:func:`rflens.store.bundle.point_gradients`), at each size: its ERF and its share of the
     gradient within L_tr, each with a 95% interval over the measured segments
-    (:func:`rflens.measure.intervals.erf_interval`). Models trained before the gradients were
+    (:func:`rflens.measure.receptive.erf_interval`). Models trained before the gradients were
     kept have no row."""
-    from rflens.measure.intervals import erf_interval
+    from rflens.measure.receptive import erf_interval
 
     threshold, rows = presets.get(scale).eval.erf_threshold, []
     for name, path in bundle.entries(scale).items():

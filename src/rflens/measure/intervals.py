@@ -173,30 +173,6 @@ def mean_interval(values, seed: int = 0, n_boot: int = N_BOOTSTRAP,
     return float(values.mean()), float(lo), float(hi)
 
 
-def erf_interval(per_segment, threshold: float, l_tr: int, seed: int = 0, n_boot: int = N_BOOTSTRAP,
-                 level: float = CI_LEVEL) -> dict:
-    """The ERF and the share of the gradient within the last ``l_tr`` tokens, each with its
-    percentile-bootstrap interval over segments: ``per_segment`` (N, L) holds each segment's
-    normalised gradient (index 0 the most recent token); a replicate averages N segments drawn
-    with replacement (:func:`draw_rows`, seeded with ``seed`` alone) and reads the ERF of that
-    mean, as the ERF of the whole mean is read. Returns {erf, erf_low, erf_high, share,
-    share_low, share_high}."""
-    from rflens.measure.receptive import erf_from_normalized
-
-    g = np.asarray(per_segment, dtype=np.float64)
-    if g.ndim != 2 or not len(g):
-        raise UserError(f"per-segment gradients must be an (N, L) array with N >= 1, got shape {g.shape}")
-    rows = draw_rows(seed, len(g), n_boot, by_n=False)
-    means = np.stack([g[r].mean(0) for r in rows])  # (n_boot, L)
-    erfs = [erf_from_normalized(m, threshold) for m in means]
-    shares = means[:, :l_tr].sum(1) / means.sum(1)
-    q = [(1 - level) / 2, (1 + level) / 2]
-    mean = g.mean(0)
-    (e_lo, e_hi), (s_lo, s_hi) = np.quantile(erfs, q), np.quantile(shares, q)
-    return {"erf": erf_from_normalized(mean, threshold), "erf_low": float(e_lo), "erf_high": float(e_hi),
-            "share": float(mean[:l_tr].sum() / mean.sum()), "share_low": float(s_lo), "share_high": float(s_hi)}
-
-
 @contextlib.contextmanager
 def bootstrap_over(unit: str):
     """Within the block, the paired intervals (:func:`add_ppl_columns`, the claims' ratios

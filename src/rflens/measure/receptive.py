@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from rflens.errors import UserError
 from rflens.measure import resources
+from rflens.measure.intervals import CI_LEVEL, draw_rows, N_BOOTSTRAP
 from rflens.model import positional
 from rflens.paper import ERF_THRESHOLD
 from rflens.setup.config import EvalConfig
@@ -98,7 +99,7 @@ def normalize(norms: np.ndarray, who: str = "the model", fix: str | None = None)
 def per_segment(norms: np.ndarray, who: str = "the model", fix: str | None = None) -> np.ndarray:
     """Each sample's normalised gradient, index 0 = most recent token: (N, L), each row summing
     to 1 (:func:`normalize` is their mean; an ERF's interval resamples them,
-    :func:`rflens.measure.intervals.erf_interval`)."""
+    :func:`erf_interval`)."""
     norms = np.asarray(norms, dtype=np.float64)
     if norms.ndim == 1:
         norms = norms[None]
@@ -298,3 +299,25 @@ def step_at_l_tr(normalized, l_tr: int) -> dict:
     near = [p for p in range(max(0, l_tr // 2), min(last, l_tr + l_tr // 2) + 1) if not l_tr - 2 <= p <= l_tr + 1]
     neighbour = max((abs(g[p + 1] - g[p]) for p in near if p + 1 <= last), default=0.0)
     return {"step": float(step), "neighbour_step": float(neighbour), "jump": bool(step > neighbour)}
+
+
+def erf_interval(shares, threshold: float, l_tr: int, seed: int = 0, n_boot: int = N_BOOTSTRAP,
+                 level: float = CI_LEVEL) -> dict:
+    """The ERF and the share of the gradient within the last ``l_tr`` tokens, each with its
+    percentile-bootstrap interval over segments: ``shares`` (N, L), as from :func:`per_segment`,
+    holds each segment's normalised gradient (index 0 the most recent token); a replicate
+    averages N segments drawn with replacement (:func:`rflens.measure.intervals.draw_rows`,
+    seeded with ``seed`` alone) and reads the ERF of that mean, as the ERF of the whole mean is
+    read. Returns {erf, erf_low, erf_high, share, share_low, share_high}."""
+    g = np.asarray(shares, dtype=np.float64)
+    if g.ndim != 2 or not len(g):
+        raise UserError(f"per-segment gradients must be an (N, L) array with N >= 1, got shape {g.shape}")
+    rows = draw_rows(seed, len(g), n_boot, by_n=False)
+    means = np.stack([g[r].mean(0) for r in rows])  # (n_boot, L)
+    erfs = [erf_from_normalized(m, threshold) for m in means]
+    within = means[:, :l_tr].sum(1) / means.sum(1)
+    q = [(1 - level) / 2, (1 + level) / 2]
+    mean = g.mean(0)
+    (e_lo, e_hi), (s_lo, s_hi) = np.quantile(erfs, q), np.quantile(within, q)
+    return {"erf": erf_from_normalized(mean, threshold), "erf_low": float(e_lo), "erf_high": float(e_hi),
+            "share": float(mean[:l_tr].sum() / mean.sum()), "share_low": float(s_lo), "share_high": float(s_hi)}

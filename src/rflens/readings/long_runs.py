@@ -132,7 +132,13 @@ def two_runs(sbs: pd.DataFrame, shipped: int, planned: int, cost: str, new: str 
     early = [f"{tex(row[('', 'model')])} (from {_tokens(row[(new, 'breaks from')])} tokens on new text, "
              f"{_tokens(row[(old, 'breaks from')])} on repeated)" for _, row in broke.iterrows()]
     n, tokens = len(both), _tokens(both[(new, "tokens")].max())
-    text = (f"{head} Of the {_count(n, 'thesis model')} (Table 1, Table 2, NoPE and Figure 7) shipped in both, {n - len(moved)} end in the same state at their last "
+    from rflens.longrun.compare import THESIS
+    from rflens.longrun.plan import by_experiment
+    from rflens.setup.presets import get
+
+    groups = list(dict.fromkeys(group.split(":")[0] for group, specs in by_experiment(get(new)).items()
+                                if group.startswith(THESIS) and any(spec.name in both.index for spec in specs)))
+    text = (f"{head} Of the {_count(n, 'thesis model')} ({'; '.join(groups)}) shipped in both, {n - len(moved)} end in the same state at their last "
             "size" + (f"; {_join(moved)} {'end' if len(moved) > 1 else 'ends'} in another." if moved else ".")
             + (f" Of the {len(rising)} that rise or break in either run, {len(less)} rise less on new text, "
                f"{len(apart)} of them with intervals that do not overlap (the runs differ in their corpora as well "

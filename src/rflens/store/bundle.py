@@ -550,6 +550,9 @@ def label(result: dict) -> str:
     parts = [(names.get(pos) or title(pos)) if settings else model_title(pos)]
     for key in sorted(settings, key=lambda k: (k not in FAMILIES, k == "batch_size")):  # the swept one first
         value = settings[key]
+        if key == "scale_embeddings":  # Sinusoidal as the paper's code trains it, or as the book does
+            parts.append("embeddings " + ("scaled" if value else "unscaled"))
+            continue
         symbol = FAMILIES[key].symbol if key in FAMILIES else symbols.get(key, key)
         parts.append(f"{symbol}={value}")
     if result.get("corpus", "prose") != "prose":
