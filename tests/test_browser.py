@@ -271,8 +271,10 @@ def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_sc
     with Visit(browser, f"{server}/book/index.html") as visit:
         assert visit.errors == [] and visit.external == []
         first, text = box("What this book finds")
-        assert "The paper's thesis" in text and "(claim 6)" in text and "Δ sweep" in text and "Δ = 8" in text, text
-        assert "At the paper's depth" in text and "Against 4 layers" in text, text  # the 12-layer run beside it
+        assert "paper's thesis" in text and "(claim 6)" in text and "slope sweep" in text and "Δ = 8" in text, text
+        # the paper's depth first, the 4-layer run after it, with why they differ
+        assert text.index("At the paper's depth") < text.index("At 4 layers") and "The depths differ" in text, text
+        assert "effective receptive field (ERF:" in text and "the perplexity at 16 times" in text, text  # defined
         assert first.bounding_box()["y"] < 300  # under the title
         figure = visit.page.locator(".js-plotly-plot .main-svg").first
         assert figure.bounding_box()["y"] < 1000  # the key figure, drawn, within the first screen and a bit

@@ -57,18 +57,17 @@ def test_the_compact_board_fits_a_claim_on_a_line_in_the_papers_values():
     assert "$" not in "".join(scoreboard.sentences()["the paper"])
 
 
-def test_the_key_figure_names_the_papers_delta():
+def test_the_key_figure_names_the_papers_delta_and_the_depth():
+    from rflens.longrun.compare import sweep_ends
     from rflens.publish.reproduce import key_figure
-    from rflens.setup import presets
 
-    names = [f"alibi_slope_shift={v}" for v in presets.get("long").sweeps.slope_shift]
-    sweep = pd.DataFrame([{"name": n, "label": n, "tokens": t, "r_horizon": 1.0, "r_horizon_lo": 0.9, "r_horizon_hi": 1.1,
-                           "erf": 10, "erf_capped": False, "erf_length": 512, "l_tr": 32}
-                          for n in names for t in (1e6, 2e6)])
-    fig = key_figure(sweep, names, "long")
-    assert [t.name for t in fig.data if t.name and t.name.startswith("ALiBi")][:5] == [
-        "ALiBi Δ = -3", "ALiBi Δ = 0", "ALiBi Δ = 3", "ALiBi Δ = 6", "ALiBi Δ = 8"]  # the paper's grid, not the book's -7 .. 4
-    assert "the paper's Δ" in fig.layout.title.text
+    ends = sweep_ends(("long", "deep"))  # the shipped bundles: the paper's Δ = -3 and 8 at each depth
+    assert list(dict.fromkeys(ends["name"])) == ["long/alibi_slope_shift=-7", "long/alibi_slope_shift=4",
+                                                 "deep/alibi_slope_shift=-6", "deep/alibi_slope_shift=5"]
+    fig = key_figure(ends)
+    assert [t.name for t in fig.data if t.name and t.name.startswith("ALiBi")][:4] == [
+        "ALiBi Δ = -3, 4 layers", "ALiBi Δ = 8, 4 layers", "ALiBi Δ = -3, 12 layers", "ALiBi Δ = 8, 12 layers"]
+    assert "4 and 12 layers" in fig.layout.title.text
 
 
 def test_a_measurement_alike_at_every_seed_is_said_once():

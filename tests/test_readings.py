@@ -331,9 +331,15 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     boards = {"long-repeated": _board({1: "pass", 2: "pass", 6: "pass", 7: "pass"}), "long": long}
     screen = rd.first_screen(boards, sweep)
     assert screen.startswith(":::{admonition} What this book finds")
-    # the thesis as the long run on new text decides it, with what was measured
-    assert "that an ERF within L_tr predicts extrapolation (claim 6), does not hold in the long run on new text " \
-           "(`long`): measured 6." in screen.replace("$L_{tr}$", "L_tr")
+    # the thesis, in defined words where it is first stated, as the long run on new text decides it
+    assert ("**At 4 layers** (`long`, the book's long run on new text) **The paper's thesis** (" in screen
+            and "that a model extrapolates when its *effective receptive field* (ERF: the span of recent tokens that "
+                "holds 99% of the gradient of its last prediction) fits inside its training length L_tr (claim 6; in "
+                "short, an ERF within L_tr predicts extrapolation), does not hold: measured 6." in
+            screen.replace("$L_{tr}$", "L_tr"))
+    # r(16 L_tr), breaking and Δ are defined where the key figure's line first uses them
+    assert "r(16 $L_{tr}$), the perplexity at 16 times $L_{tr}$ over that at $L_{tr}$" in screen
+    assert "Δ shifts every head's slope exponent" in screen
     # claim 6's measurement, said in a clause: the share of models the ERF predicts against the criterion's
     said = rd.index_box._agreement("every seed agrees: seed 0 fail: 10/15 models = 67% (mispredicted: Δ=-7); "
                                    "seed 1 fail: 11/15 models = 73% (mispredicted: Δ=-4)")
@@ -564,13 +570,27 @@ def test_the_first_screen_says_what_the_paper_s_depth_reads_beside_the_long_run(
     deep = _board({1: "pass", 4: "pass", 6: "pass", 7: "not decided", 8: "fail", 13: "pass", 15: "not run"})
     deep[2]["measured"] = "10/11 models = 91% (mispredicted: h=-3 (paper's 0))"
     line = rd.index_box.at_depth({"long": long, "deep": deep})
-    assert "in the run of 12 layers (`deep`, $L_{tr}$ = 64)" in line and "the thesis holds" in line
+    assert "**At the paper's depth** ([chapter 10](10_long_runs.ipynb)), 12 layers, the paper's thesis" in line
+    assert "holds: in the run `deep` ($L_{tr}$ = 64," in line
     assert "for 10 of its 11 Table 1 models (91%), where the criterion asks 80%" in line
     assert ("Against 4 layers (`long`): pass at 12 layers and fail at 4: claims 1 and 6; pass at 12 layers and not "
             "decided at 4: claim 4; not decided at 12 layers and fail at 4: claim 7; the same at both depths: "
             "claims 8 and 13.") in line
     assert "15" not in line.split("Against")[1]  # not run at 12 layers: not read at both depths
-    assert line in rd.first_screen({"long": long, "deep": deep}, pd.DataFrame())
+    screen = rd.first_screen({"long": long, "deep": deep}, pd.DataFrame())
+    assert line in screen and screen.index(line) < screen.index("**At 4 layers**")  # the paper's depth first
+    assert "**At 4 layers** (`long`, the book's long run on new text) the thesis does not hold" in screen
     # the deep run says nothing while its thesis is not run, or without its board
     assert rd.index_box.at_depth({"long": long, "deep": _board({6: "not run"})}) == ""
     assert rd.index_box.at_depth({"long": long}) == "" and "paper's depth" not in rd.first_screen({"long": long}, pd.DataFrame())
+
+
+def test_the_first_screen_says_why_the_depths_differ_from_each_depths_erf_per_window():
+    from rflens.longrun import compare
+
+    dp = compare.depths("long", "deep")  # the shipped bundles
+    said = rd.index_box.why_depths(dp)
+    low, high = (dp[dp["layers"] == n]["ERF / w"].dropna() for n in (4, 12))
+    assert f"{low.min():.1f} to {low.max():.1f} times its w at 4 layers and {high.min():.1f} to {high.max():.1f} at 12" in said
+    assert "for 3 times the depth" in said and said.startswith(" The depths differ")
+    assert rd.index_box.why_depths(dp[dp["layers"] == 4]) == "" and rd.index_box.why_depths(None) == ""

@@ -312,6 +312,24 @@ def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
                             for n, old in zip(em["name"], em["label"])]) if not em.empty else em
 
 
+def sweep_ends(runs: tuple[str, ...] = (SECOND, DEEP), family: str = "slope_shift") -> pd.DataFrame:
+    """The two ends of one of Table 1's sweeps (ALiBi's Δ by default: the paper's -3 and 8) in
+    each run, first seed, as rows of :func:`rflens.store.bundle.table` at every measured size,
+    named ``run/model`` and labelled by the paper's setting and the depth ("ALiBi Δ = 8, 12
+    layers"), so that one figure holds them all (the index page's key figure)."""
+    from rflens.longrun.plan import sweep
+
+    out = []
+    for run in runs:
+        names = sweep(presets.long_run(run), family)[1]
+        have = [n for n in (names[0], names[-1]) if n in bundle.entries(run)] if names else []
+        em = paper_labels(bundle.table(run, names=have), run) if have else pd.DataFrame()
+        if not em.empty:
+            layers = presets.get(run).model.n_layer
+            out.append(em.assign(name=run + "/" + em["name"], label=em["label"] + f", {layers} layers"))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
 def by_paper_setting(scale: str) -> pd.DataFrame:
     """The shipped Table 1 models of ``scale`` (rows of :func:`rflens.store.bundle.table`), each
     named by the paper's setting it maps to (:func:`rflens.setup.presets.paper_value`): ``key``

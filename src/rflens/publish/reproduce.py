@@ -382,13 +382,13 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
             model = TransformerLM(presets.get(preset).model)
         params[preset] = (model.num_params(non_embedding=False), model.num_params())
     table = bundle.table(long)
-    family, names = plan.sweep(long_run)
-    sweep = table[table["name"].isin(names)] if not table.empty else table
     from rflens.longrun import forecast
-    from rflens.longrun.compare import paper_labels
+    from rflens.longrun.compare import DEEP, depths, sweep_ends
 
-    first = first_screen(boards, paper_labels(sweep, long), forecast.outcome(long))
-    figure = "" if sweep.empty else f"```{{raw}} html\n{figure_html(key_figure(sweep, names, long))}\n```\n\n"
+    runs = (long, DEEP) if DEEP in presets.LONG_RUNS and long != DEEP else (long,)
+    ends = sweep_ends(runs)
+    first = first_screen(boards, ends, forecast.outcome(long), depths(long, DEEP) if len(runs) > 1 else None)
+    figure = "" if ends.empty else f"```{{raw}} html\n{figure_html(key_figure(ends))}\n```\n\n"
     box = this_build(scale, counts, table, len(plan.models(long_run)), trained, second,
                      {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)
                       for name, path in (downloads or {}).items()})
@@ -397,13 +397,13 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     index.write_text(f"{title}\n\n{first}\n{figure}{claims}\n{notes}\n{box}{rest}")
 
 
-def key_figure(sweep, names: list[str], run: str):
-    """The index page's key figure: the long run's Δ sweep as it grows, each curve named by
-    the paper's Δ (:func:`rflens.longrun.compare.paper_labels`)."""
+def key_figure(ends):
+    """The index page's key figure: the two ends of ALiBi's Δ sweep at both depths as they grow
+    (rows of :func:`rflens.longrun.compare.sweep_ends`), each curve named by the paper's Δ and
+    the depth."""
     from rflens.figures import results as fr
-    from rflens.longrun.compare import paper_labels
 
-    return fr.emergence_figure(paper_labels(sweep, run), names, title="ALiBi's Δ sweep in the long run, the paper's Δ")
+    return fr.emergence_figure(ends, title="The paper's steepest and flattest ALiBi slopes at 4 and 12 layers")
 
 
 def book_config() -> dict:

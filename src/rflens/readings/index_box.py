@@ -42,36 +42,68 @@ def _model(preset: str, params: tuple[int, int]) -> str:
             f"({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {sc.train.l_tr} on {corpora}")
 
 
-def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd.DataFrame | None = None) -> str:
-    """The lines under the index page's title (MyST): the paper's central claim as the book's
-    long run on new text (:data:`BOOK_LONG`, from ``boards``: {run: its board}) decides it and as
-    the run at the paper's depth does (:func:`at_depth`); what the key figure under them shows,
-    read from ``sweep``: the rows of :func:`rflens.store.bundle.table` of the long run's Δ sweep;
-    and what training further did to the models still rising at the long run's end
-    (``outcome``: :func:`rflens.longrun.forecast.outcome`, None or empty: not said).
-    :func:`claims_at_each_scale` and :func:`reading_notes` follow the figure."""
+def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd.DataFrame | None = None,
+                 depths: pd.DataFrame | None = None) -> str:
+    """The lines under the index page's title (MyST), the paper's depth first: the paper's
+    thesis, in defined words, as the run at the paper's depth decides it, with the claims read
+    at both depths (:func:`at_depth`); as the book's 4-layer long run on new text
+    (:data:`BOOK_LONG`) decides it, and why the depths differ (:func:`why_depths`, from
+    ``depths``: :func:`rflens.longrun.compare.depths`); what the key figure under them shows,
+    read from ``sweep``: rows of :func:`rflens.store.bundle.table` (both depths' ends of ALiBi's
+    Δ sweep, :func:`rflens.longrun.compare.sweep_ends`); and what training further did to the
+    models still rising at the long run's end (``outcome``: :func:`rflens.longrun.forecast.outcome`,
+    None or empty: not said). :func:`claims_at_each_scale` and :func:`reading_notes` follow the
+    figure."""
     from rflens.claims.statements import BY_ID, THESIS_CLAIM
 
     long = BOOK_LONG
     lines = []
+    deep = at_depth(boards)
+    if deep:
+        lines.append(deep)
     central = {int(c["id"]): c for c in boards.get(long, [])}.get(THESIS_CLAIM)
     if central is not None:
         verdict = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided",
                    "not run": "is not checked yet"}[central["result"]]
-        lines.append(tex(f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), that "
-                         f"{BY_ID[THESIS_CLAIM].short} (claim {THESIS_CLAIM}), {verdict} in the long run on new text "
-                         f"(`{long}`): {_agreement(str(central['measured']))}."))
-    deep = at_depth(boards)
-    if deep:
-        lines.append(deep)
+        thesis = (f"the thesis {verdict}" if deep else
+                  f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), {THESIS_WORDS} (claim "
+                  f"{THESIS_CLAIM}; in short, {BY_ID[THESIS_CLAIM].short}), {verdict}")
+        lines.append(tex(f"**At {get(long).model.n_layer} layers** (`{long}`, the book's long run on new text) "
+                         f"{thesis}: {_agreement(str(central['measured']))}." + why_depths(depths)))
     if not sweep.empty:
-        lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): ALiBi's Δ sweep in the long "
-                     f"run, r({HORIZON} $L_{{tr}}$) as training grows: {sweep_states(sweep)}.")
+        lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): r({HORIZON} $L_{{tr}}$), the "
+                     f"perplexity at {HORIZON} times $L_{{tr}}$ over that at $L_{{tr}}$ (a model *breaks* when the lower "
+                     f"end of its 95% interval reaches {BREAKS:g}), as training grows, for the two ends of ALiBi's "
+                     f"slope sweep (Δ shifts every head's slope exponent: the paper's Δ = -3 keeps the slopes steep, "
+                     f"Δ = 8 makes them the flattest) at both depths: {sweep_states(sweep)}.")
     if outcome is not None and not outcome.empty and outcome["r"].notna().any():
         lines.append(more_training(outcome))
     lines.append("**Every claim** at every scale: under the figure, and in [chapter 9](09_claims.ipynb).")
     body = "\n".join(f"- {line}" for line in lines)
     return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+
+
+# the thesis in defined words, where the first screen first states it
+THESIS_WORDS = ("that a model extrapolates when its *effective receptive field* (ERF: the span of recent tokens "
+                "that holds 99% of the gradient of its last prediction) fits inside its training length L_tr")
+
+
+def why_depths(depths: pd.DataFrame | None) -> str:
+    """One sentence: why the 4-layer run reads the windows differently from the paper's depth,
+    from each depth's measured ERF / w (:func:`rflens.longrun.compare.depths`); empty without
+    windows measured at both depths."""
+    if depths is None or depths.empty or "ERF / w" not in depths.columns:
+        return ""
+    ratios = depths.dropna(subset=["ERF / w"]).groupby("layers")["ERF / w"]
+    if len(ratios) < 2:
+        return ""
+    (shallow, low), (deep, high) = sorted(ratios)[0], sorted(ratios)[-1]
+    grew = float(high.median() / low.median())
+    return (f" The depths differ in how far a window's field reaches: the {shallow}-layer run maps the paper's "
+            f"windows by keeping R·w / L_tr, as if the ERF grew in proportion to the depth R, but a window's ERF "
+            f"measures {low.min():.1f} to {low.max():.1f} times its w at {shallow} layers and {high.min():.1f} to "
+            f"{high.max():.1f} at {deep}: {grew:.1f} times as much for {deep / shallow:g} times the depth "
+            f"([chapter 10](10_long_runs.ipynb)).")
 
 
 def at_depth(boards: dict[str, list[dict]]) -> str:
@@ -99,9 +131,10 @@ def at_depth(boards: dict[str, list[dict]]) -> str:
             for (a, b), ids in groups.items()]
     if kept:
         said.append(f"the same at both depths: claim{'s' * (len(kept) > 1)} {_join(kept)}")
-    return tex(f"**At the paper's depth** ([chapter 10](10_long_runs.ipynb)): in the run of {deep} layers "
-               f"(`{DEEP}`, L_tr = {get(DEEP).train.l_tr}), where the paper's windows and slopes map by L_tr alone, "
-               f"the thesis {verdict}: {_agreement(str(central['measured']))}."
+    return tex(f"**At the paper's depth** ([chapter 10](10_long_runs.ipynb)), {deep} layers, the paper's thesis "
+               f"([chapter 4](04_receptive_fields.ipynb)), {THESIS_WORDS} (claim {THESIS_CLAIM}), {verdict}: in the "
+               f"run `{DEEP}` (L_tr = {get(DEEP).train.l_tr}, where the paper's windows and slopes map by L_tr alone), "
+               f"{_agreement(str(central['measured']))}."
                + (f" Against {long} layers (`{BOOK_LONG}`): {'; '.join(said)}." if said else ""))
 
 
