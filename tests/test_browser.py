@@ -271,13 +271,16 @@ def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_sc
     with Visit(browser, f"{server}/book/index.html") as visit:
         assert visit.errors == [] and visit.external == []
         first, text = box("What this book finds")
-        assert "paper's thesis" in text and "(claim 6)" in text and "slope sweep" in text and "Δ = 8" in text, text
-        # the paper's depth first, the 4-layer run after it, with why they differ
-        assert text.index("At the paper's depth") < text.index("At 4 layers") and "The depths differ" in text, text
-        assert "effective receptive field (ERF:" in text and "the perplexity at 16 times" in text, text  # defined
+        assert "paper's thesis" in text and "(claim 6)" in text, text
+        # the paper's depth first, the 4-layer run after it, with why they differ, in defined words
+        assert text.index("At the paper's depth") < text.index("At 4 layers") and "Why the depths differ" in text, text
+        assert "effective receptive field (ERF:" in text, text
+        _, under = box("Reading the key figure")  # under the figure: what it shows, terms defined, both depths
+        assert "slope sweep" in under and "Δ = 8" in under and "the perplexity at 16 times" in under, under
+        assert "12 layers against 4" in under, under
         assert first.bounding_box()["y"] < 300  # under the title
         figure = visit.page.locator(".js-plotly-plot .main-svg").first
-        assert figure.bounding_box()["y"] < 1000  # the key figure, drawn, within the first screen and a bit
+        assert figure.bounding_box()["y"] < 900  # the key figure, drawn, starts on a desktop's first screen
         _, text = box("The claims at each scale")
         assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
                 f"{counts['not run']} not run at this build's scale (smoke" in text), text

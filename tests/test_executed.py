@@ -115,6 +115,11 @@ def test_a_changed_cell_table_or_bundle_is_executed_again(written, monkeypatch, 
     (source.parent / "references.bib").unlink()
     _chapter(source.parent, extra="\nprint(2)")
     assert not executed.reusable(*args)
+    nb = nbformat.read(str(source), as_version=4)  # a tag alone (it folds or hides a cell in the page) is a change
+    changed = executed.inputs(source, {"scale": "smoke"}, "smoke")
+    nb.cells[-1].metadata["tags"] = ["hide-output"]
+    nbformat.write(nb, str(source))
+    assert executed.inputs(source, {"scale": "smoke"}, "smoke")["cells"] != changed["cells"]
 
 
 def test_a_damaged_or_unstamped_notebook_is_executed_again(written):

@@ -316,8 +316,8 @@ def test_the_first_screen_says_what_training_further_did_to_the_rising_models():
     assert "2 broke (ALiBi Δ = 8 (seed 2) and NoPE)" in line
     assert "1 reached 2 with an interval still below it (ALiBi Δ = 8)" in line
     assert "2 stayed below 2 (window w = 160 (seeds 0 and 1))" in line and "for 4 of 5" in line
-    assert line in rd.first_screen({}, pd.DataFrame(), out)
-    assert "More training" not in rd.first_screen({}, pd.DataFrame(), out.assign(r=np.nan))
+    assert line in rd.under_the_figure({}, pd.DataFrame(), out)
+    assert "More training" not in rd.under_the_figure({}, pd.DataFrame(), out.assign(r=np.nan))
 
 
 def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_sources():
@@ -329,8 +329,9 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     here = _board({1: "pass", 2: "fail", 6: "not decided", 7: "not run"})
     long = _board({1: "fail", 2: "fail", 6: "fail", 7: "pass"})
     boards = {"long-repeated": _board({1: "pass", 2: "pass", 6: "pass", 7: "pass"}), "long": long}
-    screen = rd.first_screen(boards, sweep)
+    screen, under = rd.first_screen(boards), rd.under_the_figure(boards, sweep)
     assert screen.startswith(":::{admonition} What this book finds")
+    assert under.startswith(":::{admonition} Reading the key figure")
     # the thesis, in defined words where it is first stated, as the long run on new text decides it
     assert ("**At 4 layers** (`long`, the book's long run on new text) **The paper's thesis** (" in screen
             and "that a model extrapolates when its *effective receptive field* (ERF: the span of recent tokens that "
@@ -338,16 +339,16 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
                 "short, an ERF within L_tr predicts extrapolation), does not hold: measured 6." in
             screen.replace("$L_{tr}$", "L_tr"))
     # r(16 L_tr), breaking and Δ are defined where the key figure's line first uses them
-    assert "r(16 $L_{tr}$), the perplexity at 16 times $L_{tr}$ over that at $L_{tr}$" in screen
-    assert "Δ shifts every head's slope exponent" in screen
+    assert "r(16 $L_{tr}$), the perplexity at 16 times $L_{tr}$ over that at $L_{tr}$" in under
+    assert "Δ shifts every head's slope exponent" in under
     # claim 6's measurement, said in a clause: the share of models the ERF predicts against the criterion's
     said = rd.index_box._agreement("every seed agrees: seed 0 fail: 10/15 models = 67% (mispredicted: Δ=-7); "
                                    "seed 1 fail: 11/15 models = 73% (mispredicted: Δ=-4)")
     assert said == ("the ERF's side of L_tr agrees with whether a model extrapolates for 10 to 11 of its 15 Table 1 "
                     "models (67% to 73% over 2 seeds), where the criterion asks 80%")
     assert "ALiBi Δ=4 breaks (from 2.1M training tokens), ALiBi Δ=2 rises without breaking (the lower end of its " \
-           "interval below 2, whatever the estimate) while ALiBi Δ=-4 extrapolates" in screen
-    assert "key figure" not in rd.first_screen({}, sweep.iloc[0:0]) and "thesis" not in rd.first_screen({}, sweep)
+           "interval below 2, whatever the estimate) while ALiBi Δ=-4 extrapolates" in under
+    assert "**The key figure**" not in rd.under_the_figure({}, sweep.iloc[0:0]) and "thesis" not in rd.first_screen({})
     # which claims, not only how many: by number here, in a few words in the book's long run, listed first
     board = rd.claims_at_each_scale("tiny", here, boards).replace("$L_{tr}$", "L_tr")
     assert "1 pass, 1 fail, 1 not decided, 1 not run at this build's scale (`tiny`, 0.6M training tokens a model): " \
@@ -569,20 +570,25 @@ def test_the_first_screen_says_what_the_paper_s_depth_reads_beside_the_long_run(
     long[2]["measured"] = "every seed agrees: seed 0 fail: 10/15 models = 67% (x); seed 1 fail: 11/15 models = 73% (y)"
     deep = _board({1: "pass", 4: "pass", 6: "pass", 7: "not decided", 8: "fail", 13: "pass", 15: "not run"})
     deep[2]["measured"] = "10/11 models = 91% (mispredicted: h=-3 (paper's 0))"
-    line = rd.index_box.at_depth({"long": long, "deep": deep})
-    assert "**At the paper's depth** ([chapter 10](10_long_runs.ipynb)), 12 layers, the paper's thesis" in line
-    assert "holds: in the run `deep` ($L_{tr}$ = 64," in line
-    assert "for 10 of its 11 Table 1 models (91%), where the criterion asks 80%" in line
-    assert ("Against 4 layers (`long`): pass at 12 layers and fail at 4: claims 1 and 6; pass at 12 layers and not "
-            "decided at 4: claim 4; not decided at 12 layers and fail at 4: claim 7; the same at both depths: "
-            "claims 8 and 13.") in line
-    assert "15" not in line.split("Against")[1]  # not run at 12 layers: not read at both depths
-    screen = rd.first_screen({"long": long, "deep": deep}, pd.DataFrame())
+    boards = {"long": long, "deep": deep}
+    line = rd.index_box.at_depth(boards)
+    assert line.startswith("**At the paper's depth** (12 layers; [chapter 10](10_long_runs.ipynb)), the paper's thesis")
+    assert "*effective receptive field* (ERF:" in line and "(claim 6), holds: it predicts 10 of 11 Table 1 models " \
+           "(91%; the criterion asks 80%)" in line
+    assert line.endswith("Its claims there: held 1, 4, 6 and 13; not held 8; not decided 7.")  # 15: not run, not said
+    screen = rd.first_screen(boards)
     assert line in screen and screen.index(line) < screen.index("**At 4 layers**")  # the paper's depth first
-    assert "**At 4 layers** (`long`, the book's long run on new text) the thesis does not hold" in screen
+    assert "**At 4 layers** (`long`, the book's long run on new text) the thesis does not hold: it predicts 10 to 11 " \
+           "of 15" in screen
+    both = rd.index_box.both_depths(boards)
+    assert ("pass at 12 layers and fail at 4: claims 1 and 6; pass at 12 layers and not decided at 4: claim 4; not "
+            "decided at 12 layers and fail at 4: claim 7; the same at both depths: claims 8 and 13.") in both
+    assert "15" not in both.split("(`deep`, `long`)")[1]  # not run at 12 layers: not read at both depths
+    assert both in rd.under_the_figure(boards, pd.DataFrame())
     # the deep run says nothing while its thesis is not run, or without its board
     assert rd.index_box.at_depth({"long": long, "deep": _board({6: "not run"})}) == ""
-    assert rd.index_box.at_depth({"long": long}) == "" and "paper's depth" not in rd.first_screen({"long": long}, pd.DataFrame())
+    assert rd.index_box.at_depth({"long": long}) == "" and "paper's depth" not in rd.first_screen({"long": long})
+    assert rd.index_box.both_depths({"long": long}) == ""
 
 
 def test_the_first_screen_says_why_the_depths_differ_from_each_depths_erf_per_window():
@@ -591,6 +597,6 @@ def test_the_first_screen_says_why_the_depths_differ_from_each_depths_erf_per_wi
     dp = compare.depths("long", "deep")  # the shipped bundles
     said = rd.index_box.why_depths(dp)
     low, high = (dp[dp["layers"] == n]["ERF / w"].dropna() for n in (4, 12))
-    assert f"{low.min():.1f} to {low.max():.1f} times its w at 4 layers and {high.min():.1f} to {high.max():.1f} at 12" in said
-    assert "for 3 times the depth" in said and said.startswith(" The depths differ")
+    assert f"{low.min():.1f} to {low.max():.1f} times w at 4 layers and {high.min():.1f} to {high.max():.1f} at 12" in said
+    assert "for 3 times the depth" in said and said.startswith(" Why the depths differ")
     assert rd.index_box.why_depths(dp[dp["layers"] == 4]) == "" and rd.index_box.why_depths(None) == ""

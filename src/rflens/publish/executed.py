@@ -97,9 +97,11 @@ def for_the_page(nb) -> int:
 
 
 def cells_digest(nb) -> str:
-    """The digest of a notebook's cells: their kinds and sources (outputs and ids left out)."""
-    cells = [(c["cell_type"], c["source"] if isinstance(c["source"], str) else "".join(c["source"]))
-             for c in nb["cells"]]
+    """The digest of a notebook's cells: their kinds, sources and tags (a tag hides or folds a
+    cell in the built page, or marks the parameters papermill replaces); outputs, ids and other
+    metadata left out."""
+    cells = [(c["cell_type"], c["source"] if isinstance(c["source"], str) else "".join(c["source"]),
+              sorted((c.get("metadata") or {}).get("tags") or [])) for c in nb["cells"]]
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
 
 

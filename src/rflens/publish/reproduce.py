@@ -355,7 +355,7 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
     from rflens.claims import scoreboard, statements  # pandas and torch: only when a book is built
     from rflens.figures.render import figure_html
     from rflens.model.transformer import TransformerLM
-    from rflens.readings import claims_at_each_scale, first_screen, reading_notes, this_build
+    from rflens.readings import claims_at_each_scale, first_screen, reading_notes, this_build, under_the_figure
 
     if scale not in presets.NAMES:
         return  # a build folder that is not a preset's has no scale to describe
@@ -387,8 +387,9 @@ def write_this_build(index: Path, scale: str, downloads: dict[str, Path] | None 
 
     runs = (long, DEEP) if DEEP in presets.LONG_RUNS and long != DEEP else (long,)
     ends = sweep_ends(runs)
-    first = first_screen(boards, ends, forecast.outcome(long), depths(long, DEEP) if len(runs) > 1 else None)
+    first = first_screen(boards, depths(long, DEEP) if len(runs) > 1 else None)
     figure = "" if ends.empty else f"```{{raw}} html\n{figure_html(key_figure(ends))}\n```\n\n"
+    figure += under_the_figure(boards, ends, forecast.outcome(long)) + "\n"
     box = this_build(scale, counts, table, len(plan.models(long_run)), trained, second,
                      {name: (path.relative_to(index.parent).as_posix(), path.stat().st_size)
                       for name, path in (downloads or {}).items()})

@@ -27,7 +27,8 @@ from rflens.readings.beyond import thesis_verdict
 from rflens.readings.claim_verdicts import (at_each_scale, board, by_scale, held, long_failures, long_run, sensitivity,
     verdicts)
 from rflens.readings.full_size import board_by_size, long_design, pilot_findings, pilot_rule, tiny_design
-from rflens.readings.index_box import first_screen, reading_notes, sweep_states, this_build, claims_at_each_scale
+from rflens.readings.index_box import (first_screen, reading_notes, sweep_states, this_build, claims_at_each_scale,
+    under_the_figure)
 from rflens.readings.long_runs import (clock_outcome, early_warning, emergence, forecast_outcome, schedule_check,
     share_and_r, table2_designed, two_runs, agreement_by_size, erf_spread, paper_embeddings)
 from rflens.readings.notation import Prose, tex
@@ -42,6 +43,6 @@ __all__ = [
     "protocols", "emergence", "forecast_outcome", "schedule_check", "thesis_verdict", "two_runs", "table2_designed", "early_warning",
     "clock_outcome", "share_and_r", "agreement_by_size", "erf_spread", "paper_embeddings",
     "pilot_rule", "pilot_findings", "tiny_design", "long_design", "board_by_size",
-    "first_screen", "reading_notes", "claims_at_each_scale", "sweep_states",
+    "first_screen", "under_the_figure", "reading_notes", "claims_at_each_scale", "sweep_states",
     "this_build",
 ]

@@ -42,18 +42,13 @@ def _model(preset: str, params: tuple[int, int]) -> str:
             f"({params[1] / 1e6:.2f}M outside the token embedding), trained at L_tr = {sc.train.l_tr} on {corpora}")
 
 
-def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd.DataFrame | None = None,
-                 depths: pd.DataFrame | None = None) -> str:
-    """The lines under the index page's title (MyST), the paper's depth first: the paper's
-    thesis, in defined words, as the run at the paper's depth decides it, with the claims read
-    at both depths (:func:`at_depth`); as the book's 4-layer long run on new text
-    (:data:`BOOK_LONG`) decides it, and why the depths differ (:func:`why_depths`, from
-    ``depths``: :func:`rflens.longrun.compare.depths`); what the key figure under them shows,
-    read from ``sweep``: rows of :func:`rflens.store.bundle.table` (both depths' ends of ALiBi's
-    Δ sweep, :func:`rflens.longrun.compare.sweep_ends`); and what training further did to the
-    models still rising at the long run's end (``outcome``: :func:`rflens.longrun.forecast.outcome`,
-    None or empty: not said). :func:`claims_at_each_scale` and :func:`reading_notes` follow the
-    figure."""
+def first_screen(boards: dict[str, list[dict]], depths: pd.DataFrame | None = None) -> str:
+    """The box under the index page's title (MyST), short enough to leave the key figure on a
+    desktop's first screen, the paper's depth first: the paper's thesis, in defined words, as
+    the run at the paper's depth decides it, with which claims hold there (:func:`at_depth`);
+    then as the book's 4-layer long run on new text (:data:`BOOK_LONG`) decides it, and why the
+    depths differ (:func:`why_depths`, from ``depths``: :func:`rflens.longrun.compare.depths`).
+    The key figure follows it, and :func:`under_the_figure` after that."""
     from rflens.claims.statements import BY_ID, THESIS_CLAIM
 
     long = BOOK_LONG
@@ -69,18 +64,36 @@ def first_screen(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd
                   f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), {THESIS_WORDS} (claim "
                   f"{THESIS_CLAIM}; in short, {BY_ID[THESIS_CLAIM].short}), {verdict}")
         lines.append(tex(f"**At {get(long).model.n_layer} layers** (`{long}`, the book's long run on new text) "
-                         f"{thesis}: {_agreement(str(central['measured']))}." + why_depths(depths)))
+                         f"{thesis}: {_agreement(str(central['measured']), short=bool(deep))}." + why_depths(depths)))
+    return _box("What this book finds", lines)
+
+
+def under_the_figure(boards: dict[str, list[dict]], sweep: pd.DataFrame, outcome: pd.DataFrame | None = None) -> str:
+    """The box under the key figure (MyST): what it shows, read from ``sweep``: rows of
+    :func:`rflens.store.bundle.table` (both depths' ends of ALiBi's Δ sweep,
+    :func:`rflens.longrun.compare.sweep_ends`), with r(16 L_tr), breaking and Δ defined; every
+    claim read at both depths (:func:`rflens.readings.long_runs.by_depth`); what training further
+    did to the models still rising at the long run's end (``outcome``:
+    :func:`rflens.longrun.forecast.outcome`, None or empty: not said); where every claim is."""
+    lines = []
     if not sweep.empty:
-        lines.append(f"**The key figure** (below; [chapter 10](10_long_runs.ipynb)): r({HORIZON} $L_{{tr}}$), the "
+        lines.append(f"**The key figure** ([chapter 10](10_long_runs.ipynb)): r({HORIZON} $L_{{tr}}$), the "
                      f"perplexity at {HORIZON} times $L_{{tr}}$ over that at $L_{{tr}}$ (a model *breaks* when the lower "
                      f"end of its 95% interval reaches {BREAKS:g}), as training grows, for the two ends of ALiBi's "
                      f"slope sweep (Δ shifts every head's slope exponent: the paper's Δ = -3 keeps the slopes steep, "
                      f"Δ = 8 makes them the flattest) at both depths: {sweep_states(sweep)}.")
+    both = both_depths(boards)
+    if both:
+        lines.append(both)
     if outcome is not None and not outcome.empty and outcome["r"].notna().any():
         lines.append(more_training(outcome))
-    lines.append("**Every claim** at every scale: under the figure, and in [chapter 9](09_claims.ipynb).")
+    lines.append("**Every claim** at every scale: below, and in [chapter 9](09_claims.ipynb).")
+    return _box("Reading the key figure", lines)
+
+
+def _box(title: str, lines: list[str]) -> str:
     body = "\n".join(f"- {line}" for line in lines)
-    return f":::{{admonition}} What this book finds\n:class: tip\n{body}\n:::\n"
+    return f":::{{admonition}} {title}\n:class: tip\n{body}\n:::\n"
 
 
 # the thesis in defined words, where the first screen first states it
@@ -99,26 +112,43 @@ def why_depths(depths: pd.DataFrame | None) -> str:
         return ""
     (shallow, low), (deep, high) = sorted(ratios)[0], sorted(ratios)[-1]
     grew = float(high.median() / low.median())
-    return (f" The depths differ in how far a window's field reaches: the {shallow}-layer run maps the paper's "
-            f"windows by keeping R·w / L_tr, as if the ERF grew in proportion to the depth R, but a window's ERF "
-            f"measures {low.min():.1f} to {low.max():.1f} times its w at {shallow} layers and {high.min():.1f} to "
-            f"{high.max():.1f} at {deep}: {grew:.1f} times as much for {deep / shallow:g} times the depth "
-            f"([chapter 10](10_long_runs.ipynb)).")
+    return (f" Why the depths differ: the {shallow}-layer run maps the paper's windows by keeping R·w / L_tr, as if "
+            f"a window's field grew in proportion to the depth R, but its ERF measures {low.min():.1f} to "
+            f"{low.max():.1f} times w at {shallow} layers and {high.min():.1f} to {high.max():.1f} at {deep}: "
+            f"{grew:.1f} times as much for {deep / shallow:g} times the depth.")
 
 
 def at_depth(boards: dict[str, list[dict]]) -> str:
     """One line: the paper's thesis in the run at the paper's depth (``boards``: {run: its
-    board}), and the claims read at both depths (:func:`rflens.readings.long_runs.by_depth`)
-    grouped by their two verdicts: those that differ between the book's long run and it, then
-    those decided alike; empty while that run decides no trained claim."""
+    board}), and which of the claims it decides hold there; empty while that run decides no
+    trained claim."""
     from rflens.claims.statements import THESIS_CLAIM
     from rflens.longrun.compare import DEEP
-    from rflens.readings.long_runs import by_depth
 
-    central = {int(c["id"]): c for c in boards.get(DEEP, [])}.get(THESIS_CLAIM)
+    board = {int(c["id"]): c for c in boards.get(DEEP, [])}
+    central = board.get(THESIS_CLAIM)
     if central is None or central["result"] == "not run":
         return ""
     verdict = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided"}[central["result"]]
+    heads = {"pass": "held", "fail": "not held", "not decided": "not decided"}
+    by = {kind: [str(i) for i, c in sorted(board.items()) if c["result"] == kind] for kind in heads}
+    said = [f"{heads[kind]} {_join(ids)}" for kind, ids in by.items() if ids]
+    return tex(f"**At the paper's depth** ({get(DEEP).model.n_layer} layers; [chapter 10](10_long_runs.ipynb)), "
+               f"the paper's thesis ([chapter 4](04_receptive_fields.ipynb)), {THESIS_WORDS} (claim {THESIS_CLAIM}), "
+               f"{verdict}: {_agreement(str(central['measured']), short=True)}. Its claims there: "
+               f"{'; '.join(said)}.")
+
+
+def both_depths(boards: dict[str, list[dict]]) -> str:
+    """One line: the claims read at both depths (:func:`rflens.readings.long_runs.by_depth`)
+    grouped by their two verdicts: those that differ between the book's long run and the run
+    at the paper's depth, then those decided alike; empty while that run decides no trained
+    claim."""
+    from rflens.longrun.compare import DEEP
+    from rflens.readings.long_runs import by_depth
+
+    if not at_depth(boards):
+        return ""
     deep, long = get(DEEP).model.n_layer, get(BOOK_LONG).model.n_layer
     groups: dict[tuple[str, str], list[str]] = {}
     kept = []
@@ -131,11 +161,7 @@ def at_depth(boards: dict[str, list[dict]]) -> str:
             for (a, b), ids in groups.items()]
     if kept:
         said.append(f"the same at both depths: claim{'s' * (len(kept) > 1)} {_join(kept)}")
-    return tex(f"**At the paper's depth** ([chapter 10](10_long_runs.ipynb)), {deep} layers, the paper's thesis "
-               f"([chapter 4](04_receptive_fields.ipynb)), {THESIS_WORDS} (claim {THESIS_CLAIM}), {verdict}: in the "
-               f"run `{DEEP}` (L_tr = {get(DEEP).train.l_tr}, where the paper's windows and slopes map by L_tr alone), "
-               f"{_agreement(str(central['measured']))}."
-               + (f" Against {long} layers (`{BOOK_LONG}`): {'; '.join(said)}." if said else ""))
+    return f"**{deep} layers against {long}** (`{DEEP}`, `{BOOK_LONG}`): {'; '.join(said)}." if said else ""
 
 
 def more_training(outcome: pd.DataFrame) -> str:
@@ -216,7 +242,7 @@ def reading_notes(scale: str, params: dict[str, tuple[int, int]]) -> str:
     return f":::{{admonition}} Reading the numbers\n:class: note\n{body}\n:::\n"
 
 
-def _agreement(measured: str) -> str:
+def _agreement(measured: str, short: bool = False) -> str:
     """Claim 6's measurement in a clause: how many Table 1 models the ERF predicts at each seed
     against the share the criterion asks (the measured text itself if it says otherwise)."""
     from rflens.measure.criterion import ERF_AGREEMENT
@@ -229,6 +255,8 @@ def _agreement(measured: str) -> str:
     seeds = f" over {len(found)} seeds" if len(found) > 1 else ""
     share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}% to {shares[-1]}%"
     count = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    if short:  # the ERF's side of L_tr defined in the same sentence
+        return f"it predicts {count} of {found[0][1]} Table 1 models ({share}{seeds}; the criterion asks {ERF_AGREEMENT:.0%})"
     return (f"the ERF's side of L_tr agrees with whether a model extrapolates for {count} of its {found[0][1]} "
             f"Table 1 models ({share}{seeds}), where the criterion asks {ERF_AGREEMENT:.0%}")
 
