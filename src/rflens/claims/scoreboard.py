@@ -87,7 +87,7 @@ def changes(boards: dict[str, list[dict]]) -> pd.DataFrame:
     of ``boards`` ({scale: board}) the verdict under the earlier criterion beside the one now
     ("–" where the criterion did not change)."""
     ids = [c["id"] for c in next(iter(boards.values()))]
-    df = pd.DataFrame({"the paper": [statements.BY_ID[int(i)].sentence for i in ids],
+    df = pd.DataFrame({"the paper": [math_html(statements.BY_ID[int(i)].sentence) for i in ids],
                        "criterion now": [statements.BY_ID[int(i)].criterion for i in ids],
                        "criterion before": [statements.BY_ID[int(i)].legacy_criterion or "(unchanged)" for i in ids]},
                       index=pd.Index(ids, name="claim"))
