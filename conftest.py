@@ -114,7 +114,7 @@ def pytest_runtest_makereport(item, call):
         from rflens.publish import executed, reproduce
 
         scale = os.environ["RFLENS_SCALE"]
-        key = item.path.stem[:2]
+        key = reproduce.chapter_key(item.path)
         _, params = reproduce.request(scale, key)["chapters"][key]
         folder = reproduce.notebooks_dir(scale)
         del _EXECUTED[item.path]

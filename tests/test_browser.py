@@ -27,6 +27,7 @@ import pytest
 from plotly_overlaps import OVERLAPS_JS, TEXT_OVERLAPS_JS
 
 from rflens.setup.presets import BOOK_LONG, NAMES as SCALE_NAMES
+from rflens.publish import reproduce
 
 pytestmark = pytest.mark.browser
 
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-CHAPTERS = sorted(p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+CHAPTERS = [p.stem for p in reproduce.chapters().values()]
 
 
 def _need_browser():

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from rflens.publish import reproduce
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+CHAPTERS = list(reproduce.chapters().values())
 # calls whose value is an exit status, not a result: as a cell's last line it prints a stray "0"
 STATUS_CALLS = {"main"}
 
@@ -32,7 +33,7 @@ def test_a_bare_call_to_main_is_found():
     assert _last_call('status = main(["bias"])') is None
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", CHAPTERS, ids=reproduce.chapter_key)
 def test_no_cell_shows_a_commands_exit_status(path):
     """A cell that runs the command line keeps its exit status (an int) off the page."""
     for cell in json.loads(path.read_text())["cells"]:

@@ -13,6 +13,7 @@ from rflens import readings as rd
 from rflens.claims import statements, verdicts
 from rflens.setup.presets import BOOK_LONG
 from rflens.setup.schemes import title
+from rflens.publish import reproduce
 
 from test_claims import DOUBLING, FLAT, L_TR, row, table1
 
@@ -233,7 +234,7 @@ def _cells(chapter):
     return json.loads(next(BOOK.glob(f"{chapter}_*.ipynb")).read_text())["cells"]
 
 
-@pytest.mark.parametrize("chapter", sorted(p.name[:2] for p in BOOK.glob("[0-9][0-9]_*.ipynb")))
+@pytest.mark.parametrize("chapter", list(reproduce.chapters()))
 def test_chapter_prose_states_no_measured_number(chapter):
     """Numbers a build measures, and the presets' design numbers, are computed into the page
     (rflens.readings), never typed into its prose."""
@@ -253,7 +254,7 @@ def test_a_chapter_summary_lists_its_claims(chapter):
                if c["cell_type"] == "code" and "rd." in "".join(c["source"]))
 
 
-@pytest.mark.parametrize("chapter", sorted(p.name[:2] for p in BOOK.glob("[0-9][0-9]_*.ipynb")))
+@pytest.mark.parametrize("chapter", list(reproduce.chapters()))
 def test_chapter_prose_typesets_its_notation(chapter):
     for cell in _cells(chapter):
         if cell["cell_type"] == "markdown":
@@ -510,7 +511,7 @@ def test_a_long_run_still_lacking_models_gives_the_verdicts_it_can_decide():
     assert "appear here once" in rd.long_run("Table 3", not_run, ["T5 (math)"], "tiny")
 
 
-@pytest.mark.parametrize("chapter", sorted(p.name[:2] for p in BOOK.glob("[0-9][0-9]_*.ipynb")))
+@pytest.mark.parametrize("chapter", list(reproduce.chapters()))
 def test_chapter_prose_names_a_column_as_its_table_shows_it(chapter):
     """A sentence that points at a table's column uses the header the reader sees
     (rflens.measure.columns.HEADERS), not the name of the code."""
@@ -572,7 +573,7 @@ def test_the_first_screen_says_what_the_paper_s_depth_reads_beside_the_long_run(
     deep[2]["measured"] = "10/11 models = 91% (mispredicted: h=-3 (paper's 0))"
     boards = {"long": long, "deep": deep}
     line = rd.index_box.at_depth(boards)
-    assert line.startswith("**At the paper's depth** (12 layers; [chapter 10](10_long_runs.ipynb)), the paper's thesis")
+    assert line.startswith("**At the paper's depth** (12 layers; [chapter 10](10b_paper_depth.ipynb)), the paper's thesis")
     assert "*effective receptive field* (ERF:" in line and "(claim 6), holds: it predicts 10 of 11 Table 1 models " \
            "(91%; the criterion asks 80%)" in line
     assert line.endswith("Its claims there: held 1, 4, 6 and 13; not held 8; not decided 7.")  # 15: not run, not said

@@ -54,12 +54,18 @@ BUILD = ROOT / "_build"
 KERNEL = "python3"
 
 
+CHAPTER_FILES = "[0-9][0-9]*_*.ipynb"  # a chapter's notebook: its key, "_", its name ("10b_paper_depth.ipynb")
+
+
+def chapter_key(path: Path) -> str:
+    """The key that names a chapter on the command line (``--chapters 03 10b``): what its
+    file name holds before the first "_" ("01", ..., "10b" for a page that continues 10)."""
+    return Path(path).stem.split("_", 1)[0]
+
+
 def chapters(book: Path = BOOK) -> dict[str, Path]:
-    """{"01": book/01_introduction.ipynb, ...}: every numbered chapter notebook."""
-    found = {}
-    for path in sorted(book.glob("[0-9][0-9]_*.ipynb")):
-        found[path.name[:2]] = path
-    return found
+    """{"01": book/01_introduction.ipynb, ...}: every numbered chapter notebook, in the book's order."""
+    return {chapter_key(path): path for path in sorted(book.glob(CHAPTER_FILES))}
 
 
 def html_dir(scale: str) -> Path:

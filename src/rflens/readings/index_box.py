@@ -133,7 +133,7 @@ def at_depth(boards: dict[str, list[dict]]) -> str:
     heads = {"pass": "held", "fail": "not held", "not decided": "not decided"}
     by = {kind: [str(i) for i, c in sorted(board.items()) if c["result"] == kind] for kind in heads}
     said = [f"{heads[kind]} {_join(ids)}" for kind, ids in by.items() if ids]
-    return tex(f"**At the paper's depth** ({get(DEEP).model.n_layer} layers; [chapter 10](10_long_runs.ipynb)), "
+    return tex(f"**At the paper's depth** ({get(DEEP).model.n_layer} layers; [chapter 10](10b_paper_depth.ipynb)), "
                f"the paper's thesis ([chapter 4](04_receptive_fields.ipynb)), {THESIS_WORDS} (claim {THESIS_CLAIM}), "
                f"{verdict}: {_agreement(str(central['measured']), short=True)}. Its claims there: "
                f"{'; '.join(said)}.")
