@@ -164,6 +164,10 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
     said = str(long_runs.paper_embeddings(peaks))
     assert "At 12 layers, $L_{tr}$ = 64: unscaled, Sinusoidal peaks at position 41 (-23)" in said
     assert "jumps at $L_{tr}$ on the 4 L_tr input" in said and "appears only without the scaling" in said
+    assert said.startswith("Each model from its first seed.") and "neither embedding" not in said
+    flat = peaks.assign(**{"jumps at L_tr (4 L_tr input)": [None, False]})  # no jump with either: said so
+    assert "At 12 layers neither embedding gives the jump: the scaling is not what keeps it from appearing there." \
+           in str(long_runs.paper_embeddings(flat))  # the same r: no "breaks harder"
     assert "not shipped yet" in str(long_runs.paper_embeddings(peaks[peaks["embeddings"] == "scaled"]))
 
 
@@ -220,3 +224,20 @@ def test_figure_7_holds_the_models_the_preset_trains_and_claim_8_reads_sinusoida
     paper = f7[f7["default_l_tr"]].assign(scale_embeddings=False, label="Sinusoidal, paper's embeddings, L_tr=64")
     (row,) = verdicts.check({"figure7": pd.concat([f7, paper]), "corpus": "prose", "scale": "deep"}, [8])
     assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128" not in row["measured"]
+
+
+def test_the_sinusoidal_deviation_states_what_the_deep_bundle_measured():
+    """The deviations table quotes claim 8's two embeddings at the paper's depth: its numbers
+    are those of the shipped models (a retrained or reseeded bundle that moves them fails here)."""
+    from rflens.longrun import compare
+    from rflens.setup.deviations import DEVIATIONS
+
+    (row,) = [d for d in DEVIATIONS if d.setting == "scale_embeddings"]
+    peaks = compare.sinusoidal_peaks(("deep",))
+    at = peaks[peaks["L_tr"] == 64].set_index("embeddings")
+    for kind in ("unscaled", "scaled"):
+        r = at.loc[kind]
+        assert f"{r['r(4 L_tr)']:.3g} [{r['low']:.3g}, {r['high']:.3g}]" in row.why, kind
+        assert not r["jumps at L_tr (16 L_tr input)"]
+    assert f"positions {at.loc['unscaled', 'peak at']} and {at.loc['scaled', 'peak at']}" in row.why
+    assert at.loc["unscaled", "jumps at L_tr (4 L_tr input)"] is False
