@@ -555,3 +555,18 @@ def test_a_snippet_is_the_articles_prose_with_its_tex_as_equations(browser, serv
         assert text == ("6. Sandwich Sandwich puts about 60% of its gradient on the last \\(L_{tr}=512\\) tokens, "
                         "beyond \\(L_{tr}\\) too; it costs $ 5 or $6.")
         assert visit.page.evaluate("html => Search.htmlToText(html, '#sandwich')", PAGE) == text
+
+
+def test_figures_darken_with_the_page_and_leave_a_phones_toolbar_off(browser, server):
+    """In dark mode a figure is not a white panel (the book's CSS inverts it with its hues kept),
+    and on a phone's width the plotly toolbar, which would cover titles and legends, is hidden."""
+    with Visit(browser, f"{server}/book/index.html") as visit:
+        figure = visit.page.locator(".js-plotly-plot").first
+        assert figure.evaluate("e => getComputedStyle(e).filter") == "none"
+        visit.page.evaluate("document.documentElement.dataset.theme = 'dark'")
+        assert "invert" in figure.evaluate("e => getComputedStyle(e).filter")
+        assert visit.page.locator(".js-plotly-plot .modebar-container").first.evaluate(
+            "e => getComputedStyle(e).display") != "none"
+        visit.page.set_viewport_size({"width": 390, "height": 800})
+        assert visit.page.locator(".js-plotly-plot .modebar-container").first.evaluate(
+            "e => getComputedStyle(e).display") == "none"
