@@ -129,7 +129,7 @@ def side_by_side(names: list[str] | None = None, new: str = SECOND, old: str = C
         if em.empty:
             continue
         for name, d in em.groupby("name", sort=False):
-            rows.setdefault(name, {("", "model"): d["label"].iloc[0]})
+            rows.setdefault(name, {("", "model"): _named(name, run, d["label"].iloc[0])})
             rows[name].update({(run, k): v for k, v in _summary(d).items()})
     if not rows:
         return pd.DataFrame()
@@ -157,7 +157,8 @@ def seed_spread(scale: str = SECOND) -> pd.DataFrame:
     for name in _seeded_models(run):
         names = [n for n in seeded(name, run) if n in done]
         spec = emergence_named(name, run)
-        row = {"name": name, "model": bundle.label({"pos": spec.pos, "settings": spec.settings(), "corpus": spec.corpus}),
+        row = {"name": name, "model": _named(name, scale, bundle.label({"pos": spec.pos, "settings": spec.settings(),
+                                                                         "corpus": spec.corpus})),
                "seeds shipped": len(names), "of": 1 + len(sw.seeds)}
         states = []
         if names:
@@ -304,12 +305,17 @@ def _labels(scale: str) -> dict[str, str]:
     return {n: f"{'window' if lab.startswith('w') else 'ALiBi'} {lab}" for n, _, lab in _paper_names(scale)}
 
 
+def _named(name: str, scale: str, label: str) -> str:
+    """A model's name in the book's tables: the paper's setting where it maps to one
+    (:func:`paper_label`), else ``label``."""
+    return paper_label(name, scale) if name.partition("_seed=")[0] in _labels(scale) else label
+
+
 def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Rows of :func:`rflens.store.bundle.table` with each Table 1 model labelled by the paper's
-    setting ("ALiBi Δ = 8" for the long run's Δ = 4); other models keep their labels."""
-    labels = _labels(scale)
-    return em.assign(label=[paper_label(n, scale) if n in labels else old
-                            for n, old in zip(em["name"], em["label"])]) if not em.empty else em
+    setting ("ALiBi Δ = 8" for the long run's Δ = 4, "ALiBi Δ = 8, seed 1" for its further
+    seed); other models keep their labels."""
+    return em.assign(label=[_named(n, scale, old) for n, old in zip(em["name"], em["label"])]) if not em.empty else em
 
 
 def sweep_ends(runs: tuple[str, ...] = (SECOND, DEEP), family: str = "slope_shift") -> pd.DataFrame:

@@ -58,7 +58,7 @@ CHAPTER_FILES = "[0-9][0-9]*_*.ipynb"  # a chapter's notebook: its key, "_", its
 
 
 def chapter_key(path: Path) -> str:
-    """The key that names a chapter on the command line (``--chapters 03 10b``): what its
+    """The key that names a chapter on the command line (``--chapters 03,10b``): what its
     file name holds before the first "_" ("01", ..., "10b" for a page that continues 10)."""
     return Path(path).stem.split("_", 1)[0]
 
