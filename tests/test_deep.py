@@ -163,7 +163,7 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
         {**common, "embeddings": "unscaled", "jumps at L_tr (4 L_tr input)": True}]
     said = str(long_runs.paper_embeddings(peaks))
     assert "At 12 layers, $L_{tr}$ = 64: unscaled, Sinusoidal peaks at position 41 (-23)" in said
-    assert "jumps at $L_{tr}$ on the 4 L_tr input" in said and "appears only without the scaling" in said
+    assert "jumps at $L_{tr}$ on the 4 $L_{tr}$ input" in said and "appears only without the scaling" in said
     assert said.startswith("Each model from its first seed.") and "neither embedding" not in said
     flat = peaks.assign(**{"jumps at L_tr (4 L_tr input)": [None, False]})  # no jump with either: said so
     assert "At 12 layers neither embedding gives the jump: the scaling is not what keeps it from appearing there." \

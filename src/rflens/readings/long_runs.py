@@ -591,8 +591,8 @@ def paper_embeddings(peaks: pd.DataFrame) -> Prose:
                      "claim 8, which reads it, waits for it; the table shows the book's scaled Sinusoidal alone.")
 
     def jumps(r) -> str:
-        on = [f"{'jumps' if r[c] else 'does not jump'} at $L_{{tr}}$ on the {c.split('(')[1].rstrip(')')}"
-              for c in ("jumps at L_tr (16 L_tr input)", "jumps at L_tr (4 L_tr input)") if r[c] is not None]
+        on = [f"{'jumps' if r[c] else 'does not jump'} at $L_{{tr}}$ on the {k} $L_{{tr}}$ input"
+              for k, c in ((16, "jumps at L_tr (16 L_tr input)"), (4, "jumps at L_tr (4 L_tr input)")) if r[c] is not None]
         return f"peaks at position {int(r['peak at'])} ({int(r['peak - L_tr']):+d}) and " + " and ".join(on)
 
     said, only_unscaled, neither = [], [], []
