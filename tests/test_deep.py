@@ -156,7 +156,7 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
     monkeypatch.setattr(bundle, "complete", lambda scale: list(results) if scale == "deep" else [])
     monkeypatch.setattr(bundle, "load", lambda name, scale: results[name])
     peaks = compare.sinusoidal_peaks(("long", "deep"))
-    common = {"run": "deep", "layers": 12, "L_tr": 64, "tokens": 2048, "peak at": 41, "peak - L_tr": -23,
+    common = {"run": "deep", "layers": 12, "L_tr": 64, "tokens": 2048, "peak at": 41, "peak - L_tr": -23, "peak at L_tr": False,
               "jumps at L_tr (16 L_tr input)": False, "r(4 L_tr)": 3.0, "low": 2.5, "high": 3.5}
     assert peaks.to_dict("records") == [
         {**common, "embeddings": "scaled", "jumps at L_tr (4 L_tr input)": None},  # the model that kept no paper input
@@ -233,11 +233,14 @@ def test_the_sinusoidal_deviation_states_what_the_deep_bundle_measured():
     from rflens.setup.deviations import DEVIATIONS
 
     (row,) = [d for d in DEVIATIONS if d.setting == "scale_embeddings"]
-    peaks = compare.sinusoidal_peaks(("deep",))
-    at = peaks[peaks["L_tr"] == 64].set_index("embeddings")
-    for kind in ("unscaled", "scaled"):
-        r = at.loc[kind]
-        assert f"{r['r(4 L_tr)']:.3g} [{r['low']:.3g}, {r['high']:.3g}]" in row.why, kind
-        assert not r["jumps at L_tr (16 L_tr input)"]
-    assert f"positions {at.loc['unscaled', 'peak at']} and {at.loc['scaled', 'peak at']}" in row.why
-    assert at.loc["unscaled", "jumps at L_tr (4 L_tr input)"] is False
+    peaks = compare.sinusoidal_peaks(("long", "deep"))
+    for run, l_tr in (("deep", 64), ("long", 32)):
+        at = peaks[(peaks["run"] == run) & (peaks["L_tr"] == l_tr)].set_index("embeddings")
+        for kind in ("unscaled", "scaled"):
+            r = at.loc[kind]
+            assert f"{r['r(4 L_tr)']:.3g} [{r['low']:.3g}, {r['high']:.3g}]" in row.why, (run, kind)
+            assert not r["jumps at L_tr (16 L_tr input)"]
+        assert f"positions {at.loc['unscaled', 'peak at']} and {at.loc['scaled', 'peak at']}" in row.why, run
+        assert at.loc["unscaled", "jumps at L_tr (4 L_tr input)"] is False
+        # the peak at L_tr: the unscaled model's alone at 4 layers, neither's at 12
+        assert (at.loc["unscaled", "peak at L_tr"], at.loc["scaled", "peak at L_tr"]) == (run == "long", False)

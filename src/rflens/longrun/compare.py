@@ -434,7 +434,8 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
     embeddings (``scaled`` by sqrt(d) as the book trains Sinusoidal, or ``unscaled`` as the
     paper's code does), the absolute position of its largest normalised gradient outside the
     most recent few tokens (:func:`rflens.measure.receptive.gradient_jump`) against its L_tr
-    (the paper finds it at L_tr), whether the gradient jumps at L_tr
+    (the paper finds it at L_tr; ``peak at L_tr``: within 5% of it, at least one position, as
+    the earlier criterion of claim 8 read it), whether the gradient jumps at L_tr
     (:func:`rflens.measure.receptive.step_at_l_tr`, claim 8's reading) on the ERF's input
     (16 L_tr) and, where it was measured, on the paper's (4 L_tr), and r(4 L_tr) with its paired
     interval. One row a model."""
@@ -449,11 +450,13 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
             res = bundle.load(spec.name, scale)
             point, l_tr = res["points"][-1], int(res["train"]["l_tr"])
             at = list(point["lengths"]).index(4 * l_tr)
-            peak = gradient_jump(point["normalized"], l_tr)["jump_abs_pos"]
+            found = gradient_jump(point["normalized"], l_tr)
+            peak = found["jump_abs_pos"]
             on_paper = point.get("paper_input")
             rows.append({"run": scale, "layers": run.model.n_layer, "L_tr": l_tr,
                          "embeddings": "scaled" if res["model"].get("scale_embeddings", True) else "unscaled",
                          "tokens": int(point["tokens"]), "peak at": peak, "peak - L_tr": peak - l_tr,
+                         "peak at L_tr": found["jump_ok"],
                          "jumps at L_tr (16 L_tr input)": step_at_l_tr(point["normalized"], l_tr)["jump"],
                          "jumps at L_tr (4 L_tr input)": step_at_l_tr(on_paper["normalized"], l_tr)["jump"]
                          if on_paper else None,

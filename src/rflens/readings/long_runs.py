@@ -593,9 +593,10 @@ def paper_embeddings(peaks: pd.DataFrame) -> Prose:
     def jumps(r) -> str:
         on = [f"{'jumps' if r[c] else 'does not jump'} at $L_{{tr}}$ on the {k} $L_{{tr}}$ input"
               for k, c in ((16, "jumps at L_tr (16 L_tr input)"), (4, "jumps at L_tr (4 L_tr input)")) if r[c] is not None]
-        return f"peaks at position {int(r['peak at'])} ({int(r['peak - L_tr']):+d}) and " + " and ".join(on)
+        at = ", at $L_{tr}$ as in the paper's Figure 7," if r.get("peak at L_tr") else ""
+        return f"peaks at position {int(r['peak at'])} ({int(r['peak - L_tr']):+d}){at} and " + " and ".join(on)
 
-    said, only_unscaled, neither = [], [], []
+    said, only_unscaled, neither, peak_only_unscaled = [], [], [], []
     for (layers, l_tr), d in peaks.groupby(["layers", "L_tr"], sort=True):
         by = {r["embeddings"]: r for _, r in d.iterrows()}
         if "unscaled" not in by:
@@ -612,6 +613,8 @@ def paper_embeddings(peaks: pd.DataFrame) -> Prose:
                 only_unscaled.append(f"{layers} layers")
             elif not u_jump and not s_jump:
                 neither.append((f"{layers} layers", u["low"] > s["high"]))
+            if u.get("peak at L_tr") and not s.get("peak at L_tr"):
+                peak_only_unscaled.append(f"{layers} layers")
         said.append(text + ".")
     if only_unscaled:
         said.append(f"At {_join(only_unscaled)} the jump appears only without the scaling: the book's deviation, not "
@@ -622,4 +625,8 @@ def paper_embeddings(peaks: pd.DataFrame) -> Prose:
                     "what keeps it from appearing there" + (
                         f"; without it, Sinusoidal breaks harder beyond $L_{{tr}}$ (the intervals apart at "
                         f"{_join(harder)})." if harder else "."))
+    if peak_only_unscaled:
+        said.append(f"At {_join(peak_only_unscaled)} only the unscaled model's gradient peaks at $L_{{tr}}$, as the "
+                    "paper's Figure 7 shows: the scaling moves the peak. Claim 8's rule asks for more than a peak, a "
+                    "step at $L_{tr}$ larger than every step around it.")
     return Prose("Each model from its first seed. " + " ".join(said))
