@@ -256,7 +256,8 @@ def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
         p, q = new["points"][-1], old["points"][-1]
         docs = new.get("segment_docs") if new.get("segment_docs") == old.get("segment_docs") else None
         for i, L in enumerate(p["lengths"]):
-            row = {"retrained": bundle.label(new), "Table 1 model": bundle.label(old), "L": L,
+            row = {"name": spec.name, "retrained": _named(spec.name, scale, bundle.label(new)),
+                   "Table 1 model": _named(partner.name, scale, bundle.label(old)), "L": L,
                    "L / retrained L_tr": L // new["train"]["l_tr"], "ppl retrained": p["ppl"][i],
                    "r retrained": p["r"][i], "r low": p["r_low"][i], "r high": p["r_high"][i]}
             if L in q["lengths"]:
@@ -307,8 +308,21 @@ def _labels(scale: str) -> dict[str, str]:
 
 def _named(name: str, scale: str, label: str) -> str:
     """A model's name in the book's tables: the paper's setting where it maps to one
-    (:func:`paper_label`), else ``label``."""
-    return paper_label(name, scale) if name.partition("_seed=")[0] in _labels(scale) else label
+    (:func:`paper_label`), a Table 2 model as its Table 1 model's at its own L_tr ("ALiBi Δ = 6,
+    L_tr = 128"), else ``label``."""
+    from rflens.errors import UserError
+
+    model, _, seed = name.partition("_seed=")
+    if model in _labels(scale):
+        return paper_label(name, scale)
+    try:
+        spec = emergence_named(model, presets.long_run(scale))
+    except UserError:  # not a model of the run's plan
+        return label
+    base, settings = LongModel(spec.pos, spec.overrides[:1], spec.corpus).name, spec.settings()
+    if base in _labels(scale) and "l_tr" in settings:
+        return f"{_labels(scale)[base]}, L_tr = {settings['l_tr']}" + (f", seed {seed}" if seed else "")
+    return label
 
 
 def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
