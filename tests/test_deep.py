@@ -166,7 +166,8 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
     assert "jumps at $L_{tr}$ on the 4 $L_{tr}$ input" in said and "appears only without the scaling" in said
     assert said.startswith("Each model from its first seed.") and "neither embedding" not in said
     flat = peaks.assign(**{"jumps at L_tr (4 L_tr input)": [None, False]})  # no jump with either: said so
-    assert "At 12 layers neither embedding gives the jump: the scaling is not what keeps it from appearing there." \
+    assert "At 12 layers ($L_{tr}$ = 64) neither embedding gives the jump: the scaling is not what keeps it from " \
+           "appearing there." \
            in str(long_runs.paper_embeddings(flat))  # the same r: no "breaks harder"
     assert "not shipped yet" in str(long_runs.paper_embeddings(peaks[peaks["embeddings"] == "scaled"]))
 
@@ -234,7 +235,7 @@ def test_the_sinusoidal_deviation_states_what_the_deep_bundle_measured():
 
     (row,) = [d for d in DEVIATIONS if d.setting == "scale_embeddings"]
     peaks = compare.sinusoidal_peaks(("long", "deep"))
-    for run, l_tr in (("deep", 64), ("long", 32)):
+    for run, l_tr in (("deep", 64), ("long", 32), ("long", 64)):
         at = peaks[(peaks["run"] == run) & (peaks["L_tr"] == l_tr)].set_index("embeddings")
         for kind in ("unscaled", "scaled"):
             r = at.loc[kind]

@@ -602,7 +602,7 @@ def paper_embeddings(peaks: pd.DataFrame) -> Prose:
         by = {r["embeddings"]: r for _, r in d.iterrows()}
         if "unscaled" not in by:
             continue
-        u = by["unscaled"]
+        u, where = by["unscaled"], (int(layers), int(l_tr))
         text = (f"At {layers} layers, $L_{{tr}}$ = {l_tr}: unscaled, Sinusoidal {jumps(u)}, and r(4 $L_{{tr}}$) = "
                 f"{u['r(4 L_tr)']:.3g} [{u['low']:.3g}, {u['high']:.3g}]")
         if "scaled" in by:
@@ -611,23 +611,31 @@ def paper_embeddings(peaks: pd.DataFrame) -> Prose:
             u_jump = any(u[c] for c in ("jumps at L_tr (16 L_tr input)", "jumps at L_tr (4 L_tr input)") if u[c] is not None)
             s_jump = bool(s["jumps at L_tr (16 L_tr input)"])
             if u_jump and not s_jump:
-                only_unscaled.append(f"{layers} layers")
+                only_unscaled.append(where)
             elif not u_jump and not s_jump:
-                neither.append((f"{layers} layers", u["low"] > s["high"]))
+                neither.append((where, u["low"] > s["high"]))
             if u.get("peak at L_tr") and not s.get("peak at L_tr"):
-                peak_only_unscaled.append(f"{layers} layers")
+                peak_only_unscaled.append(where)
         said.append(text + ".")
     if only_unscaled:
-        said.append(f"At {_join(only_unscaled)} the jump appears only without the scaling: the book's deviation, not "
-                    "the models, kept claim 8 from replicating there.")
+        said.append(f"At {_places(only_unscaled)} the jump appears only without the scaling: the book's deviation, "
+                    "not the models, kept claim 8 from replicating there.")
     if neither:
         harder = [where for where, apart in neither if apart]
-        said.append(f"At {_join([where for where, _ in neither])} neither embedding gives the jump: the scaling is not "
-                    "what keeps it from appearing there" + (
+        said.append(f"At {_places([where for where, _ in neither])} neither embedding gives the jump: the scaling is "
+                    "not what keeps it from appearing there" + (
                         f"; without it, Sinusoidal breaks harder beyond $L_{{tr}}$ (the intervals apart at "
-                        f"{_join(harder)})." if harder else "."))
+                        f"{_places(harder)})." if harder else "."))
     if peak_only_unscaled:
-        said.append(f"At {_join(peak_only_unscaled)} only the unscaled model's gradient peaks at $L_{{tr}}$, as the "
+        said.append(f"At {_places(peak_only_unscaled)} only the unscaled model's gradient peaks at $L_{{tr}}$, as the "
                     "paper's Figure 7 shows: the scaling moves the peak. Claim 8's rule asks for more than a peak, a "
                     "step at $L_{tr}$ larger than every step around it.")
     return Prose("Each model from its first seed. " + " ".join(said))
+
+
+def _places(where: list[tuple[int, int]]) -> str:
+    """[(4, 32), (4, 64), (12, 64)] as "4 layers ($L_{tr}$ = 32 and 64) and 12 layers ($L_{tr}$ = 64)"."""
+    by: dict[int, list[str]] = {}
+    for layers, l_tr in where:
+        by.setdefault(layers, []).append(str(l_tr))
+    return _join([f"{layers} layers ($L_{{tr}}$ = {_join(l_trs)})" for layers, l_trs in sorted(by.items())])

@@ -48,8 +48,8 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "harder than the scaled one, r(4 L_tr) 725 [505, 981] against 3.96 [3.37, 4.61], and neither shows the "
         "gradient's jump at L_tr (their largest gradient beyond the most recent tokens sits at positions 247 and 41). "
         "At 4 layers (reference/long, L_tr = 32), r(4 L_tr) 69.3 [54.6, 86.6] against 4.87 [4.12, 5.64], and only "
-        "the unscaled model's gradient peaks at L_tr (positions 33 and 30), though as a peak, not the jump claim 8 "
-        "asks for. The scaling moves the peak at 4 layers; it is not what keeps claim 8's jump from appearing at "
+        "the unscaled model's gradient peaks at L_tr (positions 33 and 30; at L_tr = 64, 72.3 [50.5, 96.4] against "
+        "3.77 [3.2, 4.34], positions 63 and 38), though as a peak, not the jump claim 8 asks for. The scaling moves the peak at 4 layers; it is not what keeps claim 8's jump from appearing at "
         "either depth (chapter 10).",
         "scale_embeddings", "false"),
     Deviation(
