@@ -264,11 +264,8 @@ def test_every_shipped_result_matches_its_checksums_and_its_settings(scale, name
         assert np.isfinite(p["nll"]).all() and sum(p["normalized"]) == pytest.approx(1, abs=1e-3)
     if scale != CONTROL:  # the later runs record the document of each segment, for their intervals
         assert len(result["segment_docs"]) == result["eval"]["n_segments"]
-    # a 12-layer model's weights (3.4 MB in fp32) are shipped where a claim reads them again
-    claimed = name not in presets.get(scale).drift_models and plan.keeps_weights(presets.get(scale), spec)
-    for path in SHIPPED[scale, name].iterdir():
-        line = 4 if claimed and path.name == bundle.WEIGHTS else 2
-        assert path.stat().st_size < line * 2**20, f"{path} is over {line} MB"
+    for path in SHIPPED[scale, name].iterdir():  # a 12-layer model's weights in float16 (bundle.FILE_LINE)
+        assert path.stat().st_size < bundle.FILE_LINE, f"{path} is over 2 MB"
     kept = (SHIPPED[scale, name] / bundle.WEIGHTS).is_file()
     assert kept == plan.keeps_weights(presets.get(scale), spec), "weights are shipped for the models that keep them alone"
 
@@ -486,3 +483,16 @@ def test_the_bundles_files_and_the_training_state_each_have_one_reader():
         text = path.read_text()
         for needle, homes in owners.items():
             assert needle not in text or path.name in homes, f"{path.name} uses {needle}"
+
+
+def test_weights_that_would_pass_a_bundles_file_line_are_shipped_in_float16(stores, monkeypatch):
+    from safetensors import safe_open
+
+    spec = plan.LongModel("alibi", WSD)
+    for line, dtype in ((bundle.FILE_LINE, "F32"), (1, "F16")):  # the smoke model's weights are far under 2 MB
+        monkeypatch.setattr(bundle, "FILE_LINE", line)
+        out = emergence.run(spec, presets.get("smoke"), progress=False, keep_weights=True)
+        with safe_open(str(out / bundle.WEIGHTS), "pt") as f:
+            assert {f.get_slice(k).get_dtype() for k in f.keys()} == {dtype}
+        bundle.verify(out)
+        assert bundle.load(spec.name, "smoke")["points"]  # and the bundle reads as before

@@ -329,7 +329,10 @@ def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Rows of :func:`rflens.store.bundle.table` with each Table 1 model labelled by the paper's
     setting ("ALiBi Δ = 8" for the long run's Δ = 4, "ALiBi Δ = 8, seed 1" for its further
     seed); other models keep their labels."""
-    return em.assign(label=[_named(n, scale, old) for n, old in zip(em["name"], em["label"])]) if not em.empty else em
+    if em.empty:
+        return em
+    named = {n: _named(n, scale, old) for n, old in dict(zip(em["name"], em["label"])).items()}  # once a model
+    return em.assign(label=em["name"].map(named))
 
 
 def sweep_ends(runs: tuple[str, ...] = (SECOND, DEEP), family: str = "slope_shift") -> pd.DataFrame:

@@ -170,8 +170,7 @@ def table2_designed(pairs: pd.DataFrame, em: pd.DataFrame) -> Prose:
         return Prose("No retrained model is in this run with its Table 1 model yet.")
     out, paper, lens = [], 0, 0
     for label, d in pairs.groupby("retrained", sort=False):
-        curve = em[em["name"] == d["name"].iloc[0]].sort_values("tokens") if "name" in d.columns else \
-            em[em["label"] == label].sort_values("tokens")
+        curve = em[em["name"] == d["name"].iloc[0]].sort_values("tokens")
         if curve.empty:
             continue
         last = curve.iloc[-1]

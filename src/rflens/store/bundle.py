@@ -25,6 +25,7 @@ the models to the run store.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -41,6 +42,9 @@ from rflens.setup.presets import FAMILIES
 from rflens.setup.schemes import model_title, title
 
 RESULT, NLL, MANIFEST, WEIGHTS = "result.json", "nll.npz", "manifest.json", "model.safetensors"
+# every file of a bundle stays under this size: weights whose float32 file would pass it (a
+# 12-layer model's, 3.4 MB) are stored in float16, and load into the float32 model as they are
+FILE_LINE = 2 * 2**20
 # the prefix of a point's per-segment normalised gradients in NLL (float16, (segments, length));
 # the models trained before they were kept have none
 GRADIENTS = "gradients_"
@@ -197,6 +201,8 @@ def _write_model(scale: str, name: str, result: dict, arrays: dict, weights, roo
         if weights is not None:
             from rflens.training.trainer import save_weights
 
+            if sum(t.numel() for t in weights.state_dict().values()) * 4 >= FILE_LINE:  # float32 would pass the line
+                weights = copy.deepcopy(weights).half()
             save_weights(weights, path / WEIGHTS, "free some space, or point RFLENS_REFERENCE at a larger disk, then "
                          "run the command again")
             files.append(WEIGHTS)
