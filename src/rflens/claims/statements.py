@@ -284,7 +284,9 @@ def retrained_models_extrapolate(res):
         outcomes.append(extrapolates_row(row, k))
         before = erf_text(int(row["old_erf"]), row.get("old_erf_capped"))
         after = erf_text(int(row["erf"]), row.get("erf_capped")) if "erf" in row else "not measured"
-        parts.append(f"{row['label']} (ERF {before} before, {after} after, new L_tr {int(row['l_tr'])}): "
+        drawn = (f", on all {int(row['n_docs'])} test documents" if row.get("draw") == "documents"
+                 and not pd.isna(row.get("n_docs", float("nan"))) else "")
+        parts.append(f"{row['label']} (ERF {before} before, {after} after, new L_tr {int(row['l_tr'])}{drawn}): "
                      f"{_max_r_text(row)}")
     return "; ".join(parts), all_of(*outcomes), k
 

@@ -45,12 +45,14 @@ def _adopt(args, run: LongRun) -> int:
         if wanted is not None and folder.name not in wanted:
             continue
         result = bundle.read_result(folder)
-        if folder.name in have and not bundle.further(bundle.read_result(have[folder.name]), result):
-            continue  # joined already, or no further along than the bundle's
+        if folder.name in have and not (bundle.further(bundle.read_result(have[folder.name]), result)
+                                        or bundle.reproduces(have[folder.name], folder)):
+            continue  # joined already, or no further along than the bundle's (nor a retraining with more kept)
         if result.get("name") != folder.name:
             raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
         plan.check_planned(result, run, folder)
-        state = "finished" if result["complete"] else f"unfinished, {len(result['points'])} sizes measured"
+        state = ("retrained to the bit, with more kept" if folder.name in have and result["complete"]
+                 else "finished" if result["complete"] else f"unfinished, {len(result['points'])} sizes measured")
         print(f"{folder.name} ({state}): joined the bundle in {bundle.adopt(run.name, folder)}")
         joined += 1
     print(f"{joined} model(s) joined the {run.name} bundle")

@@ -88,6 +88,40 @@ def segment_documents(tokens, n: int, length: int, seed: int, eot: int) -> np.nd
     return document_ids(tokens, segment_ends(len(tokens), n, length, seed) - 1, eot)
 
 
+def document_draw(tokens, n: int, length: int, seed: int, eot: int,
+                  what: str = "the token stream") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` segments of ``length`` tokens whose scored (last) tokens cover every document of
+    the 1-D ``tokens``: (segments (n, length) int64, the document of each scored token (n,),
+    the exclusive end of each segment in the stream (n,): its scored token's position + 1).
+
+    The uniform draw (:func:`draw_segments`) scores tokens where chance puts them, so a test
+    split of many short documents and a few long ones is read on some of its documents only
+    (172 of prose-wide's 308 for 1024 segments). Here each document gets one scored token,
+    and the other ``n - D`` go to the documents in proportion to their tokens (largest
+    remainders), each drawn uniformly inside its document; a segment's context is the
+    ``length - 1`` tokens before its scored token, read around the stream as a ring where
+    it would start before the stream does (context crosses document boundaries in both
+    draws). Fixed by (n, length, seed): every model on the same stream scores the same
+    tokens, and a shorter length is the same segments' right end."""
+    n, length, total = int(n), int(length), len(tokens)
+    ids = document_ids(tokens, np.arange(total), eot)
+    sizes = np.bincount(ids)
+    if n < len(sizes):
+        raise UserError(f"{what} holds {len(sizes)} documents: a draw over every document needs n >= {len(sizes)}, "
+                        f"not {n}")
+    if length > total:
+        raise UserError(f"{what} has {total} tokens, fewer than length={length}: use a shorter length")
+    quota = (n - len(sizes)) * sizes / total
+    extra = np.floor(quota).astype(np.int64)
+    extra[np.argsort(-(quota - extra), kind="stable")[:n - len(sizes) - int(extra.sum())]] += 1
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rng = np.random.default_rng([seed, n, 0xD0C5])
+    docs = np.repeat(np.arange(len(sizes)), 1 + extra)
+    scored = starts[docs] + (rng.random(n) * sizes[docs]).astype(np.int64)  # uniform inside each document
+    idx = (scored[:, None] - length + 1 + np.arange(length)[None, :]) % total
+    return np.asarray(tokens[idx], dtype=np.int64), docs.astype(np.int64), scored + 1
+
+
 class Corpus:
     """One built corpus: tokenizer, token streams (memory mapped) and evaluation segments."""
 
@@ -143,6 +177,11 @@ class Corpus:
         if eot is None:
             raise UserError(f"the tokenizer of {self.name} has no {EOT} token: rebuild the corpus (rflens data)")
         return int(eot)
+
+    def document_segments(self, n: int, length: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``n`` segments of ``length`` tokens of the test split whose scored tokens cover
+        every one of its documents, the document and the end of each (:func:`document_draw`)."""
+        return document_draw(self.tokens("test"), n, length, seed, self.eot_id, what=f"the {self.name} test split")
 
     def segment_docs(self, n: int, length: int, seed: int = 0) -> np.ndarray:
         """The test-split document (0, 1, ...) of the scored token of each of the segments

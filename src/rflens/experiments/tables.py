@@ -159,10 +159,10 @@ def _l_tr(run) -> int:
 # --------------------------------------------------------------------------------------
 # measurements (cached in the run store by rflens.measure.perplexity / rflens.measure.receptive)
 # --------------------------------------------------------------------------------------
-def measure_ppl(run, *, lengths=None, protocol: str = "last_token", n=None) -> dict:
+def measure_ppl(run, *, lengths=None, protocol: str = "last_token", n=None, draw: str = "uniform") -> dict:
     from rflens.measure.perplexity import perplexity
 
-    return perplexity(run, protocol=protocol, lengths=lengths, n=n, progress=False)
+    return perplexity(run, protocol=protocol, lengths=lengths, n=n, progress=False, draw=draw)
 
 
 def measure_erf(run, *, length=None, threshold=None) -> dict:
@@ -261,22 +261,25 @@ def table2(preset: presets.Preset, corpus: str = "prose", *, t1: pd.DataFrame | 
     horizon as Table 1. Empty when no Table 1 model fails."""
     t1 = table1(preset, corpus, progress=progress, train=train) if t1 is None else t1
     cols = ["family", "value", "label", "pos", "corpus", "old_l_tr", "old_erf", "old_erf_capped", "l_tr", "covers_erf",
-            "run_key"]
+            "run_key", "draw"]
     rows = []
     for old, spec in progress_bar(_table2_pairs(preset, t1, corpus), "Table 2", progress):
         fam_pos = FAMILIES[old["family"]].pos
         run = run_of(preset, spec, train=train, progress=progress)
         l_tr, old_l_tr = _l_tr(run), int(old["l_tr"])
         # same absolute L_ex, plus the new L_tr; a shipped model without weights has only the
-        # lengths its long run measured (L_tr x length_mults), not the shorter ones
-        lengths = run.measurable(sorted(set(lengths_of(t1)) | {l_tr}))
+        # lengths its long run measured (L_tr x length_mults), not the shorter ones. Where the
+        # long run measured the model on every test document, those numbers (claim 7's)
+        wanted = sorted(set(lengths_of(t1)) | {l_tr})
+        every = run.measurable(wanted, "documents")
+        draw, lengths = ("documents", every) if l_tr in every and len(every) > 1 else ("uniform", run.measurable(wanted))
         old_erf, capped = int(old["erf"]), flag(old.get("erf_capped"))
         # a capped ERF is a lower bound: an L_tr at or above it may still fall short of the field
         covers = False if l_tr < old_erf else (None if capped else True)
         row = {"family": old["family"], "value": old["value"], "label": spec.label, "pos": fam_pos,
                "corpus": corpus, "old_l_tr": old_l_tr, "old_erf": old_erf, "old_erf_capped": capped, "l_tr": l_tr,
-               "covers_erf": covers, "run_key": run.key}
-        res = measure_ppl(run, lengths=lengths)
+               "covers_erf": covers, "run_key": run.key, "draw": draw}
+        res = measure_ppl(run, lengths=lengths, draw=draw)
         # the same absolute horizon as Table 1: 16 x the old L_tr, i.e. a smaller multiple of the new one
         add_ppl_columns(row, res, l_tr, horizon=max(1, EXTRAPOLATION_HORIZON * old_l_tr // l_tr))
         add_erf_columns(row, measure_erf(run))

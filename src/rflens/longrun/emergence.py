@@ -38,7 +38,7 @@ import numpy as np
 
 from rflens import data, paper, storage
 from rflens.errors import UserError
-from rflens.longrun.plan import keeps_weights, LongModel, measured_steps, named
+from rflens.longrun.plan import every_document_lengths, keeps_weights, LongModel, measured_steps, named
 from rflens.setup import presets
 from rflens.setup.config import DataConfig, EvalConfig
 from rflens.setup.settings import resolve
@@ -50,11 +50,13 @@ from rflens.training.trainer import OutOfTime, train
 
 # ----------------------------------------------------------------------------- measuring
 
-def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
+def measure(model, corpus, ev: EvalConfig, l_tr: int, every: list[int] | None = None) -> dict:
     """Per-segment last-token NLLs at L_tr x length_mults (float64, (lengths, N)), the
     test-split document of each segment's scored token, and the normalised input gradient
     over segments of erf_length_mult x L_tr, with each segment's (``per_segment``); where
-    that is not the paper's input (4 L_tr), the normalised gradient on it too (``paper_input``)."""
+    that is not the paper's input (4 L_tr), the normalised gradient on it too (``paper_input``).
+    With ``every`` (lengths), the NLLs at those lengths on segments that score every test
+    document too (``every_document``: :meth:`rflens.data.Corpus.document_segments`)."""
     from rflens.measure.perplexity import last_token_nll
     from rflens.measure.receptive import input_gradients, per_segment
 
@@ -74,6 +76,10 @@ def measure(model, corpus, ev: EvalConfig, l_tr: int) -> dict:
         out["paper_input"] = {"length": length, "normalized": per_segment(input_gradients(
             model, corpus.eval_segments(ev.erf_samples, length + 1, ev.seed), batch_size=ev.batch_size,
             progress=False)).mean(axis=0)}
+    if every:
+        segments, docs, _ = corpus.document_segments(ev.n_segments, max(every) + 1, ev.seed)
+        out["every_document"] = {"lengths": list(every), "docs": docs.tolist(), "nll": last_token_nll(
+            model, segments, list(every), batch_size=ev.batch_size, progress=False)}
     model.train(was_training)
     return out
 
@@ -207,7 +213,7 @@ def _run(spec: LongModel, preset: presets.Preset, work: Path, model_cfg, data_cf
 
     def on_point(steps: int, model, val_loss: float) -> None:
         t0 = time.perf_counter()
-        m = measure(model, corpus, ev, train_cfg.l_tr)
+        m = measure(model, corpus, ev, train_cfg.l_tr, every if steps == train_cfg.steps else None)
         arrays[f"steps_{steps}"] = m["nll"].astype(np.float32)
         # each segment's normalised gradient, so that the ERF gets an interval over segments
         arrays[f"{bundle.GRADIENTS}{steps}"] = m["per_segment"].astype(np.float16)
@@ -218,6 +224,16 @@ def _run(spec: LongModel, preset: presets.Preset, work: Path, model_cfg, data_cf
             point["paper_input"] = {"length": m["paper_input"]["length"],
                                     "normalized": [float(f"{v:.4g}") for v in m["paper_input"]["normalized"]]}
         point.update(summary(m, train_cfg.l_tr, ev.erf_threshold, m["docs"]))
+        if "every_document" in m:  # the finished model on every test document (Table 2's, claim 7's)
+            from rflens.measure.intervals import paired_interval
+
+            e = m["every_document"]
+            arrays[f"{bundle.DOCUMENTS}{steps}"] = e["nll"].astype(np.float32)
+            r, lo, hi = paired_interval(e["nll"], docs=e["docs"])
+            point["every_document"] = {"lengths": e["lengths"], "segment_docs": e["docs"],
+                                       "documents": len(set(e["docs"])), "ppl": np.exp(e["nll"].mean(axis=1)).round(4).tolist(),
+                                       "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
+                                       "r_high": hi.round(4).tolist()}
         final["docs"] = m["docs"]  # the same segments at every size
         point["measure_seconds"] = round(time.perf_counter() - t0, 1)
         points[:] = [p for p in points if p["steps"] != steps] + [point]  # a resumed branch replaces its point
@@ -233,6 +249,7 @@ def _run(spec: LongModel, preset: presets.Preset, work: Path, model_cfg, data_cf
             final["model"] = model
 
     final: dict = {}
+    every = every_document_lengths(preset, spec)
     stopped = interrupted = None
     where = machine.device()
     try:

@@ -66,10 +66,27 @@ def by_experiment(run: LongRun) -> dict[str, list[LongModel]]:
 
 
 def keeps_weights(run: LongRun, spec: LongModel) -> bool:
-    """Whether ``spec`` is shipped with its weights: the drift test's models, and Sinusoidal
+    """Whether ``spec`` is shipped with its weights: the drift test's models, Sinusoidal
     with the paper's embeddings, whose gradient claim 8 reads again on other inputs
-    (Figure 7's 4 L_tr beside the bundle's 16 L_tr)."""
-    return spec.name in run.drift_models or (spec.pos == "sinusoidal" and spec.settings().get("scale_embeddings") is False)
+    (Figure 7's 4 L_tr beside the bundle's 16 L_tr), and Table 2's models, which claim 7
+    decides (:func:`every_document_lengths`)."""
+    return (spec.name in run.drift_models or (spec.pos == "sinusoidal" and spec.settings().get("scale_embeddings") is False)
+            or every_document_lengths(run, spec) is not None)
+
+
+def every_document_lengths(run: LongRun, spec: LongModel) -> list[int] | None:
+    """The lengths at which the finished ``spec`` is also measured on segments that score
+    every test document (:meth:`rflens.data.Corpus.document_segments`): a Table 2 model's,
+    from its own L_tr to Table 1's horizon (16 x the run's L_tr, the same absolute lengths
+    claim 7 reads); None for every other model."""
+    from rflens.measure.criterion import EXTRAPOLATION_HORIZON
+
+    base = spec.name.partition("_seed=")[0]
+    table2 = next((specs for family, specs in by_experiment(run).items() if family.startswith("Table 2")), [])
+    if base not in {s.name for s in table2}:
+        return None
+    l_tr = int(spec.settings().get("l_tr", run.train.l_tr))
+    return [l_tr * m for m in run.eval.length_mults if l_tr * m <= EXTRAPOLATION_HORIZON * run.train.l_tr] or None
 
 
 def _join(items: list[str]) -> str:

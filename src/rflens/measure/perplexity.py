@@ -56,6 +56,10 @@ from rflens.setup.config import ConfigError, EvalConfig, MIN_EVAL_LENGTH, PROTOC
 
 # Bump when a change here changes the numbers, so cached results are recomputed.
 EVAL_VERSION = 3  # 2: the windowed protocols score the last-token protocol's region; 3: redrawn segments
+# where the last-token protocol's scored tokens lie: drawn uniformly from the evaluation region
+# (every table's), or covering every test document (Table 2's, where a model allows it:
+# rflens.data.corpus.document_draw)
+DRAWS = ("uniform", "documents")
 # Segments whose contexts hold fewer distinct tokens than this share of their own tokens are
 # said to overlap (a short text, or long segments in a short evaluation region).
 OVERLAP_SHARE = 0.5
@@ -279,7 +283,7 @@ def segment_notes(result: dict, interval: bool = True) -> list[str]:
         notes.append(f"the {k:,} distinct segments of {length:,} tokens overlap: together they hold "
                      f"{result['tokens_covered']:,} distinct tokens, so their scored tokens share most of "
                      f"their context" + (" and the interval is narrower than for separate texts" if interval else ""))
-    if not result["in_region"]:
+    if not result["in_region"] and result.get("draw", "uniform") == "uniform":  # the documents draw: everywhere
         notes.append(f"segments of {length:,} tokens do not fit before the evaluation "
                      f"region, which starts at token {result['region_start']:,} of {result['stream_tokens']:,}: "
                      f"they end elsewhere, so every length here scores other tokens than a command whose "
@@ -300,17 +304,20 @@ def eval_config(run) -> EvalConfig:
 
 
 def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None = None, progress: bool = True,
-               eval_cfg: EvalConfig | None = None) -> dict:
+               eval_cfg: EvalConfig | None = None, draw: str = "uniform") -> dict:
     """Perplexity of a stored model at several lengths, cached in the run store.
 
     Defaults come from the run's scale (``eval_cfg`` overrides them): protocol
     ``last_token``, lengths ``L_tr x length_mults``, ``n = n_segments``. A repeated call
-    with the same settings reads the stored result.
+    with the same settings reads the stored result. ``draw="documents"`` (last-token
+    protocol only) scores tokens of every test document (:data:`DRAWS`).
     """
     ev = eval_cfg or eval_config(run)
     protocol = protocol or ev.protocol
     if protocol not in PROTOCOLS:
         raise ConfigError("protocol", protocol, "allowed values are " + ", ".join(PROTOCOLS))
+    if draw not in DRAWS or (draw != "uniform" and protocol != "last_token"):
+        raise UserError(f"draw={draw!r}: choose {' or '.join(DRAWS)} (documents with the last-token protocol only)")
     l_tr = run.train_cfg.l_tr
     lengths = check_lengths([l_tr * m for m in ev.length_mults] if lengths is None else lengths)
     # the last-token protocol scores N segments; the windowed ones the whole evaluation
@@ -325,6 +332,8 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
     check_rope(run.model_cfg, ev)
     params = {"protocol": protocol, "lengths": lengths, "n": n, "seed": ev.seed, "stride": stride,
               "version": EVAL_VERSION, **ev.rope_params()}
+    if draw != "uniform":  # named only where it is not the default: the uniform draw's cached results stay theirs
+        params["draw"] = draw
     if n is not None:
         resources.check(resources.evaluation_bytes(n, max(lengths), len(lengths), ev.batch_size, run.model_cfg,
                                                    N_BOOTSTRAP),
@@ -343,7 +352,12 @@ def perplexity(run, *, protocol: str | None = None, lengths=None, n: int | None 
                             f"context and the one it predicts), but the {getattr(corpus, 'name', 'corpus')} test split has {total}: use "
                             f"lengths up to {total - 1} (--lengths), or more data (max_bytes)")
         if protocol == "last_token":
-            segments, about = corpus_segments(corpus, n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
+            if draw == "documents":
+                segments, docs, ends = corpus.document_segments(n, max(lengths) + 1, ev.seed)
+                about = describe_segments(ends, max(lengths) + 1, total) | {
+                    "in_region": False, "draw": draw, "segment_docs": docs.tolist()}
+            else:
+                segments, about = corpus_segments(corpus, n, max(lengths) + 1, ev.seed)  # (N, max L + 1)
             nll = np.concatenate([last_token_nll(model, segments, group, batch_size=ev.batch_size, progress=progress)
                                   for group in _rope_groups(model, ev, lengths, l_tr)])
             result = last_token_result(nll, lengths, l_tr, ev.seed, about)

@@ -48,6 +48,7 @@ FILE_LINE = 2 * 2**20
 # the prefix of a point's per-segment normalised gradients in NLL (float16, (segments, length));
 # the models trained before they were kept have none
 GRADIENTS = "gradients_"
+DOCUMENTS = "documents_"  # nll.npz: a finished model's NLLs on segments that cover every test document
 VERSION = 1  # of the bundle's layout
 SCHEDULE_CHECK = "schedule_check.json"  # beside the models: rflens.longrun.emergence.schedule_check
 CORPORA = "corpora.json"  # beside the models: what the run's corpora hold (rflens.longrun.compare.record_corpora)
@@ -247,9 +248,9 @@ def _adopt(scale: str, folder: Path, root: Path | None) -> Path:
     if path.is_dir() and (path / MANIFEST).is_file() and \
             (path / MANIFEST).read_bytes() == (folder / MANIFEST).read_bytes():
         return path  # joined already (by another join of the same folder): nothing to do
-    if path.exists() and not continues(read_result(path), result):
-        raise UserError(f"the {scale} bundle already holds {result['name']} and {folder} does not continue it "
-                        f"(more sizes, its own first): {RESTORE} if it is damaged")
+    if path.exists() and not (continues(read_result(path), result) or reproduces(path, folder)):
+        raise UserError(f"the {scale} bundle already holds {result['name']} and {folder} neither continues it "
+                        f"(more sizes, its own first) nor reproduces it bitwise with more kept: {RESTORE} if it is damaged")
     tmp, old = path.with_name(f".{path.name}.adopting"), path.with_name(f".{path.name}.replaced")
     for stale in (tmp, old):
         shutil.rmtree(stale, ignore_errors=True)
@@ -260,6 +261,22 @@ def _adopt(scale: str, folder: Path, root: Path | None) -> Path:
     shutil.rmtree(old, ignore_errors=True)
     seal(scale, root)
     return path
+
+
+def reproduces(shipped: Path, later: Path) -> bool:
+    """Whether the model in folder ``later`` is the finished model in ``shipped`` trained
+    again (``emergence --check --keep``) with more kept: the same sizes, the same NLLs at each
+    to the bit, and weights or a measurement that the shipped copy lacks (a Table 2 model's
+    NLLs on every test document, the gradient on the paper's input). Such a copy replaces
+    the shipped one: its numbers are the same, its provenance that of the retraining."""
+    old, new = read_result(Path(shipped)), read_result(Path(later))
+    if not (old["complete"] and new["complete"]) or [p["steps"] for p in old["points"]] != [p["steps"] for p in new["points"]]:
+        return False
+    a, b = point_nlls(Path(shipped)), point_nlls(Path(later))
+    if any(not np.array_equal(a[k].astype(np.float32), b[k].astype(np.float32)) for k in a):
+        return False
+    more = [key for key in ("every_document", "paper_input") if key in new["points"][-1] and key not in old["points"][-1]]
+    return bool(more) or ((Path(later) / WEIGHTS).is_file() and not (Path(shipped) / WEIGHTS).is_file())
 
 
 def further(shipped: dict, later: dict) -> bool:
@@ -510,6 +527,25 @@ def point_nlls(path: Path) -> dict[int, np.ndarray]:
     except (OSError, ValueError, KeyError) as err:
         raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
     _check_nlls(Path(path), nll)  # finite, and the perplexities result.json shows are theirs
+    return nll
+
+
+def point_document_nlls(path: Path) -> dict[int, np.ndarray]:
+    """{steps: NLLs (lengths, N) as float64 on the segments that score every test document}
+    of the points that hold them (a Table 2 model's last, :data:`DOCUMENTS`); a row that is
+    not finite, or whose perplexities are not the ones result.json shows, is a damaged bundle."""
+    try:
+        with np.load(Path(path) / NLL) as arrays:
+            nll = {int(k.removeprefix(DOCUMENTS)): arrays[k].astype(np.float64) for k in arrays.files
+                   if k.startswith(DOCUMENTS)}
+    except (OSError, ValueError, KeyError) as err:
+        raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
+    shown = {p["steps"]: p["every_document"]["ppl"] for p in read_result(Path(path))["points"] if "every_document" in p}
+    for steps, rows in nll.items():
+        if steps not in shown or not np.isfinite(rows).all() or not np.allclose(
+                np.exp(rows.mean(axis=1)), shown[steps], rtol=1e-3):
+            raise UserError(f"the shipped result {path} is damaged (its NLLs on every document at step {steps} are not "
+                            f"the perplexities {RESULT} shows): {RESTORE}")
     return nll
 
 

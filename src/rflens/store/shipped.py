@@ -133,9 +133,13 @@ class ShippedRun(TrainedModel):
     def has_weights(self) -> bool:
         return (self.path / bundle.WEIGHTS).is_file()
 
-    def measurable(self, lengths) -> list[int]:
+    def measurable(self, lengths, draw: str = "uniform") -> list[int]:
         """The lengths of ``lengths`` this model's last-token perplexity can be read at: all
-        of them with weights, else those the served point measured."""
+        of them with weights, else those the served point measured; on the documents draw,
+        those its last point measured on every test document (a Table 2 model's)."""
+        if draw != "uniform":
+            every = (self.point() or {}).get("every_document") if _SIZE.get() is None else None
+            return [int(L) for L in lengths if every is not None and int(L) in every["lengths"]]
         point = None if self.has_weights else self.point()
         return [int(L) for L in lengths if point is None or int(L) in point["lengths"]]
 
@@ -196,6 +200,8 @@ class ShippedRun(TrainedModel):
         if point is None:
             return None
         rope = ev.rope_params()
+        if name == "perplexity_last_token" and params.get("draw") == "documents":
+            return self._every_document(params)
         if name == "perplexity_last_token":
             # any of the measured lengths: every length scores the same last tokens
             want = {"protocol": "last_token", "n": ev.n_segments, "seed": ev.seed, "stride": None, **rope}
@@ -217,6 +223,21 @@ class ShippedRun(TrainedModel):
             return {"length": want["length"], "n": want["n"], "seed": want["seed"],
                     "normalized": list(point["normalized"]), "seconds": point["measure_seconds"]}
         return None
+
+    def _every_document(self, params: dict) -> dict | None:
+        """The finished model's last-token result on segments that score every test document
+        (:meth:`rflens.data.Corpus.document_segments`), where its last point holds them."""
+        from rflens.measure.perplexity import last_token_result
+
+        ev, point = self.eval_cfg, self.point()
+        every = None if point is None or _SIZE.get() is not None else point.get("every_document")
+        lengths = [int(L) for L in params.get("lengths") or ()]
+        want = {"protocol": "last_token", "n": ev.n_segments, "seed": ev.seed, "stride": None, **ev.rope_params()}
+        if every is None or {k: params.get(k) for k in want} != want or not lengths or not set(lengths) <= set(every["lengths"]):
+            return None
+        nll = bundle.point_document_nlls(self.path)[point["steps"]]
+        out = last_token_result(nll[[every["lengths"].index(L) for L in lengths]], lengths, self.l_tr, ev.seed)
+        return {**out, "draw": "documents", "segment_docs": list(every["segment_docs"]), "seconds": point["measure_seconds"]}
 
     def cached(self, name: str, params: dict, compute: Callable[[], dict]) -> dict:
         """What the bundle holds; anything else is computed from the weights (drift models)

@@ -22,10 +22,12 @@ class TrainedModel:
     def l_tr(self) -> int:
         return self.train_cfg.l_tr
 
-    def measurable(self, lengths) -> list[int]:
-        """The lengths of ``lengths`` this model's last-token perplexity can be read at (a
-        model with weights: all of them)."""
-        return [int(L) for L in lengths]
+    def measurable(self, lengths, draw: str = "uniform") -> list[int]:
+        """The lengths of ``lengths`` this model's last-token perplexity can be read at with
+        segments drawn by ``draw`` (:data:`rflens.measure.perplexity.DRAWS`): a model with
+        weights, all of them on the uniform draw; the documents draw is read only where a
+        long run measured it (a shipped model's)."""
+        return [int(L) for L in lengths] if draw == "uniform" else []
 
     def erf_segment(self, length: int) -> int:
         """The segment length this model's receptive field can be measured on when ``length``
