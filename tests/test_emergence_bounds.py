@@ -306,7 +306,7 @@ def test_adopt_joins_an_unfinished_model_and_replaces_it_by_its_continuation_onl
     storage.write_json(worker / bundle.MANIFEST, listed, newline=True)
     assert main(adopt) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not continue it" in err[0], err
+    assert len(err) == 1 and "neither continues it" in err[0], err
     assert bundle.complete("smoke") == set() and bundle.read_result(bundle.entries("smoke")[spec.name]) == early
 
 

@@ -203,14 +203,15 @@ def smoke_store(tmp_path_factory):
 @pytest.mark.slow
 def test_smoke_experiments_train_once_and_reuse_the_store(smoke_store):
     t1 = ex.table1(presets.get("smoke"), progress=False)
-    assert list(t1["label"]) == ["Δ=0 (paper's 5)", "w=4"]  # ALiBi exponents name the paper's value
+    # named by the paper's setting (Δ = 0 trained at L_tr = 16 is the paper's 5); no paper's w maps to w = 4 here
+    assert list(t1["label"]) == ["Δ = 5", "w = 4 (unmapped)"] and list(t1["value"]) == [0, 4]
     assert columns.lengths_of(t1) == [16, 32, 64, 128, 256]
     assert t1["erf"].between(1, 64).all() and (t1["r@16"] == 1).all()
-    assert t1.loc[t1.label == "w=4", "theoretical"].item() == 8  # R * w = 2 * 4
+    assert t1.loc[t1.label == "w = 4 (unmapped)", "theoretical"].item() == 8  # R * w = 2 * 4
 
     t3 = ex.table3(presets.get("smoke"), progress=False)
     # ALiBi with Delta = 0 is one model: the Table 1 row and the Table 3 entry share the run
-    assert t3["run_key"].item() == t1.loc[t1.label == "Δ=0 (paper's 5)", "run_key"].item()
+    assert t3["run_key"].item() == t1.loc[t1.label == "Δ = 5", "run_key"].item()
     assert np.isfinite(t3["tokens_per_s"].item())
 
     f7 = ex.figure7(presets.get("smoke"), progress=False)

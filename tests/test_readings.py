@@ -87,7 +87,7 @@ def test_table1_reading_counts_the_flat_models_and_names_the_failures():
     text = rd.table1(t1, "tiny", n_layer=2, pilot=pd.DataFrame())
     n_flat = int(t1["extrapolates"].sum())
     assert text.startswith(f"- At the `tiny` scale {n_flat} of the {len(t1)} models extrapolate")
-    assert "Δ=6" in text and "1.500 [1.450, 1.550]" in text
+    assert "Δ = 6" in text and "1.500 [1.450, 1.550]" in text
     assert "None breaks" in text  # 1.45 on the lower bound is no break
 
 
@@ -118,8 +118,8 @@ def test_erf_agreement_counts_and_sorts_the_misses():
     t1 = table1(shift=((-3, FLAT), (6, DOUBLING)), erf=lambda fam, v: erf[(fam, v)])
     text = rd.erf_agreement(t1)
     assert "agree for 4 of the 6 models (67%)" in text
-    assert "1 model extrapolates with an ERF beyond $L_{tr}$ (Δ=-3: ERF 100)" in text
-    assert "1 fails with an ERF within $L_{tr}$ (h=8: ERF 8)" in text
+    assert "1 model extrapolates with an ERF beyond $L_{tr}$ (Δ = -3: ERF 100)" in text
+    assert "1 fails with an ERF within $L_{tr}$ (h = 8: ERF 8)" in text
 
 
 def test_table2_reading_says_when_nothing_was_retrained():
@@ -130,8 +130,9 @@ def test_table2_reading_says_when_nothing_was_retrained():
 
 def test_table2_reading_compares_the_retrained_model_at_the_same_lengths():
     t1 = table1()
-    old = t1[t1["label"] == "Δ=6"].iloc[0]
-    new = row("Δ=6, L_tr=64", [1, 1, 1], l_tr=4 * L_TR, base=0.5 * float(old[f"ppl@{4 * L_TR}"]), old_erf=100)
+    old = t1[t1["label"] == "Δ = 6"].iloc[0]
+    new = row("Δ = 6, L_tr = 64", [1, 1, 1], family="slope_shift", value=6, l_tr=4 * L_TR,
+              base=0.5 * float(old[f"ppl@{4 * L_TR}"]), old_erf=100)
     text = rd.table2(t1, pd.DataFrame([new]), [])
     assert "is flat from its new $L_{tr}$ = 64 on" in text and "(ERF 100 before)" in text
     assert "its perplexity is 0.125 to 0.500 times as large, lower" in text  # the old Δ=6 doubles at each length
@@ -139,7 +140,8 @@ def test_table2_reading_compares_the_retrained_model_at_the_same_lengths():
 
 def test_table2_reading_gives_the_retrained_models_own_erf_and_its_bound():
     t1 = table1()
-    new = row("Δ=6, L_tr=64", [1, 1, 1], l_tr=4 * L_TR, old_erf=127, old_erf_capped=True, erf=495, erf_capped=False)
+    new = row("Δ = 6, L_tr = 64", [1, 1, 1], family="slope_shift", value=6, l_tr=4 * L_TR, old_erf=127,
+              old_erf_capped=True, erf=495, erf_capped=False)
     text = rd.table2(t1, pd.DataFrame([new]), [])
     assert "(ERF ≥ 127 before)" in text and "its own ERF is 495, beyond its new $L_{tr}$" in text
 

@@ -51,7 +51,8 @@ def _adopt(args, run: LongRun) -> int:
         if result.get("name") != folder.name:
             raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
         plan.check_planned(result, run, folder)
-        state = ("retrained to the bit, with more kept" if folder.name in have and result["complete"]
+        again = folder.name in have and bundle.read_result(have[folder.name])["complete"]  # then it reproduces it
+        state = ("retrained to the bit, with more kept" if again
                  else "finished" if result["complete"] else f"unfinished, {len(result['points'])} sizes measured")
         print(f"{folder.name} ({state}): joined the bundle in {bundle.adopt(run.name, folder)}")
         joined += 1

@@ -67,10 +67,24 @@ def _num(v) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
-def family_label(family: str, value, l_tr: int | None = None) -> str:
-    """The row label of a Table 1 model, e.g. "w=32" or "Δ=-3". ALiBi exponents at an
-    L_tr other than the paper's 512 also name the paper's value they map to
-    (rflens.setup.presets.mapped_exponents): "Δ=-6 (paper's -3)"."""
+def family_label(family: str, value, l_tr: int | None = None, n_layer: int | None = None) -> str:
+    """The row label of a Table 1 model: the paper's setting that the model of ``n_layer``
+    layers trained at ``l_tr`` maps to (:func:`rflens.setup.presets.paper_value`), "Δ = -3"
+    for the tiny preset's Δ = -7, "w = 160" for its w = 30, so that one model has one name at
+    every scale; its own value is the row's ``value``. A window that no paper's w maps to
+    (the smoke preset's) is named by its own value, marked so: "w = 4 (unmapped)"."""
+    sym = FAMILIES[family].symbol
+    if l_tr is None:
+        return f"{sym} = {_num(value)}"
+    if family == "window" and n_layer is None:
+        raise ValueError("a window's paper setting depends on the depth: give n_layer")
+    theirs = presets.paper_value(FAMILIES[family].setting, value, n_layer or paper.N_LAYER, l_tr)
+    return f"{sym} = {_num(value)} (unmapped)" if theirs is None else f"{sym} = {_num(theirs)}"
+
+
+def setting_label(family: str, value, l_tr: int | None = None) -> str:
+    """A model's own setting, as its name in the code says it ("Δ=4 (paper's 8)", "w=24"):
+    where the mapping is the subject (the pilot's models, which map to no paper setting)."""
     label = f"{FAMILIES[family].symbol}={_num(value)}"
     if family in ("slope_shift", "same_slope") and l_tr is not None and l_tr != paper.L_TR:
         label += f" (paper's {_num(value - presets.mapped_exponents((0,), l_tr)[0])})"  # the mapping undone
@@ -175,7 +189,7 @@ def measure_erf(run, *, length=None, threshold=None) -> dict:
 # Table 1 (Section 3) with the receptive-field numbers of Section 4
 # --------------------------------------------------------------------------------------
 def table1_models(preset: presets.Preset, corpus: str = "prose") -> list[Spec]:
-    return [make_spec(family_label(family, v, preset.train.l_tr), fam.pos, corpus, family=family, value=v,
+    return [make_spec(family_label(family, v, preset.train.l_tr, preset.model.n_layer), fam.pos, corpus, family=family, value=v,
                       **{fam.setting: v})
             for family, fam in FAMILIES.items() for v in getattr(preset.sweeps, family)]
 
@@ -234,7 +248,7 @@ def _table2_pairs(preset, t1: pd.DataFrame, corpus: str) -> list[tuple[dict, Spe
     pairs = []
     for old, over in _table2_plan(preset, t1):
         fam = FAMILIES[old["family"]]
-        pairs.append((old, make_spec(f'{old["label"]}, L_tr={over["l_tr"]}', fam.pos, corpus, family=old["family"],
+        pairs.append((old, make_spec(f'{old["label"]}, L_tr = {over["l_tr"]}', fam.pos, corpus, family=old["family"],
                                      value=old["value"], **{fam.setting: old["value"]}, **over)))
     return pairs
 
@@ -298,13 +312,13 @@ def figure7_models(preset: presets.Preset, corpus: str = "prose") -> list[Spec]:
     base = preset.train.l_tr
     specs = []
     for l_tr, over in preset.sinusoidal_runs():
-        specs.append(make_spec(f"Sinusoidal, L_tr={int(l_tr)}", "sinusoidal", corpus, family="sinusoidal",
+        specs.append(make_spec(f"Sinusoidal, L_tr = {int(l_tr)}", "sinusoidal", corpus, family="sinusoidal",
                                value=int(l_tr), **over))
     for l_tr, over in preset.paper_embedding_runs():  # as the paper's code trains it: embeddings unscaled
-        specs.append(make_spec(f"Sinusoidal, paper's embeddings, L_tr={int(l_tr)}", "sinusoidal", corpus,
+        specs.append(make_spec(f"Sinusoidal, paper's embeddings, L_tr = {int(l_tr)}", "sinusoidal", corpus,
                                family="sinusoidal", value=int(l_tr), **over))
     if "rotary" in preset.sweeps.beside_figure7:
-        specs.append(make_spec(f"Rotary, L_tr={base}", "rotary", corpus, family="rotary", value=base))
+        specs.append(make_spec(f"Rotary, L_tr = {base}", "rotary", corpus, family="rotary", value=base))
     return specs
 
 
@@ -508,7 +522,8 @@ def table2_models(preset: presets.Preset, corpus: str = "prose") -> list[Spec]:
         fam = FAMILIES[entry.family]
         # the ERF is measured on segments of erf_length_mult x L_tr: at most that long
         over = entry.training(preset.train.l_tr, preset.train.batch_size, preset.eval.erf_length_mult * preset.train.l_tr)
-        specs.append(make_spec(f"{family_label(entry.family, entry.value, preset.train.l_tr)}, L_tr={over['l_tr']}",
+        specs.append(make_spec(f"{family_label(entry.family, entry.value, preset.train.l_tr, preset.model.n_layer)}, "
+                               f"L_tr = {over['l_tr']}",
                                fam.pos, corpus,
                                family=entry.family, value=entry.value, **{fam.setting: entry.value}, **over))
     return specs

@@ -207,7 +207,7 @@ def early_warning(runs: tuple[str, ...] = (SECOND, CONTROL)) -> pd.DataFrame:
     an ERF at the first size beyond L_tr warns that the model may break later (``flagged``)."""
     rows = []
     for run in runs:
-        em = bundle.table(run, names=sorted(bundle.complete(run)))
+        em = paper_labels(bundle.table(run, names=sorted(bundle.complete(run))), run)  # one name a model
         if em.empty:
             continue
         for name, d in em.groupby("name"):

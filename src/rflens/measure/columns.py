@@ -112,7 +112,7 @@ def long_form(df: pd.DataFrame, id_cols: Iterable[str] | None = None) -> pd.Data
 # The headers a rendered table shows instead of the column names of the code; a column not
 # listed keeps its name with spaces for underscores.
 HEADERS = {
-    "label": "model", "family": "family", "value": "value", "pos": "scheme", "corpus": "corpus", "l_tr": "L_tr",
+    "label": "model", "family": "family", "value": "value trained", "pos": "scheme", "corpus": "corpus", "l_tr": "L_tr",
     "old_l_tr": "L_tr before", "extrapolates": "extrapolates", "max_r": "largest r", "erf": "ERF",
     "old_erf": "ERF before", "covers_erf": "L_tr covers that ERF", "theoretical": "R·w", "share_in_ltr": "gradient in L_tr",
     "erf_within_l_tr": "ERF ≤ L_tr", "few": "recent tokens skipped", "jump_abs_pos": "gradient peak at",

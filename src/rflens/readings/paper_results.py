@@ -57,7 +57,9 @@ def table1(t1: pd.DataFrame, scale, *, n_layer: int | None = None, pilot: pd.Dat
     windows = t1[t1["family"] == "window"]
     if n_layer and not windows.empty:
         l_tr = int(windows["l_tr"].iloc[0])
-        exact = [f"w = {int(w)}" for w in windows["value"] if n_layer * (int(w) - 1) + 1 <= l_tr]
+        # named as everywhere (the paper's w), with the window trained here: the mapping is the subject
+        exact = [f"{lab} (here w = {int(w)})" if lab != f"w = {int(w)}" else lab
+                 for lab, w in zip(windows["label"], windows["value"]) if n_layer * (int(w) - 1) + 1 <= l_tr]
         reach = [f"{n_layer * int(w) / l_tr:.1f}" for w in windows["value"]]
         text = (f"Of the windows, {_join(exact)} {'has' if len(exact) == 1 else 'have'} a theoretical field "
                 f"R(w − 1) + 1 within $L_{{tr}}$ (R = {n_layer}), so {'its' if len(exact) == 1 else 'their'} "
@@ -159,8 +161,7 @@ def table2(t1: pd.DataFrame, t2: pd.DataFrame, skipped: list[str]) -> Prose:
         return Prose(" ".join(out))
     for _, row in t2.iterrows():
         new = int(row["l_tr"])
-        base = row["label"].rsplit(", L_tr=", 1)[0]
-        old = t1[t1["label"] == base]
+        old = t1[(t1["family"] == row["family"]) & (t1["value"] == row["value"])]  # its Table 1 model
         flat = bool(row["extrapolates"])
         text = (f"{_label(row)} (ERF {_erf(row, 'old_erf')} before) is "
                 + (f"flat from its new $L_{{tr}}$ = {new} on (largest r {float(row['max_r']):.3f})" if flat

@@ -38,17 +38,18 @@ def pilot_table(path=None) -> pd.DataFrame:
 
 def label(m: dict) -> str:
     """A pilot model as the book prints it: the scheme (:func:`rflens.store.bundle.label`), its
-    Table 1 setting (:func:`rflens.experiments.tables.family_label`: "Δ=4 (paper's 8)", "w=24"),
+    Table 1 setting as the code names it (:func:`rflens.experiments.tables.setting_label`: "Δ=4
+    (paper's 8)", "w=24": the pilot's windows map to no paper setting),
     and the ablations the bench names in its model keys (a fixed first token, Sinusoidal's
     embeddings unscaled)."""
-    from rflens.experiments.tables import family_label
+    from rflens.experiments.tables import setting_label
     from rflens.setup.schemes import title
     from rflens.store.bundle import label as scheme_label
 
     settings = m.get("settings", {})
     swept = [f for f in ("slope_shift", "same_slope", "window") if settings.get(f) is not None]
     parts = [title(m["pos"]) if swept else scheme_label({"pos": m["pos"], "settings": {}})]
-    parts += [family_label(family, settings[family], m["l_tr"]) for family in swept]
+    parts += [setting_label(family, settings[family], m["l_tr"]) for family in swept]
     if m["pos"] == "sinusoidal" and "scale_embeddings" in settings:
         parts.append("(embeddings scaled)" if settings["scale_embeddings"] else "(embeddings unscaled)")
     if m.get("rw_over_ltr") is not None:
