@@ -24,6 +24,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from consistency import (csv_files, expected_fingerprints, finished_runs, header_of, pointer_contradictions,
+                         provenance_contradictions, status_contradictions)
 from plotly_overlaps import OVERLAPS_JS, TEXT_OVERLAPS_JS
 
 from rflens.setup.presets import BOOK_LONG, NAMES as SCALE_NAMES
@@ -292,6 +294,15 @@ def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_sc
         assert "Scale smoke" in text
 
 
+def test_every_csv_is_headed_with_the_preset_its_rows_come_from(book):
+    files = csv_files(book)
+    assert len(files) >= 20, files  # the reader still finds them
+    wrong = {f.name: provenance_contradictions(f.read_text(), expected_fingerprints) for f in files}
+    assert {name: found for name, found in wrong.items() if found} == {}
+    # the long runs' tables are headed with their run, not the book's scale
+    assert any(header_of(f.read_text()).get("scale") == BOOK_LONG for f in files)
+
+
 def test_citations_link_to_the_references_page(browser, server):
     with Visit(browser, f"{server}/book/03_alibi_dissected.html") as visit:
         links = visit.page.locator("a[href*='references.html#']")
@@ -477,6 +488,14 @@ def test_no_page_states_a_count_or_scale_another_page_contradicts(browser, serve
     assert ("counts", "smoke") in seen and ("planned", "first") in seen, sorted(seen)  # the reader still finds them
     contradicted = {key: by_value for key, by_value in seen.items() if len(by_value) > 1}
     assert contradicted == {}, contradicted
+    # no run said to be training whose bundle is finished, no pointer to a page that does not show it
+    finished = finished_runs()
+    assert {page: status_contradictions(ARTICLES[page], finished) for page in pages
+            if status_contradictions(ARTICLES[page], finished)} == {}
+    if "references" not in ARTICLES:
+        with Visit(browser, f"{server}/book/references.html") as visit:
+            article_text(visit, "references")
+    assert pointer_contradictions({page: ARTICLES[page] for page in [*pages, "references"]}) == []
     # the verdicts: read from the board, the chapters' tables and their sentences, never at odds
     assert {s for found in verdicts.values() for s, _, _ in found} >= {"smoke", BOOK_LONG}, verdicts
     assert verdict_contradictions(verdicts) == {}
@@ -570,3 +589,32 @@ def test_figures_darken_with_the_page_and_leave_a_phones_toolbar_off(browser, se
         visit.page.set_viewport_size({"width": 390, "height": 800})
         assert visit.page.locator(".js-plotly-plot .modebar-container").first.evaluate(
             "e => getComputedStyle(e).display") == "none"
+
+
+TITLES_PAST_EDGE_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
+    const box = plot.getBoundingClientRect(), title = plot.querySelector('.gtitle');
+    if (!title || box.width === 0) return [];
+    const t = title.getBoundingClientRect();
+    return t.left < box.left - 1 || t.right > box.right + 1 ? [title.textContent.slice(0, 60)] : []; })"""
+
+
+@pytest.mark.parametrize("chapter", ["03_alibi_dissected", "10_long_runs"])
+def test_on_a_phone_every_figure_title_fits_its_figure(browser, server, chapter):
+    """At 390 px a plotly title is wider than its figure; the book breaks it into lines that
+    fit (figure_titles.js), and leaves the desktop's titles as they are."""
+    with Visit(browser, f"{server}/book/{chapter}.html") as visit:
+        desktop = visit.page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
+                                      ".map(t => t.textContent)")
+        assert desktop and visit.page.evaluate(TITLES_PAST_EDGE_JS) == []
+    page = browser.new_page(viewport={"width": 390, "height": 800})
+    try:
+        page.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).hostname in (
+            "127.0.0.1", "localhost") else route.abort())
+        page.goto(f"{server}/book/{chapter}.html", wait_until="load")
+        page.wait_for_timeout(1500)
+        assert page.evaluate(TITLES_PAST_EDGE_JS) == []
+        wrapped = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
+                                ".filter(t => t.querySelectorAll('tspan.line').length > 1).length")
+        assert wrapped >= 1  # the long titles were broken, not dropped
+    finally:
+        page.close()

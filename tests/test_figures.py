@@ -4,6 +4,7 @@ renderer, and the ipywidgets explorers for a live kernel."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numpy as np
@@ -156,6 +157,20 @@ def test_the_early_warning_figure_draws_a_capped_erf_open_at_the_segments_length
     for axis in (fig.layout.xaxis, fig.layout.xaxis2):
         assert dict(zip(axis.tickvals, axis.ticktext))[16.0] == "16: segment" and "1 = L_tr" in axis.ticktext
     assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
+
+
+def test_markers_that_would_sit_on_one_another_are_set_side_by_side():
+    # three flat models at r = 1 with nearly one ERF, one apart, and two capped at the segment
+    x = fr.spread_markers([0.5, 0.51, 0.5, 3.0, 16.0, 16.0], [1.0, 1.0, 1.001, 1.0, 2.5, 2.5])
+    assert x[3] == 3.0  # alone: where it is
+    assert len({round(v, 6) for v in x[:3]}) == 3 and x[0] < x[1] < x[2]  # side by side, in order
+    assert abs(math.log10(x[1] / 0.51)) < 1e-9 or abs(math.log10(x[1] / 0.5)) < 0.03  # centred on their place
+    assert x[4] != x[5] and math.sqrt(x[4] * x[5]) == pytest.approx(16.0)
+    fig = fr.early_warning_figure(_early_warning_rows())
+    for j in (1, 2):  # no two markers of a panel at one point
+        points = [(round(a, 6), round(b, 6)) for t in fig.data if t.xaxis == ("x" if j == 1 else "x2")
+                  for a, b in zip(t.x, t.y)]
+        assert len(points) == len(set(points))
 
 
 def _seeded():

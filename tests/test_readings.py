@@ -359,7 +359,7 @@ def test_the_first_screen_reads_the_boards_the_model_and_the_sweep_from_their_so
     assert "1 pass, 3 fail, 0 not decided, 0 not run in the long run (`long`, 4 layers, 33.6M tokens a model): " \
            "hold 7 (an L_tr " \
            in board
-    assert "fail 1 (windows up to w = 100 extrapolate), 2 (the widest window, w = 320, breaks)" in board
+    assert "fail 1 (windows up to w = 100 extrapolate), 2 (the widest window of the sweep breaks)" in board
     assert "in the long run (`long-repeated`, 4 layers, 33.6M tokens a model): hold 1, 2, 6, 7." in board
     assert board.index("(`long`") < board.index("(`long-repeated`")
     assert "12 layers trained on 819.2M tokens each" in board  # the full preset's tokens, the paper's setting

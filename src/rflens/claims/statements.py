@@ -161,7 +161,7 @@ def _stable_windows(fam: pd.DataFrame) -> pd.DataFrame:
        sentence="\"diverges on long $L_{ex}$ at large $w$\" (Section 3)",
        paper=(f"w >= 120 diverge; ERF {' / '.join(map(str, paper.WINDOW_ERF.values()))} for "
              f"w = {' / '.join(map(str, paper.WINDOW_ERF))}"),
-       short=f"the widest window, w = {max(paper.WINDOW)}, breaks")
+       short="the widest window of the sweep breaks")
 def large_window_breaks(res):
     """Read as: the largest window of the sweep (the paper's 320 or its largest mapped one) at
     least doubles its perplexity by 16 L_tr. One interval. Not by construction."""

@@ -821,6 +821,25 @@ def _segment_cap(run: str, ratios) -> float:
         return float(max(ratios))
 
 
+def spread_markers(x: list[float], y: list[float], close: float = 0.03, step: float = 0.025) -> list[float]:
+    """``x`` with the points that would sit on one another on log-log axes (within ``close``
+    decades on both) set side by side, ``step`` decades apart and centred on their place, in
+    the order given: so that a marker never hides another. ``y`` is left as it is."""
+    out = list(map(float, x))
+    logs = [(math.log10(max(a, 1e-12)), math.log10(max(b, 1e-12))) for a, b in zip(x, y)]
+    seen: list[list[int]] = []
+    for i, (lx, ly) in enumerate(logs):
+        group = next((g for g in seen if abs(logs[g[0]][0] - lx) < close and abs(logs[g[0]][1] - ly) < close), None)
+        if group is None:
+            seen.append([i])
+        else:
+            group.append(i)
+    for group in seen:
+        for k, i in enumerate(group):
+            out[i] = float(x[i]) * 10 ** (step * (k - (len(group) - 1) / 2))
+    return out
+
+
 def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
     """Chapter 10: every finished long-run model's ERF at its first measured size (in units
     of its L_tr) against its r(16 L_tr) at its last size, both logarithmic; one panel a run
@@ -840,12 +859,16 @@ def early_warning_figure(ew: pd.DataFrame) -> go.Figure:
         lows.append(float(ratios.min()))
         symbol = EW_SYMBOLS[j % len(EW_SYMBOLS)]
         axis = "x" if j == 0 else f"x{j + 1}"
+        at = [cap if flag(c) else float(v) for v, c in zip(d["ERF / L_tr first"], d["capped first"])]
+        # markers at one place (the flat models at r = 1, the capped ones at the segment's end)
+        # set side by side, so that none hides another; the hover gives each its own values
+        drawn = dict(zip(d.index, spread_markers(at, d["r(16 L_tr) last"].astype(float).tolist())))
         for broke in (True, False):
             e = d[d["breaks"].astype(bool) == broke]
             if e.empty:
                 continue
             capped = [flag(c) for c in e["capped first"]]
-            x = [cap if c else float(v) for v, c in zip(e["ERF / L_tr first"], capped)]
+            x = [drawn[i] for i in e.index]
             erf = [f"≥ {cap:g} L_tr (capped by the segment)" if c else f"{float(v):.2f} L_tr"
                    for v, c in zip(e["ERF / L_tr first"], capped)]
             colour = EW_COLORS[j % len(EW_COLORS)][0 if broke else 1]

@@ -26,14 +26,19 @@ TABLES_ENV, CHAPTER_ENV = "RFLENS_TABLES", "RFLENS_CHAPTER"
 
 
 def provenance(scale: str | None = None) -> dict[str, str]:
-    """The scale, the code version and the fingerprints of the corpora prepared for it."""
+    """The scale, the code version and the fingerprints of its corpora: for a shipped long
+    run, those its bundle's models were trained on (:func:`rflens.store.bundle.fingerprints`,
+    whether or not they are built here); else those prepared for it."""
     from rflens.data.build import built_path
     from rflens.setup import presets
     from rflens.setup.settings import resolve
     from rflens.storage import read_json
+    from rflens.store import bundle
     from rflens.store.runs import code_version
 
     out = {"scale": scale or "", "code_version": code_version()}
+    if scale and presets.get(scale).shipped and bundle.entries(scale):
+        return out | {f"data_{corpus}": fp for corpus, fp in sorted(bundle.fingerprints(scale).items())}
     names = presets.get(scale).sweeps.corpora if scale else ()
     for corpus in names:
         manifest = built_path(resolve(presets.get(scale), "alibi", corpus).data) / "manifest.json"

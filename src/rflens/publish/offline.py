@@ -55,6 +55,7 @@ PLOTLY_JS = "plotly.min.js"
 MATHJAX_SHIM_JS = "mathjax_shim.js"  # MathJax 2's Hub.Queue for the widget manager (see the file)
 BOOK_CSS = "book.css"  # wrapping of printed results, wide tables, the CSV links
 SEARCH_MATH_JS = "search_math.js"  # typesets the TeX of the search page's snippets (see the file)
+FIGURE_TITLES_JS = "figure_titles.js"  # a phone: figure titles broken into lines that fit (see the file)
 
 
 def vendor_dir() -> Path:
@@ -152,7 +153,7 @@ def ensure_assets() -> dict:
     """Prepare every offline asset; returns {"dir", "plotly", "mathjax", "widgets", "notes"}."""
     root = vendor_dir()
     copy_plotly_js(root)
-    for name in (MATHJAX_SHIM_JS, BOOK_CSS, SEARCH_MATH_JS):  # files of the package itself
+    for name in (MATHJAX_SHIM_JS, BOOK_CSS, SEARCH_MATH_JS, FIGURE_TITLES_JS):  # files of the package itself
         source = Path(__file__).with_name(name)
         if not (root / name).exists() or (root / name).read_bytes() != source.read_bytes():
             shutil.copyfile(source, root / name)
@@ -230,6 +231,7 @@ def setup(app):
     # after Sphinx's inline MathJax configuration (priority 500), which it extends
     app.add_js_file(MATHJAX_SHIM_JS, priority=501)
     app.add_css_file(BOOK_CSS)
+    app.add_js_file(FIGURE_TITLES_JS, loading_method="defer")
     app.connect("config-inited", _config_inited, priority=100)
     # early: html-page-context stops at the first handler that returns a template name
     app.connect("html-page-context", _dedupe_scripts, priority=1)

@@ -504,6 +504,16 @@ def complete(scale: str = "long") -> set[str]:
     return set(_COMPLETE[scale][1])
 
 
+def fingerprints(scale: str = "long") -> dict[str, str]:
+    """{the book's corpus (prose, code, math): the fingerprint of the data its shipped models
+    were trained and measured on}; several, joined by commas, where models differ."""
+    found: dict[str, set[str]] = {}
+    for path in entries(scale).values():
+        result = read_result(path)
+        found.setdefault(result.get("corpus", "prose"), set()).add(result["data_fingerprint"])
+    return {corpus: ",".join(sorted(fps)) for corpus, fps in found.items()}
+
+
 def load(name: str, scale: str = "long") -> dict:
     """A shipped model's result.json with each point's NLLs (as float64 arrays) attached."""
     path = entries(scale).get(name)
