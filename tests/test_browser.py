@@ -593,7 +593,9 @@ def test_figures_darken_with_the_page_and_leave_a_phones_toolbar_off(browser, se
 
 TITLES_PAST_EDGE_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
     const box = plot.getBoundingClientRect(), title = plot.querySelector('.gtitle');
-    if (!title || box.width === 0) return [];
+    const column = document.querySelector('article.bd-article, main').getBoundingClientRect();
+    if (!title || box.width === 0 || !plot.checkVisibility()) return [];  // a closed fold's: not shown
+    if (box.right > column.right + 1) return ['figure wider than the column: ' + title.textContent.slice(0, 40)];
     const t = title.getBoundingClientRect();
     return t.left < box.left - 1 || t.right > box.right + 1 ? [title.textContent.slice(0, 60)] : []; })"""
 
@@ -612,6 +614,9 @@ def test_on_a_phone_every_figure_title_fits_its_figure(browser, server, chapter)
             "127.0.0.1", "localhost") else route.abort())
         page.goto(f"{server}/book/{chapter}.html", wait_until="load")
         page.wait_for_timeout(1500)
+        assert page.evaluate(TITLES_PAST_EDGE_JS) == []
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")  # every fold
+        page.wait_for_timeout(2500)
         assert page.evaluate(TITLES_PAST_EDGE_JS) == []
         wrapped = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
                                 ".filter(t => t.querySelectorAll('tspan.line').length > 1).length")
