@@ -220,3 +220,31 @@ def test_the_reading_states_each_ladders_standing_by_its_sealed_rule():
     assert "**tokens** holds" in text and "no measured size decides between tokens and passes yet" in text
     verdicts["deep-d128"]["holds"] = None
     assert "needs at least 3 deciding cells, 67% of them" in long_runs.clock_outcome(table, verdicts)
+
+
+def test_each_run_is_read_at_the_size_nearest_the_papers_tokens_per_parameter(monkeypatch):
+    from rflens.claims import scoreboard, verdicts
+    from rflens.readings import at_paper_ratio
+    from rflens.store import shipped
+
+    sizes = {}
+
+    def board(scale, corpus="prose"):  # the size being read, as the board a size gives
+        size = shipped.served_size()
+        sizes.setdefault(scale, []).append(size)
+        return [{"id": cid, "result": "fail" if size is not None and cid in (2, 5) else "pass"} for cid in range(1, 17)]
+
+    monkeypatch.setattr(verdicts, "check_shipped", board)
+    monkeypatch.setattr(scoreboard, "shipped_board", board)
+    pr = clock.at_paper_ratio(("deep",))
+    ratio = clock.paper_tokens_per_parameter()
+    n = clock.parameters(presets.get("deep"))
+    near = pr["tokens there"].iloc[0]
+    assert all(abs(math.log(near / n / ratio)) <= abs(math.log(t / n / ratio)) for t in plan.sizes(presets.get("deep")))
+    assert sizes["deep"] == [None, near]  # the full budget's board, then the one at that size
+    assert list(pr["claim"]) == list(presets.get("deep").decides)
+    assert set(pr.loc[pr["claim"].isin([2, 5]), "at the paper's ratio"]) == {"fail"}
+    assert set(pr["at the full budget"]) == {"pass"}
+    text = str(at_paper_ratio(pr))
+    assert "`deep` (12 layers, d = 64) at 4.2M tokens (4.9 a parameter): holds claims 1, 4, 6, 7 and 8; fails " \
+           "claims 2 and 5. At its full budget (38.9 a parameter): holds claims 1, 2, 4, 5, 6, 7 and 8." in text

@@ -638,3 +638,24 @@ def _places(where: list[tuple[int, int]]) -> str:
     for layers, l_tr in where:
         by.setdefault(layers, []).append(str(l_tr))
     return _join([f"{layers} layers ($L_{{tr}}$ = {_join(l_trs)})" for layers, l_trs in sorted(by.items())])
+
+
+def at_paper_ratio(pr: pd.DataFrame) -> Prose:
+    """One sentence a run: which of the claims it decides hold at about the paper's training
+    tokens per parameter and which at its full budget (``pr``: rows of
+    :func:`rflens.longrun.clock.at_paper_ratio`); said so where a run decides none there yet."""
+    out = []
+    for run, d in pr.groupby("run", sort=False):
+        def held(col, d=d):
+            said = {word: [str(c) for c, r in zip(d["claim"], d[col]) if r == word]
+                    for word in ("pass", "fail", "not decided")}
+            parts = [f"{'holds' if w == 'pass' else 'fails' if w == 'fail' else 'does not decide'} "
+                     f"{'claim' if len(ids) == 1 else 'claims'} {_join(ids)}" for w, ids in said.items() if ids]
+            return "; ".join(parts) if parts else "decides none of them"
+        first, there, full = d.iloc[0], held("at the paper's ratio"), held("at the full budget")
+        out.append(f"- `{run}` ({int(first['layers'])} layers, d = {int(first['d'])}) at "
+                   f"{_tokens(int(first['tokens there']))} tokens ({first['tokens per parameter there']:g} a parameter): "
+                   f"{there}. At its full budget ({first['tokens per parameter at the budget']:g} a parameter): {full}.")
+    if not out:
+        return Prose("No shipped run has a board to read at the paper's tokens per parameter.")
+    return Prose("\n".join(out))
