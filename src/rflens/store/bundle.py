@@ -528,14 +528,20 @@ def load(name: str, scale: str = "long") -> dict:
     return result
 
 
-def point_nlls(path: Path) -> dict[int, np.ndarray]:
-    """{steps: per-segment NLLs (lengths, N) as float64} of a model's measured points."""
+def _arrays(path: Path, prefix: str) -> dict[int, np.ndarray]:
+    """{steps: array as float64} of the arrays of a model's nll.npz named ``prefix<steps>``; a
+    file that cannot be read is a damaged bundle (one line)."""
     try:
         with np.load(Path(path) / NLL) as arrays:
-            nll = {int(k.removeprefix("steps_")): arrays[k].astype(np.float64) for k in arrays.files
-                   if k.startswith("steps_")}
+            return {int(k.removeprefix(prefix)): arrays[k].astype(np.float64) for k in arrays.files
+                    if k.startswith(prefix)}
     except (OSError, ValueError, KeyError) as err:
         raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
+
+
+def point_nlls(path: Path) -> dict[int, np.ndarray]:
+    """{steps: per-segment NLLs (lengths, N) as float64} of a model's measured points."""
+    nll = _arrays(path, "steps_")
     _check_nlls(Path(path), nll)  # finite, and the perplexities result.json shows are theirs
     return nll
 
@@ -544,12 +550,7 @@ def point_document_nlls(path: Path) -> dict[int, np.ndarray]:
     """{steps: NLLs (lengths, N) as float64 on the segments that score every test document}
     of the points that hold them (a Table 2 model's last, :data:`DOCUMENTS`); a row that is
     not finite, or whose perplexities are not the ones result.json shows, is a damaged bundle."""
-    try:
-        with np.load(Path(path) / NLL) as arrays:
-            nll = {int(k.removeprefix(DOCUMENTS)): arrays[k].astype(np.float64) for k in arrays.files
-                   if k.startswith(DOCUMENTS)}
-    except (OSError, ValueError, KeyError) as err:
-        raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
+    nll = _arrays(path, DOCUMENTS)
     shown = {p["steps"]: p["every_document"]["ppl"] for p in read_result(Path(path))["points"] if "every_document" in p}
     for steps, rows in nll.items():
         if steps not in shown or not np.isfinite(rows).all() or not np.allclose(
@@ -563,12 +564,7 @@ def point_gradients(path: Path) -> dict[int, np.ndarray]:
     """{steps: each segment's normalised gradient (segments, length) as float64} of a model's
     measured points; empty for a model trained before they were kept. A point whose rows are
     not finite, negative or do not sum to 1 is a damaged bundle."""
-    try:
-        with np.load(Path(path) / NLL) as arrays:
-            grads = {int(k.removeprefix(GRADIENTS)): arrays[k].astype(np.float64) for k in arrays.files
-                     if k.startswith(GRADIENTS)}
-    except (OSError, ValueError, KeyError) as err:
-        raise UserError(f"the shipped result {path} is damaged ({NLL}: {type(err).__name__}): {RESTORE}") from None
+    grads = _arrays(path, GRADIENTS)
     for steps, g in grads.items():
         if g.ndim != 2 or not np.isfinite(g).all() or (g < 0).any() or not np.allclose(g.sum(1), 1, atol=2e-2):
             raise UserError(f"the shipped result {path} is damaged (the gradients at step {steps} are not "
