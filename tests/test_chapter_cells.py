@@ -40,3 +40,43 @@ def test_no_cell_shows_a_commands_exit_status(path):
         if cell["cell_type"] == "code":
             called = _last_call("".join(cell["source"]))
             assert called not in STATUS_CALLS, (path.name, cell.get("id"), "".join(cell["source"])[-80:])
+
+
+# a module the chapters draw their figures with, or glue's: a cell of only such calls shows its
+# figure or nothing, so its code is folded away (a toggle shows it)
+DRAWING = {"fr", "fb", "figs"}
+
+
+def _only_draws_or_glues(source: str) -> bool:
+    """Whether every statement of a cell is a call of a figure module's function (possibly
+    inside ``display``) or of ``glue``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+
+    def drawing(call) -> bool:
+        if not isinstance(call, ast.Call):
+            return False
+        f = call.func
+        if isinstance(f, ast.Name) and f.id == "display":
+            return len(call.args) == 1 and drawing(call.args[0])
+        return (isinstance(f, ast.Name) and f.id == "glue") or (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in DRAWING)
+
+    return bool(tree.body) and all(isinstance(s, ast.Expr) and drawing(s.value) for s in tree.body)
+
+
+def test_a_cell_that_only_draws_or_glues_is_found():
+    assert _only_draws_or_glues('fr.ppl_curves(t1)') and _only_draws_or_glues('display(fb.kerple_figure())')
+    assert _only_draws_or_glues('glue("ch06_speed", rd.speed(x), display=False)  # for the sentence')
+    assert not _only_draws_or_glues('t1 = ex.table1(preset)\nfr.ppl_curves(t1)')
+    assert not _only_draws_or_glues('columns.display_table(t1, "r")')
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=reproduce.chapter_key)
+def test_a_cell_that_only_draws_or_glues_hides_its_code(path):
+    shown = [ "".join(cell["source"])[:60] for cell in json.loads(path.read_text())["cells"]
+             if cell["cell_type"] == "code" and _only_draws_or_glues("".join(cell["source"]))
+             and not {"hide-input", "remove-input", "remove-cell"} & set(cell.get("metadata", {}).get("tags", []))]
+    assert shown == [], shown
