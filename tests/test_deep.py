@@ -245,3 +245,21 @@ def test_the_sinusoidal_deviation_states_what_the_deep_bundle_measured():
         assert at.loc["unscaled", "jumps at L_tr (4 L_tr input)"] is False
         # the peak at L_tr: the unscaled model's alone at 4 layers, neither's at 12
         assert (at.loc["unscaled", "peak at L_tr"], at.loc["scaled", "peak at L_tr"]) == (run == "long", False)
+
+
+def test_claim7_is_read_in_both_protocols_with_every_document_where_the_bundle_holds_it():
+    import pandas as pd
+
+    from rflens.longrun import compare
+    from rflens.readings import table2_protocols
+
+    tp = compare.table2_protocols("deep")
+    row = tp.set_index("retrained").loc["ALiBi Δ = 6, L_tr = 256"]
+    assert row["Table 1 ERF (16 L_tr input)"].startswith("≥") and row["L"] == 1024 and row["L_tr"] == 256
+    assert row["r low"] <= row["r"] <= row["r high"]
+    every = {"retrained": row.name, **row.to_dict()} | {"r, every document": 1.05, "low, every document": 1.04, "high, every document": 1.06,
+                             "documents, every": 308, "Table 1 ERF (4 L_tr input)": "≥ 256"}
+    text = str(table2_protocols(pd.DataFrame([every])))
+    assert "on the paper's input of 4 $L_{tr}$" in text and "≥ 256 on the paper's input" in text
+    assert "on every one of its 308 test documents, r = 1.050 [1.040, 1.060]" in text
+    assert "not measured" in str(table2_protocols(tp.iloc[[0]]))  # a model trained before the bundle kept it

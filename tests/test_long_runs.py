@@ -252,3 +252,4 @@ def test_claim_6_read_at_every_size_gives_the_boards_count_at_the_last():
     assert c6["measured"].startswith(f"{last['agree']}/{last['models']} models")
     said = str(rd.agreement_by_size(ag))
     assert f"{last['agree']} of {last['models']} at 33.6M" in said and said.startswith("Read at each size")
+

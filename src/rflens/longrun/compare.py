@@ -270,6 +270,54 @@ def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def table2_protocols(scale: str = SECOND) -> pd.DataFrame:
+    """Claim 7 in two protocols, one row a retrained model of Table 2 (finished, beside its
+    finished Table 1 model): the receptive field that sets the new L_tr, on the book's input
+    (16 L_tr) and on the paper's (4 L_tr: Figure 5 measures the field on 2048-token inputs at
+    L_tr = 512, and Table 2 retrains Δ = 6 at L_tr = 2048 because its field reached that
+    input's end), for the Table 1 model and for the retrained one, where each was measured; and
+    r at Table 1's horizon (16 x its L_tr) on the uniform draw and, where the bundle holds it,
+    on segments that score every test document. An ERF capped by its input is a lower bound
+    (``≥``); "–" where a model was trained before its bundle kept that input's gradient."""
+    from rflens.measure.criterion import EXTRAPOLATION_HORIZON
+    from rflens.measure.criterion import erf_text
+    from rflens.measure.receptive import summarize
+
+    def field(point, l_tr, threshold, key=None):
+        curve = point.get(key, {}).get("normalized") if key else point.get("normalized")
+        if curve is None:
+            return "–"
+        rf = summarize(curve, threshold, l_tr)
+        return erf_text(rf["erf"], rf["capped"])
+
+    done = bundle.complete(scale)
+    rows = []
+    for spec in next((specs for family, specs in by_experiment(presets.get(scale)).items() if family.startswith("Table 2")), []):
+        partner = LongModel(spec.pos, spec.overrides[:1], spec.corpus)
+        if spec.name not in done or partner.name not in done:
+            continue
+        new, old = bundle.read_result(bundle.entries(scale)[spec.name]), bundle.read_result(bundle.entries(scale)[partner.name])
+        p, q = new["points"][-1], old["points"][-1]
+        threshold, old_l_tr, l_tr = new["eval"]["erf_threshold"], old["train"]["l_tr"], new["train"]["l_tr"]
+        horizon = EXTRAPOLATION_HORIZON * old_l_tr
+        row = {"retrained": _named(spec.name, scale, bundle.label(new)), "L_tr": l_tr, "Table 1 L_tr": old_l_tr,
+               "Table 1 ERF (16 L_tr input)": field(q, old_l_tr, threshold),
+               "Table 1 ERF (4 L_tr input)": field(q, old_l_tr, threshold, "paper_input"),
+               "ERF (16 L_tr input)": field(p, l_tr, threshold),
+               "ERF (4 L_tr input)": field(p, l_tr, threshold, "paper_input"), "L": horizon}
+        if horizon in p["lengths"]:
+            i = p["lengths"].index(horizon)
+            row.update({"r": p["r"][i], "r low": p["r_low"][i], "r high": p["r_high"][i],
+                        "documents": len(set(new.get("segment_docs") or [])) or None})
+        every = p.get("every_document")
+        if every and horizon in every["lengths"]:
+            i = every["lengths"].index(horizon)
+            row.update({"r, every document": every["r"][i], "low, every document": every["r_low"][i],
+                        "high, every document": every["r_high"][i], "documents, every": every["documents"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 # ----------------------------------------------------------------------------- two depths
 
 DEEP = "deep"  # the paper's depth, beside the long run's four layers

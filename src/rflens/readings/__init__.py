@@ -30,7 +30,8 @@ from rflens.readings.full_size import board_by_size, long_design, pilot_findings
 from rflens.readings.index_box import (first_screen, reading_notes, sweep_states, this_build, claims_at_each_scale,
     under_the_figure)
 from rflens.readings.long_runs import (at_paper_ratio, clock_outcome, early_warning, emergence, forecast_outcome,
-    schedule_check, share_and_r, table2_designed, two_runs, agreement_by_size, erf_spread, paper_embeddings)
+    schedule_check, share_and_r, table2_designed, table2_protocols, two_runs, agreement_by_size, erf_spread,
+    paper_embeddings)
 from rflens.readings.notation import Prose, tex
 from rflens.readings.paper_results import (erf_agreement, figure7, log_fit, log_like, pilot_growth, speed, table1,
     table2, table3)
@@ -41,7 +42,7 @@ __all__ = [
     "verdicts", "at_each_scale", "held", "long_failures", "board", "by_scale", "long_run", "sensitivity",
     "table1", "pilot_growth", "erf_agreement", "table2", "figure7", "table3", "speed", "log_fit", "log_like",
     "protocols", "emergence", "forecast_outcome", "schedule_check", "thesis_verdict", "two_runs", "table2_designed", "early_warning",
-    "clock_outcome", "at_paper_ratio", "share_and_r", "agreement_by_size", "erf_spread", "paper_embeddings",
+    "clock_outcome", "at_paper_ratio", "table2_protocols", "share_and_r", "agreement_by_size", "erf_spread", "paper_embeddings",
     "pilot_rule", "pilot_findings", "tiny_design", "long_design", "board_by_size",
     "first_screen", "under_the_figure", "reading_notes", "claims_at_each_scale", "sweep_states",
     "this_build",

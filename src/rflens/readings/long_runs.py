@@ -659,3 +659,30 @@ def at_paper_ratio(pr: pd.DataFrame) -> Prose:
     if not out:
         return Prose("No shipped run has a board to read at the paper's tokens per parameter.")
     return Prose("\n".join(out))
+
+
+def table2_protocols(tp: pd.DataFrame) -> Prose:
+    """A sentence a retrained model of Table 2 (rows of
+    :func:`rflens.longrun.compare.table2_protocols`): the field that set its L_tr on each input
+    measured, and r at Table 1's horizon on the uniform draw and on every test document."""
+    if tp.empty:
+        return Prose("No retrained model of Table 2 is finished beside its Table 1 model yet.")
+    out = []
+    for _, row in tp.iterrows():
+        paper_input = row["Table 1 ERF (4 L_tr input)"]
+        field = (f"its Table 1 model's ERF is {row['Table 1 ERF (16 L_tr input)']} on the book's input of 16 L_tr "
+                 + (f"and {paper_input} on the paper's input of 4 L_tr" if paper_input != "–" else
+                    "(on the paper's input of 4 L_tr it was not measured: that model ships no weights and was "
+                    "trained before its bundle kept the gradient on that input)"))
+        text = (f"- {tex(row['retrained'])} (Table 1 at L_tr = {int(row['Table 1 L_tr'])}): {field}; its own ERF is "
+                f"{row['ERF (16 L_tr input)']} on 16 L_tr" + (f" and {row['ERF (4 L_tr input)']} on 4 L_tr"
+                                                               if row["ERF (4 L_tr input)"] != "–" else ""))
+        if not pd.isna(row.get("r", float("nan"))):
+            text += (f". At L = {int(row['L'])}, r = {row['r']:.3f} [{row['r low']:.3f}, {row['r high']:.3f}] on the "
+                     f"uniform draw ({int(row['documents'])} test documents scored)")
+        if not pd.isna(row.get("r, every document", float("nan"))):
+            text += (f"; on every one of its {int(row['documents, every'])} test documents, r = "
+                     f"{row['r, every document']:.3f} [{row['low, every document']:.3f}, "
+                     f"{row['high, every document']:.3f}]")
+        out.append(tex(text + "."))
+    return Prose("\n".join(out))
