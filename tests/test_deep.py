@@ -263,3 +263,16 @@ def test_claim7_is_read_in_both_protocols_with_every_document_where_the_bundle_h
     assert "on the paper's input of 4 $L_{tr}$" in text and "≥ 256 on the paper's input" in text
     assert "on every one of its 308 test documents, r = 1.050 [1.040, 1.060]" in text
     assert "not measured" in str(table2_protocols(tp.iloc[[0]]))  # a model trained before the bundle kept it
+
+
+def test_the_table2_sample_deviation_states_what_the_deep_bundle_scored():
+    import json
+
+    from rflens.setup.deviations import DEVIATIONS
+    from rflens.store import bundle
+
+    (row,) = [d for d in DEVIATIONS if d.what == "Table 2's evaluation sample"]
+    result = bundle.read_result(bundle.entries("deep")["alibi_slope_shift=3_batch_size=4_l_tr=256"])
+    corpora = json.loads((bundle.bundle_dir("deep") / bundle.CORPORA).read_text())["corpora"]["prose"]
+    scored, total = len(set(result["segment_docs"])), corpora["documents"]["test"]
+    assert f"{scored} of prose-wide's {total} for {result['eval']['n_segments']} segments" in row.why
