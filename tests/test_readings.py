@@ -48,10 +48,10 @@ def test_verdicts_and_summary_follow_the_results():
     rows = verdicts.check({"table1": table1(window=((4, FLAT), (64, FLAT)))}, [1, 2, 7])
     text = rd.verdicts(rows, "tiny")
     assert "**Claim 1 holds.**" in text and "**Claim 2 does not hold.**" in text
-    assert "**Claim 7 was not checked.**" in text and _no_plain_notation(text)
+    assert "**Claim 7 was not run.**" in text and _no_plain_notation(text)
     assert "It holds by construction" not in text.split("**Claim 2")[0] and "The paper reports:* w" in text
     summary = rd.held(rows, "tiny")
-    assert summary == "- At the `tiny` scale, held: claim 1; did not hold: claim 2; not checked: claim 7."
+    assert summary == "- At the `tiny` scale, held: claim 1; did not hold: claim 2; not run: claim 7."
     assert rows[0]["statement"] not in summary  # stated once, with its verdict
 
 
@@ -401,7 +401,7 @@ def test_a_chapter_opens_with_its_claims_at_each_scale(monkeypatch):
     assert table[0] != built_here.splitlines()[0] and "still" not in built_here
     unchecked = there + [{"id": 5, "statement": "claim 5", "result": "not run",
                           "measured": "not run: Table 1's lengths end at 512, none beyond L_tr"}]
-    assert ("Claim 5 in `long-repeated` (not checked): Table 1's lengths end at 512, none beyond $L_{tr}$."
+    assert ("Claim 5 in `long-repeated` (not run): Table 1's lengths end at 512, none beyond $L_{tr}$."
             in rd.at_each_scale(here, "tiny", {"long-repeated": unchecked}))
     training = [{**c, "result": "not run", "measured": "not run: table1 not run"} for c in there]
     from rflens.readings import claim_verdicts

@@ -16,7 +16,7 @@ from rflens.setup.presets import BOOK_LONG
 
 
 _WORD = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided at this scale",
-         "not run": "was not checked"}
+         "not run": "was not run"}  # the board's own words: one word a result
 
 
 def verdicts(rows: list[dict], scale: str) -> Prose:
@@ -96,7 +96,7 @@ def at_each_scale(rows: list[dict], scale: str, runs: dict[str, list[dict]]) -> 
                         f"`{run}` reads none of these claims: it trains none of the models they read.")
             continue
         for cid, (kind, line) in causes(board, run).items():
-            why.append(f"Claim {cid} in `{run}` ({'not checked' if kind == 'not run' else kind}): {tex(line)}.")
+            why.append(f"Claim {cid} in `{run}` ({kind}): {tex(line)}.")
     text = "\n".join(lines)
     if said:
         text += "\n\n" + " ".join(said)
@@ -172,10 +172,10 @@ def to_decide(row: dict) -> str:
 
 def held(rows: list[dict], scale: str, runs: dict[str, list[dict]] | None = None) -> Prose:
     """A chapter summary's list of its claims, by number, that held, did not hold, were not
-    decided or not checked, at this build's ``scale`` and in each long run of ``runs``
+    decided or not run, at this build's ``scale`` and in each long run of ``runs``
     ({run: its board}, read for the same claims); each claim is stated once, with its verdict
     above."""
-    heads = {"pass": "held", "fail": "did not hold", "not decided": "not decided", "not run": "not checked"}
+    heads = {"pass": "held", "fail": "did not hold", "not decided": "not decided", "not run": "not run"}
     ids = [int(c["id"]) for c in rows]
     boards = {scale: rows, **{run: [c for c in board if int(c["id"]) in ids]
                               for run, board in (runs or {}).items() if run != scale}}

@@ -59,7 +59,7 @@ def first_screen(boards: dict[str, list[dict]], depths: pd.DataFrame | None = No
     central = {int(c["id"]): c for c in boards.get(long, [])}.get(THESIS_CLAIM)
     if central is not None:
         verdict = {"pass": "holds", "fail": "does not hold", "not decided": "is not decided",
-                   "not run": "is not checked yet"}[central["result"]]
+                   "not run": "is not run yet"}[central["result"]]
         thesis = (f"the thesis {verdict}" if deep else
                   f"**The paper's thesis** ([chapter 4](04_receptive_fields.ipynb)), {THESIS_WORDS} (claim "
                   f"{THESIS_CLAIM}; in short, {BY_ID[THESIS_CLAIM].short}), {verdict}")
