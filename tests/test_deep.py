@@ -220,11 +220,11 @@ def test_figure_7_holds_the_models_the_preset_trains_and_claim_8_reads_sinusoida
     assert f7["scale_embeddings"].all()
     (row,) = verdicts.check({"figure7": f7, "corpus": "prose", "scale": "deep"}, [8])
     assert row["result"] in ("pass", "fail", "not decided")  # decided on the bundle, not "not run" for want of Rotary
-    assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128: step at L_tr" in row["measured"]
+    assert "L_tr = 64: step at L_tr" in row["measured"] and "L_tr = 128: step at L_tr" in row["measured"]
     # where a run has Sinusoidal as the paper's code trains it, claim 8 reads those models alone
     paper = f7[f7["default_l_tr"]].assign(scale_embeddings=False, label="Sinusoidal, paper's embeddings, L_tr=64")
     (row,) = verdicts.check({"figure7": pd.concat([f7, paper]), "corpus": "prose", "scale": "deep"}, [8])
-    assert "L_tr=64: step at L_tr" in row["measured"] and "L_tr=128" not in row["measured"]
+    assert "L_tr = 64: step at L_tr" in row["measured"] and "L_tr = 128" not in row["measured"]
 
 
 def test_the_sinusoidal_deviation_states_what_the_deep_bundle_measured():

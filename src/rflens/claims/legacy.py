@@ -103,7 +103,7 @@ def _sinusoidal_peaks_near_l_tr(res):
         if row.get("jump_ok") is None or (isinstance(row.get("jump_ok"), float) and math.isnan(row["jump_ok"])):
             raise Missing(f"no gradient curve for {row['label']}")
         ok &= bool(row["jump_ok"])
-        jumps.append(f"L_tr={int(row['l_tr'])}: peak at position {int(row['jump_abs_pos'])}")
+        jumps.append(f"L_tr = {int(row['l_tr'])}: peak at position {int(row['jump_abs_pos'])}")
     return f"{text}; " + "; ".join(jumps), all_of(at_least(lo, hi, BREAKS), ok)
 
 

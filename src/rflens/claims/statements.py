@@ -322,7 +322,7 @@ def sinusoidal_jumps_at_l_tr(res):
         if s["jump"] is None:
             raise Missing(f"the gradient curve of {row['label']} ends before L_tr")
         outcomes.append(s["jump"])
-        jumps.append(f"L_tr={int(row['l_tr'])}: step at L_tr {s['step']:.4f} vs largest neighbour "
+        jumps.append(f"L_tr = {int(row['l_tr'])}: step at L_tr {s['step']:.4f} vs largest neighbour "
                      f"{s['neighbour_step']:.4f}")
     return f"{text}; " + "; ".join(jumps), all_of(at_least(lo, hi, breaks_level(), r), *outcomes), 1
 

@@ -229,7 +229,7 @@ def ppl_curves(df: pd.DataFrame, *, group: str = "family", titles: dict | None =
             fig.add_trace(_curve_trace(row, lengths, str(row["label"]), _color(i), visible=gi == 0, dash=dash), row=1, col=1)
             fig.add_trace(_ratio_trace(row, lengths, str(row["label"]), _color(i), visible=gi == 0, dash=dash), row=2, col=1)
             owner += [gi, gi]
-    shapes = {g: [_vline(float(x), f"L_tr={int(x)}") for x in sorted(set(df[df[group] == g]["l_tr"]))] + _limit_lines("y2")
+    shapes = {g: [_vline(float(x), f"L_tr = {int(x)}") for x in sorted(set(df[df[group] == g]["l_tr"]))] + _limit_lines("y2")
               for g in groups}
     buttons = [_button(titles.get(g, str(g)), [o == gi for o in owner], f"{title}: {titles.get(g, g)}",
                        {"shapes": shapes[g]}) for gi, g in enumerate(groups)]
@@ -297,7 +297,7 @@ def erf_figure(curves: dict[str, dict], *, title: str = "Receptive field", log_x
         owner += [i, i]
 
     def shapes(rf) -> list[dict]:
-        out = [_vline(rf["l_tr"], f"L_tr={rf['l_tr']}", "black", "dash"),
+        out = [_vline(rf["l_tr"], f"L_tr = {rf['l_tr']}", "black", "dash"),
                _vline(rf["erf"], f"ERF{'≥' if flag(rf.get('capped')) else '='}{rf['erf']}", "firebrick", "solid"),
                _hline(rf["threshold"], f"threshold {rf['threshold']:g}", "gray", yref="y2", at="end", side="top")]
         if rf.get("theoretical"):
@@ -481,7 +481,7 @@ def gradient_jump_figure(curves: dict[str, dict], f7: pd.DataFrame, *, title: st
             owner.append(i)
 
     def shapes(lab):
-        return [_vline(int(info.loc[lab, "l_tr"]), f"L_tr={int(info.loc[lab, 'l_tr'])}", "black")]
+        return [_vline(int(info.loc[lab, "l_tr"]), f"L_tr = {int(info.loc[lab, 'l_tr'])}", "black")]
 
     def head(lab):
         row = info.loc[lab]
@@ -526,7 +526,7 @@ def table3_figure(t3: pd.DataFrame, *, title: str = "Table 3") -> go.Figure:
         owner.append(ci)
     l_tr = int(t3["l_tr"].iloc[0])
     buttons = [_button(c, [o == ci for o in owner], f"{title}: {c} corpus") for ci, c in enumerate(corpora)]
-    lines = [_vline(l_tr, f"L_tr={l_tr}", xref="x")] + _limit_lines("y3", xref="x3 domain")
+    lines = [_vline(l_tr, f"L_tr = {l_tr}", xref="x")] + _limit_lines("y3", xref="x3 domain")
     band = _label_band(lines)
     height = HEIGHT + R_HEIGHT
     fig.update_layout(template=TEMPLATE, height=height, **_top(f"{title}: {corpora[0]} corpus", height, band),
@@ -569,7 +569,7 @@ def protocol_figure(df: pd.DataFrame, *, title: str = "Evaluation protocols") ->
             owner += [li, li]
     l_tr = int(df["l_tr"].iloc[0])
     buttons = [_button(lab, [o == li for o in owner], f"{title}: {lab}") for li, lab in enumerate(labels)]
-    lines = [_vline(l_tr, f"L_tr={l_tr}")] + _limit_lines("y2")
+    lines = [_vline(l_tr, f"L_tr = {l_tr}")] + _limit_lines("y2")
     band = _label_band(lines)
     height = HEIGHT + R_HEIGHT
     fig.update_layout(template=TEMPLATE, height=height, **_top(f"{title}: {labels[0]}", height, band),
