@@ -548,6 +548,15 @@ def test_search_lists_each_page_once_with_a_snippet_of_its_prose(browser, server
     assert quoted == [], f"snippets that are not the article's prose: {quoted[:3]}"
 
 
+@pytest.mark.parametrize("query, page", [("Table 2", "04_receptive_fields"), ("Figure 7", "05_sinusoidal_and_rotary"),
+                                         ("Table 3", "06_sandwich")])
+def test_a_tables_or_figures_name_finds_the_page_that_holds_it_first(browser, server, query, page):
+    found = _results(browser, server, query)
+    pages = [r["href"].split("#")[0] for r in found]
+    assert pages and pages[0].endswith(f"{page}.html"), pages[:3]
+    assert len(pages) == len(set(pages)), pages
+
+
 def test_the_sandwich_chapter_is_found_once_and_quoted_from_its_text(browser, server):
     found = _results(browser, server, "Sandwich")
     chapter = [r for r in found if r["href"].split("#")[0].endswith("06_sandwich.html")]
