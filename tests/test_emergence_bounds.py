@@ -351,3 +351,24 @@ def test_adopt_refuses_a_model_under_a_name_whose_settings_it_does_not_have(tmp_
     assert main(["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "worker")]) == 2
     assert "its measured sizes are not the plan's" in capsys.readouterr().err and not bundle.entries("smoke")
 
+
+
+def test_a_check_kept_with_more_joins_in_place_of_the_shipped_model(tmp_path, monkeypatch, capsys, smoke_long_run):
+    """`emergence --check 1 --keep DIR` retrains a shipped model to the bit with its weights (and, for
+    a Table 2 model, its NLLs on every test document); `--adopt DIR` puts that copy in its place, once."""
+    from rflens.store import bundle
+
+    monkeypatch.setenv("RFLENS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path / "reference"))
+    spec = plan.LongModel("alibi", WSD)
+    monkeypatch.setattr(plan, "models", lambda scale="long": [spec])
+    emergence.run(spec, presets.get("smoke"), progress=False, keep_weights=False)
+    shipped = bundle.bundle_dir("smoke") / spec.name
+    assert not (shipped / bundle.WEIGHTS).is_file()
+    monkeypatch.setattr(emergence, "every_document_lengths", lambda run, s: [16, 32])  # as Table 2's models are
+    assert main(["emergence", "--scale", "smoke", "--check", "1", "--keep", str(tmp_path / "keep"), "--quiet"]) == 0
+    assert "reproduced" in capsys.readouterr().out
+    adopt = ["emergence", "--scale", "smoke", "--adopt", str(tmp_path / "keep")]
+    assert main(adopt) == 0 and "retrained to the bit, with more kept" in capsys.readouterr().out
+    assert (shipped / bundle.WEIGHTS).is_file() and "every_document" in bundle.read_result(shipped)["points"][-1]
+    assert main(adopt) == 0 and "0 model(s) joined" in capsys.readouterr().out  # joined already: nothing
