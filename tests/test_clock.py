@@ -236,7 +236,7 @@ def test_each_run_is_read_at_the_size_nearest_the_papers_tokens_per_parameter(mo
 
     monkeypatch.setattr(verdicts, "check_shipped", board)
     monkeypatch.setattr(scoreboard, "shipped_board", board)
-    pr = clock.at_paper_ratio(("deep",))
+    pr = scoreboard.at_paper_ratio(("deep",))
     ratio = clock.paper_tokens_per_parameter()
     n = clock.parameters(presets.get("deep"))
     near = pr["tokens there"].iloc[0]

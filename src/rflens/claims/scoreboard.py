@@ -10,6 +10,7 @@ side by side."""
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 import time
 from pathlib import Path
@@ -169,6 +170,44 @@ def by_size(scale: str = "long", corpus: str = "prose") -> pd.DataFrame:
     df = pd.DataFrame(columns, index=pd.Index([c.id for c in statements.CLAIMS], name="claim"))
     df.columns.name = "training tokens"
     return df
+
+
+THESIS_CLAIMS = tuple(range(1, 9))  # Sections 3-5: the sweeps, the receptive fields, Table 2 and Figure 7
+
+
+def at_paper_ratio(runs: tuple[str, ...] | None = None, corpus: str = "prose") -> pd.DataFrame:
+    """The claims each shipped run decides (its preset's ``decides``; the thesis, claims 1 to 8
+    of Sections 3-5, for a run that names none) read at the measured size nearest the paper's
+    tokens per parameter (:func:`rflens.longrun.clock.paper_tokens_per_parameter`, nearest
+    on a log scale) beside the same claims at the run's full budget: one row a run and claim.
+    ``runs``: the shipped runs with boards (default: every one, ladders that only time failure
+    left out). Nothing is trained; a size is read as the finished run of that many tokens
+    (:func:`rflens.store.shipped.at_size`)."""
+    from rflens.longrun.clock import parameters, paper_tokens_per_parameter
+    from rflens.longrun.plan import sizes
+    from rflens.store import bundle
+    from rflens.store.shipped import at_size
+
+    ratio = paper_tokens_per_parameter()
+    if runs is None:
+        runs = tuple(shipped_boards(corpus=corpus))
+    rows = []
+    for name in runs:
+        run = presets.long_run(name)
+        if not bundle.entries(name):
+            continue
+        n = parameters(run)
+        near = min(sizes(run), key=lambda t: abs(math.log(t / n / ratio)))
+        full = {c["id"]: c["result"] for c in shipped_board(name, corpus)}
+        with at_size(near):
+            there = {c["id"]: c["result"] for c in verdicts.check_shipped(name, corpus)}
+        for cid in run.decides or THESIS_CLAIMS:
+            rows.append({"run": name, "layers": run.model.n_layer, "d": run.model.d_model, "claim": cid,
+                         "tokens there": near, "tokens per parameter there": round(near / n, 1),
+                         "at the paper's ratio": there.get(cid, "not run"),
+                         "tokens per parameter at the budget": round(max(sizes(run)) / n, 1),
+                         "at the full budget": full.get(cid, "not run")})
+    return pd.DataFrame(rows)
 
 
 def sensitivity(scale: str, level: str, corpus: str = "prose") -> pd.DataFrame:

@@ -79,6 +79,8 @@
     if (anchor) {
       try {
         var part = root.querySelector(anchor);
+        // an index entry's target is an empty mark at the head of the section it names: that section
+        if (part && !part.textContent.trim()) { part = part.closest("section") || part.parentElement; }
         if (part) { root = part; }
       } catch (err) { /* an anchor that is not a selector: the whole article */ }
     }

@@ -643,7 +643,7 @@ def _places(where: list[tuple[int, int]]) -> str:
 def at_paper_ratio(pr: pd.DataFrame) -> Prose:
     """One sentence a run: which of the claims it decides hold at about the paper's training
     tokens per parameter and which at its full budget (``pr``: rows of
-    :func:`rflens.longrun.clock.at_paper_ratio`); said so where a run decides none there yet."""
+    :func:`rflens.claims.scoreboard.at_paper_ratio`); said so where a run decides none there yet."""
     out = []
     for run, d in pr.groupby("run", sort=False):
         def held(col, d=d):
