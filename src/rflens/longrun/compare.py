@@ -237,6 +237,15 @@ def warning_counts(ew: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- Table 2, as designed
 
 
+def _finished_table2(scale: str) -> list[tuple[LongModel, LongModel]]:
+    """(retrained model, its Table 1 model) for each model of Table 2 that ``scale``'s bundle
+    holds finished beside its finished Table 1 model."""
+    done = bundle.complete(scale)
+    table2 = next((specs for family, specs in by_experiment(presets.get(scale)).items() if family.startswith("Table 2")), [])
+    pairs = [(spec, LongModel(spec.pos, spec.overrides[:1], spec.corpus)) for spec in table2]
+    return [(spec, partner) for spec, partner in pairs if spec.name in done and partner.name in done]
+
+
 def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
     """Table 2 as the paper designed it: each retrained model against its Table 1 model at
     the same absolute lengths, both at their last shipped size. At every length both
@@ -246,12 +255,8 @@ def table2_pairs(scale: str = SECOND) -> pd.DataFrame:
     with its own r(L) against its own L_tr. One row a (retrained model, length)."""
     from rflens.measure.intervals import paired_interval
 
-    done = bundle.complete(scale)
     rows = []
-    for spec in next((specs for family, specs in by_experiment(presets.get(scale)).items() if family.startswith("Table 2")), []):
-        partner = LongModel(spec.pos, spec.overrides[:1], spec.corpus)
-        if spec.name not in done or partner.name not in done:
-            continue
+    for spec, partner in _finished_table2(scale):
         new, old = bundle.load(spec.name, scale), bundle.load(partner.name, scale)
         p, q = new["points"][-1], old["points"][-1]
         docs = new.get("segment_docs") if new.get("segment_docs") == old.get("segment_docs") else None
@@ -290,12 +295,8 @@ def table2_protocols(scale: str = SECOND) -> pd.DataFrame:
         rf = summarize(curve, threshold, l_tr)
         return erf_text(rf["erf"], rf["capped"])
 
-    done = bundle.complete(scale)
     rows = []
-    for spec in next((specs for family, specs in by_experiment(presets.get(scale)).items() if family.startswith("Table 2")), []):
-        partner = LongModel(spec.pos, spec.overrides[:1], spec.corpus)
-        if spec.name not in done or partner.name not in done:
-            continue
+    for spec, partner in _finished_table2(scale):
         new, old = bundle.read_result(bundle.entries(scale)[spec.name]), bundle.read_result(bundle.entries(scale)[partner.name])
         p, q = new["points"][-1], old["points"][-1]
         threshold, old_l_tr, l_tr = new["eval"]["erf_threshold"], old["train"]["l_tr"], new["train"]["l_tr"]
