@@ -89,17 +89,22 @@ def summary(point: dict, l_tr: int, threshold: float, docs=None) -> dict:
     documents when ``docs``, the document of each segment, is given:
     :func:`rflens.measure.intervals.paired_interval`), and the ERF (whether the segment capped it is
     derived when read: :func:`rflens.store.bundle.table`)."""
-    from rflens.measure.intervals import paired_interval
     from rflens.measure.receptive import summarize
 
-    nll = np.asarray(point["nll"], dtype=np.float64)
-    ppl = np.exp(nll.mean(axis=1))
-    r, lo, hi = paired_interval(nll, docs=docs)
     erf = summarize(point["normalized"], threshold, l_tr)
-    return {"ppl": ppl.round(4).tolist(), "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
-            "r_high": hi.round(4).tolist(),
-            "erf": erf["erf"], "erf_length": erf["length"],
-            "share_in_ltr": round(erf["share_in_ltr"], 4)}
+    return ratios(point["nll"], docs) | {"erf": erf["erf"], "erf_length": erf["length"],
+                                         "share_in_ltr": round(erf["share_in_ltr"], 4)}
+
+
+def ratios(nll, docs=None) -> dict:
+    """ppl per length and r(L) = ppl(L) / ppl(L_tr) with its paired 95% interval (over whole
+    documents when ``docs`` is given), rounded as a bundle stores them."""
+    from rflens.measure.intervals import paired_interval
+
+    nll = np.asarray(nll, dtype=np.float64)
+    r, lo, hi = paired_interval(nll, docs=docs)
+    return {"ppl": np.exp(nll.mean(axis=1)).round(4).tolist(), "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
+            "r_high": hi.round(4).tolist()}
 
 
 def document_intervals(run: presets.LongRun, *, progress: bool = True) -> list[str]:
@@ -225,15 +230,10 @@ def _run(spec: LongModel, preset: presets.Preset, work: Path, model_cfg, data_cf
                                     "normalized": [float(f"{v:.4g}") for v in m["paper_input"]["normalized"]]}
         point.update(summary(m, train_cfg.l_tr, ev.erf_threshold, m["docs"]))
         if "every_document" in m:  # the finished model on every test document (Table 2's, claim 7's)
-            from rflens.measure.intervals import paired_interval
-
             e = m["every_document"]
             arrays[f"{bundle.DOCUMENTS}{steps}"] = e["nll"].astype(np.float32)
-            r, lo, hi = paired_interval(e["nll"], docs=e["docs"])
             point["every_document"] = {"lengths": e["lengths"], "segment_docs": e["docs"],
-                                       "documents": len(set(e["docs"])), "ppl": np.exp(e["nll"].mean(axis=1)).round(4).tolist(),
-                                       "r": r.round(4).tolist(), "r_low": lo.round(4).tolist(),
-                                       "r_high": hi.round(4).tolist()}
+                                       "documents": len(set(e["docs"])), **ratios(e["nll"], e["docs"])}
         final["docs"] = m["docs"]  # the same segments at every size
         point["measure_seconds"] = round(time.perf_counter() - t0, 1)
         points[:] = [p for p in points if p["steps"] != steps] + [point]  # a resumed branch replaces its point
