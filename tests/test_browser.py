@@ -38,6 +38,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 CHAPTERS = [p.stem for p in reproduce.chapters().values()]
+MAX_PAGE_HEIGHT = 15_000  # px at 1366 x 900, every fold closed
 
 
 def _need_browser():
@@ -203,6 +204,11 @@ def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter
                                  .filter(c => typeof c === 'string');
             return colours.length - new Set(colours).size; }).filter(n => n > 0).length""")
         assert shared == 0, f"{chapter}: {shared} figures give two legend entries one colour"
+        # a page a reader finishes: at most 15,000 px on a desktop with its folds closed
+        visit.page.set_viewport_size({"width": 1366, "height": 900})
+        visit.page.wait_for_timeout(300)
+        height = visit.page.evaluate("document.documentElement.scrollHeight")
+        assert height <= MAX_PAGE_HEIGHT, f"{chapter} is {height:,} px tall on a desktop: fold a long table"
 
 
 def test_a_chapters_tables_download_as_csv(browser, server):
