@@ -170,6 +170,14 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
            "appearing there." \
            in str(long_runs.paper_embeddings(flat))  # the same r: no "breaks harder"
     assert "not shipped yet" in str(long_runs.paper_embeddings(peaks[peaks["embeddings"] == "scaled"]))
+    # every seed: a row each, named; the reading counts the seeds that jump, its first-seed sentences unchanged
+    every = compare.sinusoidal_peaks(("long", "deep"), seeds=True)
+    assert list(zip(every["embeddings"], every["seed"])) == [("scaled", 0), ("scaled", 1), ("unscaled", 0)]
+    assert every[every["seed"] == 0].drop(columns="seed").reset_index(drop=True).equals(peaks)
+    said_all = str(long_runs.paper_embeddings(every))
+    assert said_all.startswith(said) and said_all.endswith(
+        "Over the seeds shipped: scaled at 12 layers, $L_{tr}$ = 64, 0 of its 2 seeds jump at $L_{tr}$ (peaks at "
+        "positions 41 and 41).")
 
 
 def test_the_plans_listing_says_each_models_state_and_why(tmp_path, monkeypatch):

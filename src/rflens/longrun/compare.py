@@ -494,9 +494,10 @@ def share_against_r(runs: tuple[str, ...] = (SECOND, DEEP), n_boot: int = 1000, 
     return pd.DataFrame(out)
 
 
-def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
+def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP), seeds: bool = False) -> pd.DataFrame:
     """Where Sinusoidal's gradient peaks at each depth (claim 8, Figure 7): every finished
-    Sinusoidal model on prose of ``runs``, from the first seed, at its last measured size: its
+    Sinusoidal model on prose of ``runs``, from the first seed (with ``seeds``, from every
+    seed, each row naming its ``seed``), at its last measured size: its
     embeddings (``scaled`` by sqrt(d) as the book trains Sinusoidal, or ``unscaled`` as the
     paper's code does), the absolute position of its largest normalised gradient outside the
     most recent few tokens (:func:`rflens.measure.receptive.gradient_jump`) against its L_tr
@@ -511,7 +512,8 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
     for scale in runs:
         done, run = set(bundle.complete(scale)), presets.long_run(scale)
         for spec in models(run):
-            if spec.pos != "sinusoidal" or spec.corpus != "prose" or "seed" in spec.settings() or spec.name not in done:
+            seed = int(spec.settings().get("seed", 0))
+            if spec.pos != "sinusoidal" or spec.corpus != "prose" or (seed and not seeds) or spec.name not in done:
                 continue
             res = bundle.load(spec.name, scale)
             point, l_tr = res["points"][-1], int(res["train"]["l_tr"])
@@ -520,7 +522,8 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
             peak = found["jump_abs_pos"]
             on_paper = point.get("paper_input")
             rows.append({"run": scale, "layers": run.model.n_layer, "L_tr": l_tr,
-                         "embeddings": "scaled" if res["model"].get("scale_embeddings", True) else "unscaled",
+                         "embeddings": "scaled" if res.get("model", {}).get("scale_embeddings", True) else "unscaled",
+                         **({"seed": seed} if seeds else {}),
                          "tokens": int(point["tokens"]), "peak at": peak, "peak - L_tr": peak - l_tr,
                          "peak at L_tr": found["jump_ok"],
                          "jumps at L_tr (16 L_tr input)": step_at_l_tr(point["normalized"], l_tr)["jump"],
@@ -528,6 +531,8 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP)) -> pd.DataFrame:
                          if on_paper else None,
                          "r(4 L_tr)": float(point["r"][at]), "low": float(point["r_low"][at]),
                          "high": float(point["r_high"][at])})
+    if seeds:  # a model's seeds side by side
+        rows.sort(key=lambda r: (runs.index(r["run"]), r["L_tr"], r["embeddings"], r["seed"]))
     return pd.DataFrame(rows)
 
 
