@@ -200,6 +200,8 @@ def test_the_figure_draws_each_curve_in_both_panels_and_names_each_model_once():
     fig = fr.clock_figure(curves, "long-3m", "long", ["tokens", "passes"])
     assert len(fig.data) == 2 * 3  # three curves, each in both panels
     assert [t.name for t in fig.data if t.showlegend] == ["nope"]  # one entry a setting: both runs, one colour
+    named = fr.clock_figure(curves.assign(label="NoPE"), "long-3m", "long", ["tokens", "passes"])
+    assert [t.name for t in named.data if t.showlegend] == ["NoPE"]  # by the paper's name where the rows give it
     right = [t for t in fig.data if t.xaxis == "x2" and t.line.dash == "solid"]
     assert list(right[0].x) == [2**22, 2**23]
 
@@ -220,6 +222,16 @@ def test_the_reading_states_each_ladders_standing_by_its_sealed_rule():
     assert "**tokens** holds" in text and "no measured size decides between tokens and passes yet" in text
     verdicts["deep-d128"]["holds"] = None
     assert "needs at least 3 deciding cells, 67% of them" in long_runs.clock_outcome(table, verdicts)
+    # the one-source ladder against the stratified run of its size, model by model (said with no deciding cell too)
+    cells = [{"label": label, "differs": k < apart} for label, apart in (("ALiBi Δ = 8", 1), ("NoPE", 0)) for k in range(2)]
+    diverse = {"long-3m": {"cells": cells, "compared": 4, "differ": 1, "matters": None, "stratified": "long-6m"}}
+    said = long_runs.clock_outcome(table, verdicts, diverse)
+    assert ("Against `long-6m`, the stratified run of its size (the same tokens, every source in proportion), 1 of the "
+            "4 cells (model, size) where either rises have 95% ranges apart (ALiBi Δ = 8: 1 of 2 and NoPE: 0 of 2): the "
+            "sealed rule does not decide whether diversity matters.") in said
+    diverse["long-3m"]["matters"] = False
+    assert "by the sealed rule, diversity **does not matter** at this size." in long_runs.clock_outcome(table, verdicts, diverse)
+    assert "Against" not in long_runs.clock_outcome(table, verdicts)
 
 
 def test_each_run_is_read_at_the_size_nearest_the_papers_tokens_per_parameter(monkeypatch):

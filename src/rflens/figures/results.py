@@ -923,13 +923,14 @@ def clock_figure(curves: pd.DataFrame, ladder: str, base: str, clocks: list[str]
         d = d.sort_values("tokens")
         mine = run == ladder
         colour = _color(settings.index(model))
+        name = d["label"].iloc[0] if "label" in d else model  # the paper's setting where the rows name it
         for col, x in ((1, "tokens"), (2, other)):
             fig.add_trace(go.Scatter(
-                x=d[x], y=d["r"], mode="lines+markers" if mine else "lines", name=model,
+                x=d[x], y=d["r"], mode="lines+markers" if mine else "lines", name=name,
                 legendgroup=model, showlegend=model not in named,
                 line={"color": colour, "dash": "solid" if mine else "dot", "width": 2.5 if mine else 1.2},
                 marker={"size": 7}, customdata=d["tokens"],
-                hovertemplate=f"{run}, seed {seed}: %{{customdata:.3s}} tokens, r = %{{y:.3f}}<extra>{model}</extra>"),
+                hovertemplate=f"{run}, seed {seed}: %{{customdata:.3s}} tokens, r = %{{y:.3f}}<extra>{name}</extra>"),
                 row=1, col=col)
             named.add(model)
     subtitle = _subtitle(f"{ladder} (solid) beside {base} (dotted): r(16 L_tr) of every seed; x: the {base} tokens "

@@ -259,10 +259,13 @@ def read(ladder: LongRun) -> dict | None:
 
 
 def outcome(ladder: LongRun) -> "pd.DataFrame":
-    """One row a model and size of the sealed predictions: each clock's range, whether the
+    """One row a model and size of the sealed predictions, the model named by the paper's
+    setting (:func:`rflens.longrun.compare.paper_label`): each clock's range, whether the
     cell decides, the r(16 L_tr) measured (NaN while the size is not measured) and the
     clocks it agrees with."""
     import pandas as pd
+
+    from rflens.longrun.compare import paper_label
 
     p = read(ladder)
     if p is None:
@@ -276,7 +279,8 @@ def outcome(ladder: LongRun) -> "pd.DataFrame":
             measured = {int(t): float(v) for t, v in zip(tokens, r)}
         for t, cell in sorted(m["sizes"].items(), key=lambda kv: int(kv[0])):
             r = measured.get(int(t), math.nan)
-            row = {"model": name, "tokens": int(t), "tokens per parameter": cell["tokens_per_parameter"]}
+            row = {"model": paper_label(name, ladder.name), "tokens": int(t),
+                   "tokens per parameter": cell["tokens_per_parameter"]}
             for c in p["clocks"]:
                 row[f"{c}: range"] = tuple(cell[c]["range"])
             row["decides"] = cell["decides"]
@@ -324,9 +328,11 @@ def _ranges(run: LongRun, setting: str, n_boot: int) -> dict[int, tuple[float, f
 
 def diversity(ladder: LongRun, n_boot: int | None = None) -> dict | None:
     """The one-source run set beside the stratified run of its size by the rule sealed with
-    its predictions (:data:`DIVERSITY_RULE`): the compared cells (model, size), how many
-    differ, and whether diversity matters (True, False, or None: not decided). None for a
-    ladder with no such comparison sealed."""
+    its predictions (:data:`DIVERSITY_RULE`): the compared cells (model, size; ``label``: the
+    paper's setting), how many differ, and whether diversity matters (True, False, or None:
+    not decided), with the ``stratified`` run's name. None for a ladder with no such
+    comparison sealed."""
+    from rflens.longrun.compare import paper_label
     from rflens.measure.intervals import N_BOOTSTRAP
 
     p = read(ladder)
@@ -339,13 +345,14 @@ def diversity(ladder: LongRun, n_boot: int | None = None) -> dict | None:
         mine, theirs = _ranges(ladder, setting, n_boot), _ranges(other, setting, n_boot)
         for t in sorted(set(mine) & set(theirs)):
             if mine[t][0] > rise or theirs[t][0] > rise:
-                cells.append({"model": setting, "tokens": t, ladder.name: mine[t], other.name: theirs[t],
+                cells.append({"model": setting, "label": paper_label(setting, ladder.name), "tokens": t,
+                              ladder.name: mine[t], other.name: theirs[t],
                               "differs": _disjoint(mine[t], theirs[t])})
     n, k = len(cells), sum(c["differs"] for c in cells)
     matters = None
     if n >= p["min_deciding"]:
         matters = True if k >= p["win_share"] * n else False if k <= (1 - p["win_share"]) * n else None
-    return {"cells": cells, "compared": n, "differ": k, "matters": matters}
+    return {"cells": cells, "compared": n, "differ": k, "matters": matters, "stratified": other.name}
 
 
 def maps(ladder: LongRun) -> dict[str, float] | None:
@@ -366,8 +373,11 @@ def curves(ladder: LongRun) -> "pd.DataFrame":
     """r(16 L_tr) of the ladder's measured models and of the base models they are read
     against (every shipped seed, with the sizes the base's extension measured past its
     last), one row a (run, model, seed, size); a column per clock gives the base tokens it
-    reads a size at (the base's own sizes at their tokens). Empty while nothing is sealed."""
+    reads a size at (the base's own sizes at their tokens), ``label`` the paper's setting
+    (:func:`rflens.longrun.compare.paper_label`). Empty while nothing is sealed."""
     import pandas as pd
+
+    from rflens.longrun.compare import paper_label
 
     factor = maps(ladder)
     if factor is None:
@@ -381,7 +391,8 @@ def curves(ladder: LongRun) -> "pd.DataFrame":
         setting, _, seed = name.partition("_seed=")
         for t, v, low in zip(tokens, r, lo):
             if t > after:
-                rows.append({"run": run, "model": setting, "seed": int(seed or 0), "tokens": int(t), "r": float(v),
+                rows.append({"run": run, "model": setting, "label": paper_label(setting, ladder.name),
+                             "seed": int(seed or 0), "tokens": int(t), "r": float(v),
                              "r low": float(low), **{c: float(t) * f for c, f in scale.items()}})
         return float(tokens[-1]) if len(tokens) else after
 

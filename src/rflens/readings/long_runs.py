@@ -488,12 +488,15 @@ def two_depths(dp: pd.DataFrame, boards: dict[str, list[dict]], shallow: str = "
     return Prose(tex(" ".join(said)) if said else f"The `{deep}` run has no model shipped yet.")
 
 
-def clock_outcome(ladders: pd.DataFrame, verdicts: dict[str, dict]) -> Prose:
+def clock_outcome(ladders: pd.DataFrame, verdicts: dict[str, dict], diversity: dict[str, dict] | None = None) -> Prose:
     """Each ladder's standing under the rule sealed with its predictions: its models
     measured, the measured cells that decide between its clocks and which clock each agrees
     with, and the verdict (``ladders``: :func:`rflens.longrun.clock.ladders`; ``verdicts``:
-    {ladder: :func:`rflens.longrun.clock.verdict`} for the sealed ones)."""
+    {ladder: :func:`rflens.longrun.clock.verdict`} for the sealed ones); for a one-source
+    ladder (``diversity``: {ladder: :func:`rflens.longrun.clock.diversity`}), whether it
+    differs from the stratified run of its size, model by model."""
     text = []
+    diversity = diversity or {}
     for name, row in ladders.iterrows():
         if name not in verdicts:
             text.append(f"`{name}` has no sealed predictions: nothing of it is read.")
@@ -504,14 +507,34 @@ def clock_outcome(ladders: pd.DataFrame, verdicts: dict[str, dict]) -> Prose:
                 f"({row['finished']} finished)")
         if not v["deciding"]:
             text.append(f"{head}; no measured size decides between {_join(clocks)} yet.")
-            continue
-        agree = _join([f"{v['agree'][c]} with {c}" for c in clocks])
-        verdict = (f"by the sealed rule, **{v['holds']}** holds" if v["holds"] else
-                   f"the sealed rule does not decide yet (it needs at least {v['min_deciding']} deciding cells, "
-                   f"{v['win_share']:.0%} of them agreeing with one clock)")
-        text.append(f"{head}; of the {_count(v['deciding'], 'measured cell')} that decide between the clocks, {agree} "
-                    f"agree: {verdict}.")
+        else:
+            agree = _join([f"{v['agree'][c]} with {c}" for c in clocks])
+            verdict = (f"by the sealed rule, **{v['holds']}** holds" if v["holds"] else
+                       f"the sealed rule does not decide yet (it needs at least {v['min_deciding']} deciding cells, "
+                       f"{v['win_share']:.0%} of them agreeing with one clock)")
+            text.append(f"{head}; of the {_count(v['deciding'], 'measured cell')} that decide between the clocks, "
+                        f"{agree} agree: {verdict}.")
+        if diversity.get(name):
+            text.append(_diversity(diversity[name]))
     return Prose(" ".join(text))
+
+
+def _diversity(d: dict) -> str:
+    """One sentence: a one-source ladder against the stratified run of its size (``d``:
+    :func:`rflens.longrun.clock.diversity`), by the rule sealed with its predictions."""
+    if not d["compared"]:
+        return f"Set beside `{d['stratified']}`, the stratified run of its size, no measured cell rises yet."
+    per = {}
+    for c in d["cells"]:
+        n, k = per.get(c["label"], (0, 0))
+        per[c["label"]] = (n + 1, k + c["differs"])
+    models = _join([f"{tex(label)}: {k} of {n}" for label, (n, k) in per.items()])
+    verdict = {True: "by the sealed rule, diversity **matters** at this size",
+               False: "by the sealed rule, diversity **does not matter** at this size",
+               None: "the sealed rule does not decide whether diversity matters"}[d["matters"]]
+    return (f"Against `{d['stratified']}`, the stratified run of its size (the same tokens, every source in proportion), "
+            f"{d['differ']} of the {_count(d['compared'], 'cell')} (model, size) where either rises have 95% ranges "
+            f"apart ({models}): {verdict}.")
 
 
 def share_and_r(sr: pd.DataFrame) -> Prose:
