@@ -202,6 +202,11 @@ def test_the_seeds_figure_gives_each_model_one_colour_and_each_seed_a_marker():
     assert "seed 2" in shown[1].hovertemplate and "● seed 1, ■ seed 2" in fig.layout.title.text
     erf = [t for t in fig.data if t.visible is False]
     assert erf[1].marker.symbol[2] == "square-open"  # a capped ERF: the seed's marker, open
+    # labelled by the paper's setting (", seed 1"): the seed is said once, in the hover, not in the legend
+    paper = em.assign(label=em["label"].str.replace(r"ALiBi Δ=4 seed=(\d)", r"ALiBi Δ = 8, seed \1", regex=True))
+    shown = [t for t in fr.emergence_figure(paper, list(dict.fromkeys(em["name"]))).data if t.visible is None]
+    assert shown[0].name == "ALiBi Δ = 8" and "ALiBi Δ = 8, seed 2<" in shown[1].hovertemplate
+    assert shown[1].hovertemplate.count("seed") == 1
 
 
 def test_the_cost_chart_names_schemes_in_words_and_hovers_a_sentence():

@@ -632,7 +632,7 @@ def cost_figure(cost: pd.DataFrame, *, title: str = "Estimated GPU-hours per mod
 
 
 SEED_NAME = re.compile(r"^(?P<model>.+)_seed=(?P<seed>\d+)$")  # a model trained from another seed
-SEED_LABEL = re.compile(r"\s*seed=\d+")
+SEED_LABEL = re.compile(r",?\s*\bseed[= ]\d+")  # "seed=1" (code) or ", seed 1" (the paper's names)
 SEED_SYMBOLS = ("circle", "square", "diamond", "triangle-down", "cross")  # one marker a seed, in order
 
 
