@@ -374,6 +374,16 @@ def _named(name: str, scale: str, label: str) -> str:
     return label
 
 
+def plan_label(spec: LongModel, scale: str) -> str:
+    """A model of a run's plan named as the book's tables name it (:func:`_named`: "ALiBi Δ = 8,
+    seed 1"); one that maps to no setting of the paper's by its scheme and what differs
+    (:func:`rflens.store.bundle.label`: "Sinusoidal embeddings unscaled, seed 1")."""
+    seed = spec.settings().get("seed")
+    settings = {k: v for k, v in spec.settings().items() if k != "seed"}
+    plain = bundle.label({"settings": settings, "pos": spec.pos, "corpus": spec.corpus})
+    return _named(spec.name, scale, plain + (f", seed {seed}" if seed else ""))
+
+
 def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Rows of :func:`rflens.store.bundle.table` with each Table 1 model labelled by the paper's
     setting ("ALiBi Δ = 8" for the long run's Δ = 4, "ALiBi Δ = 8, seed 1" for its further

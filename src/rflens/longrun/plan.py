@@ -95,9 +95,13 @@ def _join(items: list[str]) -> str:
 
 def listing(run: LongRun):
     """The plan as a table (the book's view of ``emergence --list``): one row a model, in the
-    order it is trained, with its state (shipped, training: measured at some sizes, or to
-    train), the sizes measured so far and why the plan trains it (:func:`reasons`)."""
+    order it is trained, indexed by the name ``--only`` takes, with the model as the book names
+    it (:func:`rflens.longrun.compare.plan_label`), its state (shipped, training: measured at
+    some sizes, or to train), the sizes measured so far and why the plan trains it
+    (:func:`reasons`)."""
     import pandas as pd
+
+    from rflens.longrun.compare import plan_label
 
     done, started, why = bundle.complete(run.name), set(bundle.entries(run.name)), reasons(run)
     rows = []
@@ -105,9 +109,10 @@ def listing(run: LongRun):
         measured = len(bundle.load(spec.name, run.name)["points"]) if spec.name in started else 0
         state = "shipped" if spec.name in done else "training" if measured else "to train"
         planned = len(measured_steps(run, resolve(run, spec.pos, spec.corpus, spec.settings()).train))
-        rows.append({"model": spec.name, "state": state, "sizes measured": f"{measured} of {planned}",
-                     "why": why.get(spec.name, "")})
-    return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame(columns=["state", "sizes measured", "why"])
+        rows.append({"name (--only)": spec.name, "model": plan_label(spec, run.name), "state": state,
+                     "sizes measured": f"{measured} of {planned}", "why": why.get(spec.name, "")})
+    columns = ["model", "state", "sizes measured", "why"]
+    return pd.DataFrame(rows).set_index("name (--only)") if rows else pd.DataFrame(columns=columns)
 
 
 def reasons(run: LongRun) -> dict[str, str]:
