@@ -4,6 +4,8 @@ more joining the bundle in place of the shipped copy."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,13 @@ def test_a_table2_model_is_measured_on_every_document_and_its_retraining_joins_i
     assert [p for p in bundle.read_result(again)["points"][:-1] if "every_document" in p] == []
     assert list(bundle.point_document_nlls(again)) == [last["steps"]]
     assert bundle.reproduces(first, again) and not bundle.reproduces(again, first)
+    # not to the bit (as on another machine): it joins only when the caller found it reproduced by the check's rule
+    real = bundle.point_nlls
+    monkeypatch.setattr(bundle, "point_nlls", lambda p: {k: v + 1e-3 * (Path(p) == Path(again)) for k, v in real(p).items()})
+    assert bundle.keeps_more(first, again) and not bundle.reproduces(first, again)
+    with pytest.raises(UserError, match="nor reproduces it with more kept"):
+        bundle.adopt("smoke", again)
+    monkeypatch.setattr(bundle, "point_nlls", real)
     bundle.adopt("smoke", again)
     joined = bundle.bundle_dir("smoke") / spec.name
     assert (joined / bundle.WEIGHTS).is_file() and "every_document" in bundle.read_result(joined)["points"][-1]
@@ -94,6 +103,24 @@ def test_a_table2_model_is_measured_on_every_document_and_its_retraining_joins_i
     other = emergence.run(plan.LongModel("alibi", (*WSD, ("seed", 3))), smoke, progress=False, keep_weights=True,
                           root=tmp_path / "other")
     assert not bundle.reproduces(joined, other)
+    # nor does it stand in by the check's rule: another seed differs beyond the seeds' spread, or keeps nothing more
+    assert not bundle.keeps_more(joined, other)
+
+
+def test_a_retraining_on_another_machine_stands_in_when_the_checks_rule_accepts_it(monkeypatch, tmp_path):
+    from rflens.longrun import recheck
+
+    shipped, later = tmp_path / "shipped", tmp_path / "later"
+    monkeypatch.setattr(bundle, "keeps_more", lambda a, b: True)
+    monkeypatch.setattr(recheck, "_load", lambda path: {"path": path, "machine": {}})
+    monkeypatch.setattr(recheck, "like_machine", lambda result: False)
+    monkeypatch.setattr(recheck, "seed_spread", lambda run: {"pairs": [], "sizes": {}})
+    rows = {(True, False): True, (True, True): False, (False, False): False}  # (reproduced, bitwise) -> stands in
+    for (ok, bitwise), expected in rows.items():
+        monkeypatch.setattr(recheck, "compare", lambda a, b, like, spread: {"reproduced": ok, "bitwise": bitwise})
+        assert recheck.reproduced_elsewhere(shipped, later, presets.get("smoke")) is expected
+    monkeypatch.setattr(bundle, "keeps_more", lambda a, b: False)  # nothing more kept: the shipped copy stays
+    assert not recheck.reproduced_elsewhere(shipped, later, presets.get("smoke"))
 
 
 def test_table2_models_keep_their_weights_and_are_measured_up_to_table1s_horizon():

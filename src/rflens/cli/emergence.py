@@ -45,16 +45,21 @@ def _adopt(args, run: LongRun) -> int:
         if wanted is not None and folder.name not in wanted:
             continue
         result = bundle.read_result(folder)
+        elsewhere = False  # a retraining on another machine that the check's rule accepts, with more kept
         if folder.name in have and not (bundle.further(bundle.read_result(have[folder.name]), result)
                                         or bundle.reproduces(have[folder.name], folder)):
-            continue  # joined already, or no further along than the bundle's (nor a retraining with more kept)
+            elsewhere = recheck.reproduced_elsewhere(have[folder.name], folder, run)
+            if not elsewhere:
+                continue  # joined already, or no further along than the bundle's (nor a retraining with more kept)
         if result.get("name") != folder.name:
             raise UserError(f"{folder} holds a model named {result.get('name')!r}: a model joins under its own name")
         plan.check_planned(result, run, folder)
         again = folder.name in have and bundle.read_result(have[folder.name])["complete"]  # then it reproduces it
-        state = ("retrained to the bit, with more kept" if again
+        state = ("retrained on another machine and reproduced by the check's rule (the verdicts, the NLL differences "
+                 "within the seeds' spread), with more kept: its numbers replace the shipped ones" if elsewhere
+                 else "retrained to the bit, with more kept" if again
                  else "finished" if result["complete"] else f"unfinished, {len(result['points'])} sizes measured")
-        print(f"{folder.name} ({state}): joined the bundle in {bundle.adopt(run.name, folder)}")
+        print(f"{folder.name} ({state}): joined the bundle in {bundle.adopt(run.name, folder, reproduced=elsewhere)}")
         joined += 1
     print(f"{joined} model(s) joined the {run.name} bundle")
     return 0

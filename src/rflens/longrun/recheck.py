@@ -247,6 +247,18 @@ def compare(shipped: dict, again: dict, *, like: bool, spread: dict | None = Non
             "bound": bound_text, "sizes": sizes, "reproduced": reproduced, "why": why}
 
 
+def reproduced_elsewhere(shipped: Path, later: Path, run: LongRun) -> bool:
+    """Whether the finished model in folder ``later`` reproduces the shipped one in ``shipped``
+    by the check's rule (:func:`compare`) without being it to the bit: trained again on a
+    machine unlike the bundle's (on a like one the rule is bitwise), the same verdicts at
+    every size and NLL differences within the seeds' spread."""
+    if not bundle.keeps_more(shipped, later):
+        return False
+    old = _load(Path(shipped))
+    row = compare(old, _load(Path(later)), like=like_machine(old), spread=seed_spread(run))
+    return row["reproduced"] and not row["bitwise"]
+
+
 # ----------------------------------------------------------------------------- retraining
 
 def keep_folder(path, scale: str | None = None) -> Path:

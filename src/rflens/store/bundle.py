@@ -220,19 +220,24 @@ def _write_model(scale: str, name: str, result: dict, arrays: dict, weights, roo
     return final
 
 
-def adopt(scale: str, folder: Path, root: Path | None = None) -> Path:
+def adopt(scale: str, folder: Path, root: Path | None = None, *, reproduced: bool = False) -> Path:
     """Copy a model that another bundle folder holds (a worker trained it with its own
     ``$RFLENS_REFERENCE``) into this bundle, after checking its files against its manifest
     (and that it holds no other file and no link) and that it is of this preset; then seal
     the bundle. An unfinished model joins too; the same model further along (more sizes
     measured, the bundle's sizes first and unchanged: the run it continues) replaces it.
     Returns the model's folder here. The whole join, checks and seal, holds the bundle's
-    writer lock (:func:`writing`): two joins at once run one after the other."""
+    writer lock (:func:`writing`): two joins at once run one after the other.
+
+    ``reproduced``: the caller found ``folder`` to be the shipped model trained again on
+    another machine and reproduced by the check's rule (:func:`rflens.longrun.recheck.compare`:
+    the same verdicts, NLL differences within the seeds' spread); keeping more
+    (:func:`keeps_more`), it then replaces the shipped copy, its numbers with it."""
     with writing(scale, root):
-        return _adopt(scale, Path(folder), root)
+        return _adopt(scale, Path(folder), root, reproduced)
 
 
-def _adopt(scale: str, folder: Path, root: Path | None) -> Path:
+def _adopt(scale: str, folder: Path, root: Path | None, reproduced: bool = False) -> Path:
     """:func:`adopt` under the bundle's writer lock."""
     verify(folder)
     listed = {MANIFEST, *storage.read_json(folder / MANIFEST)["sha256"]}
@@ -248,9 +253,10 @@ def _adopt(scale: str, folder: Path, root: Path | None) -> Path:
     if path.is_dir() and (path / MANIFEST).is_file() and \
             (path / MANIFEST).read_bytes() == (folder / MANIFEST).read_bytes():
         return path  # joined already (by another join of the same folder): nothing to do
-    if path.exists() and not (continues(read_result(path), result) or reproduces(path, folder)):
+    if path.exists() and not (continues(read_result(path), result) or reproduces(path, folder)
+                              or (reproduced and keeps_more(path, folder))):
         raise UserError(f"the {scale} bundle already holds {result['name']} and {folder} neither continues it "
-                        f"(more sizes, its own first) nor reproduces it bitwise with more kept: {RESTORE} if it is damaged")
+                        f"(more sizes, its own first) nor reproduces it with more kept: {RESTORE} if it is damaged")
     tmp, old = path.with_name(f".{path.name}.adopting"), path.with_name(f".{path.name}.replaced")
     for stale in (tmp, old):
         shutil.rmtree(stale, ignore_errors=True)
@@ -269,11 +275,18 @@ def reproduces(shipped: Path, later: Path) -> bool:
     to the bit, and weights or a measurement that the shipped copy lacks (a Table 2 model's
     NLLs on every test document, the gradient on the paper's input). Such a copy replaces
     the shipped one: its numbers are the same, its provenance that of the retraining."""
-    old, new = read_result(Path(shipped)), read_result(Path(later))
-    if not (old["complete"] and new["complete"]) or [p["steps"] for p in old["points"]] != [p["steps"] for p in new["points"]]:
+    if not keeps_more(shipped, later):
         return False
     a, b = point_nlls(Path(shipped)), point_nlls(Path(later))
-    if any(not np.array_equal(a[k].astype(np.float32), b[k].astype(np.float32)) for k in a):
+    return all(np.array_equal(a[k].astype(np.float32), b[k].astype(np.float32)) for k in a)
+
+
+def keeps_more(shipped: Path, later: Path) -> bool:
+    """Whether the finished model in folder ``later`` is measured at the same sizes as the
+    finished one in ``shipped`` and keeps what that lacks: weights, or a measurement (a
+    Table 2 model's NLLs on every test document, the gradient on the paper's input)."""
+    old, new = read_result(Path(shipped)), read_result(Path(later))
+    if not (old["complete"] and new["complete"]) or [p["steps"] for p in old["points"]] != [p["steps"] for p in new["points"]]:
         return False
     more = [key for key in ("every_document", "paper_input") if key in new["points"][-1] and key not in old["points"][-1]]
     return bool(more) or ((Path(later) / WEIGHTS).is_file() and not (Path(shipped) / WEIGHTS).is_file())
