@@ -255,6 +255,14 @@ def test_the_sinusoidal_deviation_states_what_the_deep_bundle_measured():
         assert at.loc["unscaled", "jumps at L_tr (4 L_tr input)"] is False
         # the peak at L_tr: the unscaled model's alone at 4 layers, neither's at 12
         assert (at.loc["unscaled", "peak at L_tr"], at.loc["scaled", "peak at L_tr"]) == (run == "long", False)
+    # the further seeds of the unscaled model at 12 layers, as the row quotes them: none jumps
+    seeds = compare.sinusoidal_peaks(("deep",), seeds=True)
+    further = seeds[(seeds["embeddings"] == "unscaled") & (seeds["seed"] > 0)].sort_values("seed")
+    assert list(further["seed"]) == [1, 2]
+    assert f"positions {' and '.join(str(p) for p in further['peak at'])}" in row.why
+    for _, r in further.iterrows():
+        assert f"{r['r(4 L_tr)']:.3g} [{r['low']:.3g}, {r['high']:.3g}]" in row.why
+        assert not r["jumps at L_tr (16 L_tr input)"] and not r["jumps at L_tr (4 L_tr input)"]
 
 
 def test_claim7_is_read_in_both_protocols_with_every_document_where_the_bundle_holds_it():
