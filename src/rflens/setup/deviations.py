@@ -40,14 +40,14 @@ DEVIATIONS: tuple[Deviation, ...] = (
     Deviation(
         "Sinusoidal: token embeddings", "multiplied by sqrt(d) before the positions are added (Vaswani et al.)",
         "added unscaled to N(0, 0.02) embeddings",
-        "Measured (bench/README.md, phenomena pilot): with R = 4, L_tr = 32 and 1M training tokens, unscaled "
+        "Measured (the phenomena pilot, chapter 11): with R = 4, L_tr = 32 and 1M training tokens, unscaled "
         "Sinusoidal reaches last-token ppl 168.7 at L_tr against 55.7 scaled; the sinusoids, of size ~1, swamp "
         "0.02-sized token embeddings for most of a short run. At 50k steps the model learns to work around it. "
         "Claim 8 reads Sinusoidal trained as the paper's code trains it, where a long run ships it (33.6M tokens; a verdict "
-        "needs every seed the run plans). At the paper's depth (reference/deep: 12 layers, L_tr = 64) the unscaled model breaks far "
+        "needs every seed the run plans). At the paper's depth (the deep run: 12 layers, L_tr = 64) the unscaled model breaks far "
         "harder than the scaled one, r(4 L_tr) 725 [505, 981] against 3.96 [3.37, 4.61], and neither shows the "
         "gradient's jump at L_tr (their largest gradient beyond the most recent tokens sits at positions 247 and 41). "
-        "At 4 layers (reference/long, L_tr = 32), r(4 L_tr) 69.3 [54.6, 86.6] against 4.87 [4.12, 5.64], and only "
+        "At 4 layers (the long run, L_tr = 32), r(4 L_tr) 69.3 [54.6, 86.6] against 4.87 [4.12, 5.64], and only "
         "the unscaled model's gradient peaks at L_tr (positions 33 and 30; at L_tr = 64, 72.3 [50.5, 96.4] against "
         "3.77 [3.2, 4.34], positions 63 and 38), though as a peak, not the jump claim 8 asks for. The scaling moves the peak at 4 layers; it is not what keeps claim 8's jump from appearing at "
         "either depth (chapter 10). At 12 layers every seed of the unscaled model breaks without the jump "
