@@ -86,7 +86,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "Precision", "fp32 at the CPU presets, bf16 at the full preset (GPUs)",
         "bf16",
         "bf16 autocast slows the CPU presets' models: emulated on a CPU without AVX512-BF16 about 12 times, "
-        "and at d = 64 about 2 times even with AMX (bench/README.md); fp32 also gives every CPU the same numbers.",
+        "and at d = 64 about 2 times even with AMX (the repository's CPU benchmarks); fp32 also gives every CPU the same numbers.",
         "dtype", "bf16"),
     Deviation(
         "Figure 7's receptive fields in the long run", "each Sinusoidal model read on segments of erf_length_mult "
