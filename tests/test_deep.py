@@ -294,3 +294,9 @@ def test_the_table2_sample_deviation_states_what_the_deep_bundle_scored():
     corpora = json.loads((bundle.bundle_dir("deep") / bundle.CORPORA).read_text())["corpora"]["prose"]
     scored, total = len(set(result["segment_docs"])), corpora["documents"]["test"]
     assert f"{scored} of prose-wide's {total} for {result['eval']['n_segments']} segments" in row.why
+    from rflens.longrun import compare
+
+    r = compare.table2_protocols("deep").set_index("retrained").loc["ALiBi Δ = 6, L_tr = 256"]
+    assert (f"r({r['L']}) = {r['r']:.3f} [{r['r low']:.3f}, {r['r high']:.3f}] on the uniform draw's {r['documents']} "
+            f"documents and {r['r, every document']:.3f} [{r['low, every document']:.3f}, "
+            f"{r['high, every document']:.3f}] on all {int(r['documents, every'])}.") in " ".join(row.why.split())
