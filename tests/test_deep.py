@@ -280,6 +280,9 @@ def test_claim7_is_read_in_both_protocols_with_every_document_where_the_bundle_h
     text = str(table2_protocols(pd.DataFrame([every])))
     assert "on the paper's input of 4 $L_{tr}$" in text and "≥ 256 on the paper's input" in text
     assert "on every one of its 308 test documents, r = 1.050 [1.040, 1.060]" in text
+    capped = str(table2_protocols(pd.DataFrame([{**every, "ERF (4 L_tr input)": "≥ 977"}])))
+    uncapped = str(table2_protocols(pd.DataFrame([{**every, "ERF (4 L_tr input)": "200"}])))
+    assert "reaches the start of the paper's input" in capped and "reaches the start" not in uncapped
     assert "not measured" in str(table2_protocols(tp.iloc[[0]]))  # a model trained before the bundle kept it
 
 

@@ -723,6 +723,9 @@ def table2_protocols(tp: pd.DataFrame) -> Prose:
         text = (f"- {tex(row['retrained'])} (Table 1 at L_tr = {int(row['Table 1 L_tr'])}): {field}; its own ERF is "
                 f"{row['ERF (16 L_tr input)']} on 16 L_tr" + (f" and {row['ERF (4 L_tr input)']} on 4 L_tr"
                                                                if row["ERF (4 L_tr input)"] != "–" else ""))
+        if str(row["ERF (4 L_tr input)"]).startswith("≥"):
+            text += (" (its field reaches the start of the paper's input: by the paper's rule, the L_tr that covers it "
+                     "is longer still)")
         if not pd.isna(row.get("r", float("nan"))):
             text += (f". At L = {int(row['L'])}, r = {row['r']:.3f} [{row['r low']:.3f}, {row['r high']:.3f}] on the "
                      f"uniform draw ({int(row['documents'])} test documents scored)")
