@@ -181,9 +181,12 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
 
 
 def test_the_plans_listing_says_each_models_state_and_why(tmp_path, monkeypatch):
+    from rflens.longrun import compare
+
     monkeypatch.setenv("RFLENS_REFERENCE", str(tmp_path))  # an empty bundle: nothing shipped or started
-    table = plan.listing(presets.get("deep"))
+    table = compare.listing(presets.get("deep"))
     assert list(table.columns) == ["model", "state", "sizes measured", "why"]
+    assert table.drop(columns="model").equals(plan.listing(presets.get("deep")))
     assert table.loc["alibi_slope_shift=5_seed=1", "model"] == "ALiBi Δ = 8, seed 1"  # the paper's setting
     assert table.loc["sinusoidal_scale_embeddings=False_seed=2", "model"] == "Sinusoidal embeddings unscaled, seed 2"
     assert list(table.index) == [m.name for m in plan.models(presets.get("deep"))]

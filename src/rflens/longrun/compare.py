@@ -384,6 +384,17 @@ def plan_label(spec: LongModel, scale: str) -> str:
     return _named(spec.name, scale, plain + (f", seed {seed}" if seed else ""))
 
 
+def listing(run) -> pd.DataFrame:
+    """The plan's table of ``run`` (:func:`rflens.longrun.plan.listing`) with each model named as
+    the book names it (:func:`plan_label`) before its state: the book's view of ``emergence --list``."""
+    from rflens.longrun.plan import listing as plan_listing
+
+    table = plan_listing(run)
+    names = {spec.name: plan_label(spec, run.name) for spec in models(run)}
+    table.insert(0, "model", [names[n] for n in table.index])
+    return table
+
+
 def paper_labels(em: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Rows of :func:`rflens.store.bundle.table` with each Table 1 model labelled by the paper's
     setting ("ALiBi Δ = 8" for the long run's Δ = 4, "ALiBi Δ = 8, seed 1" for its further

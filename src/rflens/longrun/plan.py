@@ -94,14 +94,11 @@ def _join(items: list[str]) -> str:
 
 
 def listing(run: LongRun):
-    """The plan as a table (the book's view of ``emergence --list``): one row a model, in the
-    order it is trained, indexed by the name ``--only`` takes, with the model as the book names
-    it (:func:`rflens.longrun.compare.plan_label`), its state (shipped, training: measured at
-    some sizes, or to train), the sizes measured so far and why the plan trains it
-    (:func:`reasons`)."""
+    """The plan as a table (``emergence --list`` as data): one row a model, in the order it is
+    trained, indexed by the name ``--only`` takes, with its state (shipped, training: measured
+    at some sizes, or to train), the sizes measured so far and why the plan trains it
+    (:func:`reasons`); :func:`rflens.longrun.compare.listing` adds the book's name of each."""
     import pandas as pd
-
-    from rflens.longrun.compare import plan_label
 
     done, started, why = bundle.complete(run.name), set(bundle.entries(run.name)), reasons(run)
     rows = []
@@ -109,9 +106,9 @@ def listing(run: LongRun):
         measured = len(bundle.load(spec.name, run.name)["points"]) if spec.name in started else 0
         state = "shipped" if spec.name in done else "training" if measured else "to train"
         planned = len(measured_steps(run, resolve(run, spec.pos, spec.corpus, spec.settings()).train))
-        rows.append({"name (--only)": spec.name, "model": plan_label(spec, run.name), "state": state,
-                     "sizes measured": f"{measured} of {planned}", "why": why.get(spec.name, "")})
-    columns = ["model", "state", "sizes measured", "why"]
+        rows.append({"name (--only)": spec.name, "state": state, "sizes measured": f"{measured} of {planned}",
+                     "why": why.get(spec.name, "")})
+    columns = ["state", "sizes measured", "why"]
     return pd.DataFrame(rows).set_index("name (--only)") if rows else pd.DataFrame(columns=columns)
 
 
