@@ -151,7 +151,7 @@ def test_sinusoidals_peak_is_read_from_each_bundle_at_its_last_size(monkeypatch)
     unscaled = {"train": {"l_tr": 64}, "model": {"scale_embeddings": False},
                 "points": [{**point, "paper_input": {"length": 256, "normalized": jump.tolist()}}]}
     results = {"sinusoidal": {"train": {"l_tr": 64}, "model": {}, "points": [{**point, "tokens": 1024}, point]},
-               "sinusoidal_seed=1": {"train": {"l_tr": 64}, "points": [point]},
+               "sinusoidal_seed=1": {"train": {"l_tr": 64}, "model": {}, "points": [point]},
                "sinusoidal_scale_embeddings=False": unscaled}
     monkeypatch.setattr(bundle, "complete", lambda scale: list(results) if scale == "deep" else [])
     monkeypatch.setattr(bundle, "load", lambda name, scale: results[name])

@@ -543,7 +543,7 @@ def sinusoidal_peaks(runs: tuple[str, ...] = (SECOND, DEEP), seeds: bool = False
             peak = found["jump_abs_pos"]
             on_paper = point.get("paper_input")
             rows.append({"run": scale, "layers": run.model.n_layer, "L_tr": l_tr,
-                         "embeddings": "scaled" if res.get("model", {}).get("scale_embeddings", True) else "unscaled",
+                         "embeddings": "scaled" if res["model"].get("scale_embeddings", True) else "unscaled",
                          **({"seed": seed} if seeds else {}),
                          "tokens": int(point["tokens"]), "peak at": peak, "peak - L_tr": peak - l_tr,
                          "peak at L_tr": found["jump_ok"],
