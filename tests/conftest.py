@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -38,6 +39,25 @@ def own_data(tmp_path, monkeypatch):
     return path
 
 
+@pytest.fixture(scope="session")
+def smoke_prose(tmp_path_factory):
+    """A data folder holding the smoke preset's prose corpus, built once a test process."""
+    from rflens.data.build import prepare
+    from rflens.setup import presets, settings
+
+    root = tmp_path_factory.mktemp("smoke-prose")
+    prepare(settings.resolve(presets.get("smoke"), "alibi", "prose").data, root=root, progress=False)
+    return root
+
+
+@pytest.fixture
+def own_smoke_prose(own_data, smoke_prose):
+    """A data folder of this test's own (``$RFLENS_DATA``) that already holds the smoke prose
+    corpus, a copy of the one built once (a test that damages it damages its copy)."""
+    shutil.copytree(smoke_prose, own_data)
+    return own_data
+
+
 @pytest.fixture
 def reference(tmp_path, monkeypatch):
     """An empty folder of shipped long-run results of this test's own (``$RFLENS_REFERENCE``)."""
@@ -61,8 +81,6 @@ def smoke_long_run(monkeypatch):
 def bundle_copy(tmp_path, monkeypatch):
     """A function: the shipped bundle ``name`` without its weights, resealed, as this test's own
     ``$RFLENS_REFERENCE`` (with a run store of its own); returns the copy's folder."""
-    import shutil
-
     from rflens import storage
     from rflens.store import bundle
 

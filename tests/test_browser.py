@@ -119,6 +119,31 @@ class Visit:
         self.page.close()
 
 
+class Pages:
+    """The pages this module has opened, each loaded once and kept open for the tests after
+    it (a page load draws every figure of a chapter: the slowest step of the module). A test
+    that changes what a later test reads (a theme, a phone's width) opens its own Visit."""
+
+    def __init__(self, browser, server: str):
+        self.browser, self.server, self.open_pages = browser, server, {}
+
+    def __call__(self, path: str) -> Visit:
+        if path not in self.open_pages:
+            self.open_pages[path] = Visit(self.browser, f"{self.server}/{path}")
+        return self.open_pages[path]
+
+    def close(self):
+        for visit in self.open_pages.values():
+            visit.page.close()
+
+
+@pytest.fixture(scope="module")
+def pages(browser, server):
+    opened = Pages(browser, server)
+    yield opened
+    opened.close()
+
+
 # Every text node of the article outside code, data tables, figures and widgets, once MathJax
 # (on pages that load it) has typeset the page: those that still show a "$" or "_tr".
 RAW_NOTATION_JS = """async () => {
@@ -155,114 +180,116 @@ def article_text(visit, page: str) -> str:
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_every_chapter_loads_offline_and_draws_a_figure(browser, server, chapter):
-    with Visit(browser, f"{server}/book/{chapter}.html") as visit:
-        article_text(visit, chapter)
-        assert visit.errors == [], f"page errors in {chapter}: {visit.errors}"
-        assert visit.external == [], f"{chapter} asked the network for {visit.external}"
-        if chapter != "09_claims":  # the scoreboard is one table
-            assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
-        # progress bars and warnings went to the terminal and the log, not onto the page
-        assert visit.page.locator(".output.stderr").count() == 0, f"{chapter} shows stderr output"
-        bars = visit.page.locator(".cell_output").filter(has_text=re.compile(r"\d+%\|")).count()
-        assert bars == 0, f"{chapter} shows {bars} progress bars"
-        # printed results wrap and wide tables scroll in their own box: no output reaches past the column
-        wider = visit.page.evaluate("""() => {
-            const column = document.querySelector('article.bd-article, main').getBoundingClientRect();
-            return [...document.querySelectorAll('.cell_output .output, .cell_output pre')]
-                .filter(el => el.getBoundingClientRect().right > column.right + 1).length; }""")
-        assert wider == 0, f"{chapter}: {wider} outputs run past the content column"
-        # the book's notation is typeset: no raw $ or _tr left in the text outside code, tables and figures
-        raw = visit.page.evaluate(RAW_NOTATION_JS)
-        assert raw == [], f"{chapter}: untypeset notation in {raw[:5]}"
-        assert visit.page.locator("mjx-container").count() > 0, f"{chapter} typesets no equation (offline MathJax)"
-        # no menu covers a title, a label or a legend, and none sticks out of its figure
-        covered = [(f["index"], o["element"], o["text"]) for f in visit.page.evaluate(OVERLAPS_JS) for o in f["overlaps"]]
-        assert covered == [], f"{chapter}: menus cover {covered[:5]}"
-        # nor does a figure's text run into its other text or out of the figure, or its legend hide entries
-        for f in visit.page.evaluate(TEXT_OVERLAPS_JS):
-            assert f["overlaps"] == [] and f["clipped"] == [], f"{chapter}, figure {f['index']}: {f}"
-            assert f["legend"] is None or f["legend"]["shown"] == f["legend"]["entries"], f"{chapter}: {f}"
-        # rendered tables read in words: no header a reader must decode, no NaN for "not measured"
-        heads, cells = visit.page.evaluate("""() => {
-            const tables = [...document.querySelectorAll('.cell_output table')];
-            return [tables.flatMap(t => [...t.querySelectorAll('th')].map(th => th.textContent.trim())),
-                    tables.flatMap(t => [...t.querySelectorAll('td')].map(td => td.textContent.trim()))]; }""")
-        coded = [h for h in heads if re.search(r"^[a-z]+(_[a-z]+)+$|@", h)]
-        assert coded == [], f"{chapter}: code-name headers {coded[:5]}"
-        assert not any(c.lower() == "nan" for c in cells), f"{chapter} shows NaN in a table"
-        # one search box on the page, not one in the header and another in the sidebar
-        boxes = visit.page.locator(".search-button-field").evaluate_all(
-            "els => els.filter(e => e.getBoundingClientRect().width > 0).length")
-        assert boxes == 1, f"{chapter} shows {boxes} search boxes"
-        # no control that needs a kernel: on a static page it would move without redrawing anything
-        assert visit.page.locator(".jupyter-widgets, .widget-slider").count() == 0, f"{chapter} shows a dead widget"
-        # in every figure, the curves its legend lists (as first drawn) have one colour each
-        shared = visit.page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(el => {
-            const shown = (el.data || []).filter(t => t.visible !== false && t.showlegend !== false && t.name);
-            const colours = shown.map(t => (t.line && t.line.color) || (t.marker && t.marker.color))
-                                 .filter(c => typeof c === 'string');
-            return colours.length - new Set(colours).size; }).filter(n => n > 0).length""")
-        assert shared == 0, f"{chapter}: {shared} figures give two legend entries one colour"
-        # a page a reader finishes: at most 15,000 px on a desktop with its folds closed
-        visit.page.set_viewport_size({"width": 1366, "height": 900})
-        visit.page.wait_for_timeout(300)
-        height = visit.page.evaluate("document.documentElement.scrollHeight")
-        assert height <= MAX_PAGE_HEIGHT, f"{chapter} is {height:,} px tall on a desktop: fold a long table"
+def test_every_chapter_loads_offline_and_draws_a_figure(pages, chapter):
+    visit = pages(f"book/{chapter}.html")
+    article_text(visit, chapter)
+    assert visit.errors == [], f"page errors in {chapter}: {visit.errors}"
+    assert visit.external == [], f"{chapter} asked the network for {visit.external}"
+    if chapter != "09_claims":  # the scoreboard is one table
+        assert visit.drawn_figures() >= 1, f"{chapter} draws no plotly figure"
+    # progress bars and warnings went to the terminal and the log, not onto the page
+    assert visit.page.locator(".output.stderr").count() == 0, f"{chapter} shows stderr output"
+    bars = visit.page.locator(".cell_output").filter(has_text=re.compile(r"\d+%\|")).count()
+    assert bars == 0, f"{chapter} shows {bars} progress bars"
+    # printed results wrap and wide tables scroll in their own box: no output reaches past the column
+    wider = visit.page.evaluate("""() => {
+        const column = document.querySelector('article.bd-article, main').getBoundingClientRect();
+        return [...document.querySelectorAll('.cell_output .output, .cell_output pre')]
+            .filter(el => el.getBoundingClientRect().right > column.right + 1).length; }""")
+    assert wider == 0, f"{chapter}: {wider} outputs run past the content column"
+    # the book's notation is typeset: no raw $ or _tr left in the text outside code, tables and figures
+    raw = visit.page.evaluate(RAW_NOTATION_JS)
+    assert raw == [], f"{chapter}: untypeset notation in {raw[:5]}"
+    assert visit.page.locator("mjx-container").count() > 0, f"{chapter} typesets no equation (offline MathJax)"
+    # no menu covers a title, a label or a legend, and none sticks out of its figure
+    covered = [(f["index"], o["element"], o["text"]) for f in visit.page.evaluate(OVERLAPS_JS) for o in f["overlaps"]]
+    assert covered == [], f"{chapter}: menus cover {covered[:5]}"
+    # nor does a figure's text run into its other text or out of the figure, or its legend hide entries
+    for f in visit.page.evaluate(TEXT_OVERLAPS_JS):
+        assert f["overlaps"] == [] and f["clipped"] == [], f"{chapter}, figure {f['index']}: {f}"
+        assert f["legend"] is None or f["legend"]["shown"] == f["legend"]["entries"], f"{chapter}: {f}"
+    # rendered tables read in words: no header a reader must decode, no NaN for "not measured"
+    heads, cells = visit.page.evaluate("""() => {
+        const tables = [...document.querySelectorAll('.cell_output table')];
+        return [tables.flatMap(t => [...t.querySelectorAll('th')].map(th => th.textContent.trim())),
+                tables.flatMap(t => [...t.querySelectorAll('td')].map(td => td.textContent.trim()))]; }""")
+    coded = [h for h in heads if re.search(r"^[a-z]+(_[a-z]+)+$|@", h)]
+    assert coded == [], f"{chapter}: code-name headers {coded[:5]}"
+    assert not any(c.lower() == "nan" for c in cells), f"{chapter} shows NaN in a table"
+    # one search box on the page, not one in the header and another in the sidebar
+    boxes = visit.page.locator(".search-button-field").evaluate_all(
+        "els => els.filter(e => e.getBoundingClientRect().width > 0).length")
+    assert boxes == 1, f"{chapter} shows {boxes} search boxes"
+    # no control that needs a kernel: on a static page it would move without redrawing anything
+    assert visit.page.locator(".jupyter-widgets, .widget-slider").count() == 0, f"{chapter} shows a dead widget"
+    # in every figure, the curves its legend lists (as first drawn) have one colour each
+    shared = visit.page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(el => {
+        const shown = (el.data || []).filter(t => t.visible !== false && t.showlegend !== false && t.name);
+        const colours = shown.map(t => (t.line && t.line.color) || (t.marker && t.marker.color))
+                             .filter(c => typeof c === 'string');
+        return colours.length - new Set(colours).size; }).filter(n => n > 0).length""")
+    assert shared == 0, f"{chapter}: {shared} figures give two legend entries one colour"
+    # every figure's title fits its figure on a desktop (a phone's width is checked below)
+    assert visit.page.evaluate(TITLES_PAST_EDGE_JS) == [], f"{chapter}: titles past their figures"
+    # a page a reader finishes: at most 15,000 px on a desktop with its folds closed
+    visit.page.set_viewport_size({"width": 1366, "height": 900})
+    visit.page.wait_for_timeout(300)
+    height = visit.page.evaluate("document.documentElement.scrollHeight")
+    assert height <= MAX_PAGE_HEIGHT, f"{chapter} is {height:,} px tall on a desktop: fold a long table"
 
 
-def test_a_chapters_tables_download_as_csv(browser, server):
-    with Visit(browser, f"{server}/book/03_alibi_dissected.html") as visit:
-        links = visit.page.locator("p.rflens-download a")
-        assert links.count() >= 2, "chapter 3 links fewer than its two tables"
-        href = links.first.get_attribute("href")
-        response = visit.page.request.get(f"{server}/book/{href}")
-        assert response.ok, f"{href} is not served"
-        text = response.text()
-        assert text.startswith("# scale: smoke\n# code_version: ") and "# data_prose: " in text
+def test_a_chapters_tables_download_as_csv(pages, server):
+    visit = pages("book/03_alibi_dissected.html")
+    links = visit.page.locator("p.rflens-download a")
+    assert links.count() >= 2, "chapter 3 links fewer than its two tables"
+    href = links.first.get_attribute("href")
+    response = visit.page.request.get(f"{server}/book/{href}")
+    assert response.ok, f"{href} is not served"
+    text = response.text()
+    assert text.startswith("# scale: smoke\n# code_version: ") and "# data_prose: " in text
 
 
-def test_moving_a_slider_changes_its_figure(browser, server):
-    with Visit(browser, f"{server}/book/02_alibi_and_relative_biases.html") as visit:
-        page = visit.page
-        plot = page.locator(".js-plotly-plot").filter(has=page.locator(".slider-container")).first
-        plot.scroll_into_view_if_needed()
-        state = "el => JSON.stringify([el.data.map(t => t.visible !== false), el.layout.title && el.layout.title.text])"
-        before = plot.evaluate(state)
-        rail = plot.locator(".slider-rail-touch-rect").first
-        box = rail.bounding_box()
-        assert box is not None, "the slider has no rail on the page"
-        page.mouse.click(box["x"] + box["width"] - 3, box["y"] + box["height"] / 2)  # the last step, as a reader would
-        page.wait_for_timeout(800)
-        after = plot.evaluate(state)
-        assert after != before, "moving the slider left the figure unchanged"
-        assert visit.errors == []
+def test_moving_a_slider_changes_its_figure(pages):
+    visit = pages("book/02_alibi_and_relative_biases.html")
+    page = visit.page
+    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".slider-container")).first
+    plot.scroll_into_view_if_needed()
+    state = "el => JSON.stringify([el.data.map(t => t.visible !== false), el.layout.title && el.layout.title.text])"
+    before = plot.evaluate(state)
+    rail = plot.locator(".slider-rail-touch-rect").first
+    box = rail.bounding_box()
+    assert box is not None, "the slider has no rail on the page"
+    page.mouse.click(box["x"] + box["width"] - 3, box["y"] + box["height"] / 2)  # the last step, as a reader would
+    page.wait_for_timeout(800)
+    after = plot.evaluate(state)
+    assert after != before, "moving the slider left the figure unchanged"
+    assert visit.errors == []
 
 
-def test_the_erf_threshold_slider_moves_the_markers_without_a_kernel(browser, server):
-    with Visit(browser, f"{server}/book/03_alibi_dissected.html") as visit:
-        page = visit.page
-        plot = page.locator(".js-plotly-plot").filter(has=page.locator(".slider-container")) \
-                   .filter(has_text="threshold = ").first
-        plot.scroll_into_view_if_needed()
-        state = "el => JSON.stringify([el.data.map(t => t.x), el.layout.title && el.layout.title.text])"
-        before = plot.evaluate(state)
-        box = plot.locator(".slider-rail-touch-rect").first.bounding_box()
-        assert box is not None, "the threshold slider has no rail on the page"
-        page.mouse.click(box["x"] + 3, box["y"] + box["height"] / 2)  # the lowest threshold
-        page.wait_for_timeout(800)
-        assert plot.evaluate(state) != before, "moving the threshold left the ERF markers where they were"
-        assert visit.errors == [] and visit.external == []
+def test_the_erf_threshold_slider_moves_the_markers_without_a_kernel(pages):
+    visit = pages("book/03_alibi_dissected.html")
+    page = visit.page
+    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".slider-container")) \
+               .filter(has_text="threshold = ").first
+    plot.scroll_into_view_if_needed()
+    state = "el => JSON.stringify([el.data.map(t => t.x), el.layout.title && el.layout.title.text])"
+    before = plot.evaluate(state)
+    box = plot.locator(".slider-rail-touch-rect").first.bounding_box()
+    assert box is not None, "the threshold slider has no rail on the page"
+    page.mouse.click(box["x"] + 3, box["y"] + box["height"] / 2)  # the lowest threshold
+    page.wait_for_timeout(800)
+    assert plot.evaluate(state) != before, "moving the threshold left the ERF markers where they were"
+    assert visit.errors == [] and visit.external == []
 
 
-def test_index_page_says_how_to_rerun_with_papermill(browser, server):
-    with Visit(browser, f"{server}/book/index.html") as visit:
-        article_text(visit, "index")
-        assert "papermill" in visit.page.content()
-        assert visit.errors == []
+def test_index_page_says_how_to_rerun_with_papermill(pages):
+    visit = pages("book/index.html")
+    article_text(visit, "index")
+    assert "papermill" in visit.page.content()
+    assert visit.errors == []
 
 
-def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_screen(browser, server):
+def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_screen(pages):
     """The first screen: the paper's thesis as the long run and the run at the paper's depth
     decide it and what the key figure
     shows, the figure right under them; then the claims at each scale (the counts of the board
@@ -277,27 +304,27 @@ def test_index_page_says_what_the_book_finds_with_the_key_figure_on_the_first_sc
         found = visit.page.locator(".admonition").filter(has=head).first
         return found, " ".join(found.inner_text().split()).replace("’", "'")  # typographic apostrophes
 
-    with Visit(browser, f"{server}/book/index.html") as visit:
-        assert visit.errors == [] and visit.external == []
-        first, text = box("What this book finds")
-        assert "paper's thesis" in text and "(claim 6)" in text, text
-        # the paper's depth first, the 4-layer run after it, with why they differ, in defined words
-        assert text.index("At the paper's depth") < text.index("At 4 layers") and "Why the depths differ" in text, text
-        assert "effective receptive field (ERF:" in text, text
-        _, under = box("Reading the key figure")  # under the figure: what it shows, terms defined, both depths
-        assert "slope sweep" in under and "Δ = 8" in under and "the perplexity at 16 times" in under, under
-        assert "12 layers against 4" in under, under
-        assert first.bounding_box()["y"] < 300  # under the title
-        figure = visit.page.locator(".js-plotly-plot .main-svg").first
-        assert figure.bounding_box()["y"] < 900  # the key figure, drawn, starts on a desktop's first screen
-        _, text = box("The claims at each scale")
-        assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
-                f"{counts['not run']} not run at this build's scale (smoke" in text), text
-        assert f"in the long run ({BOOK_LONG}" in text and "windows up to w = 100 extrapolate" in text, text
-        _, text = box("Reading the numbers")
-        assert "parameters" in text and "2^8 times flatter" in text, text
-        _, text = box("This build")
-        assert "Scale smoke" in text
+    visit = pages("book/index.html")
+    assert visit.errors == [] and visit.external == []
+    first, text = box("What this book finds")
+    assert "paper's thesis" in text and "(claim 6)" in text, text
+    # the paper's depth first, the 4-layer run after it, with why they differ, in defined words
+    assert text.index("At the paper's depth") < text.index("At 4 layers") and "Why the depths differ" in text, text
+    assert "effective receptive field (ERF:" in text, text
+    _, under = box("Reading the key figure")  # under the figure: what it shows, terms defined, both depths
+    assert "slope sweep" in under and "Δ = 8" in under and "the perplexity at 16 times" in under, under
+    assert "12 layers against 4" in under, under
+    assert first.bounding_box()["y"] < 300  # under the title
+    figure = visit.page.locator(".js-plotly-plot .main-svg").first
+    assert figure.bounding_box()["y"] < 900  # the key figure, drawn, starts on a desktop's first screen
+    _, text = box("The claims at each scale")
+    assert (f"{counts['pass']} pass, {counts['fail']} fail, {counts['not decided']} not decided, "
+            f"{counts['not run']} not run at this build's scale (smoke" in text), text
+    assert f"in the long run ({BOOK_LONG}" in text and "windows up to w = 100 extrapolate" in text, text
+    _, text = box("Reading the numbers")
+    assert "parameters" in text and "2^8 times flatter" in text, text
+    _, text = box("This build")
+    assert "Scale smoke" in text
 
 
 def test_every_csv_is_headed_with_the_preset_its_rows_come_from(book):
@@ -309,31 +336,24 @@ def test_every_csv_is_headed_with_the_preset_its_rows_come_from(book):
     assert any(header_of(f.read_text()).get("scale") == BOOK_LONG for f in files)
 
 
-def test_citations_link_to_the_references_page(browser, server):
-    with Visit(browser, f"{server}/book/03_alibi_dissected.html") as visit:
-        links = visit.page.locator("a[href*='references.html#']")
-        assert links.count() >= 1, "chapter 3 cites nothing that links to the references page"
-        href = links.first.get_attribute("href")
-    with Visit(browser, f"{server}/book/{href.split('#')[0]}") as visit:
-        text = visit.page.content().lower()  # the bibliography style sets titles in sentence case
-        assert "dissecting transformer length extrapolation" in text and "train short, test long" in text
-        assert visit.errors == []
+def test_citations_link_to_the_references_page(pages):
+    links = pages("book/03_alibi_dissected.html").page.locator("a[href*='references.html#']")
+    assert links.count() >= 1, "chapter 3 cites nothing that links to the references page"
+    href = links.first.get_attribute("href")
+    visit = pages(f"book/{href.split('#')[0]}")
+    article_text(visit, "references")
+    text = visit.page.content().lower()  # the bibliography style sets titles in sentence case
+    assert "dissecting transformer length extrapolation" in text and "train short, test long" in text
+    assert visit.errors == []
 
 
 def test_search_snippets_show_equations_typeset_not_as_tex(browser, server):
     """Chapter 2's heading on the window of \\bar d is found by "bar": its snippet shows the
     typeset equation, with no TeX source or half equation left in any snippet."""
-    with Visit(browser, f"{server}/search.html?q=bar") as visit:
-        page = visit.page
-        page.wait_for_selector("#search-results p.context", timeout=30_000)
-        page.wait_for_function("() => document.querySelector('#search-results p.context mjx-container')",
-                               timeout=30_000)
-        snippets = page.locator("#search-results p.context").evaluate_all(
-            "ps => ps.map(p => [p.textContent, p.querySelectorAll('mjx-container').length])")
-        raw = [text[:120] for text, _ in snippets if "\\(" in text or "\\)" in text]
-        assert raw == [], f"search snippets show TeX: {raw}"
-        assert any(n for _, n in snippets), "no search snippet shows a typeset equation"
-        assert visit.errors == [] and visit.external == []
+    found = _results(browser, server, "bar")
+    raw = [r["snippet"][:120] for r in found if "\\(" in r["snippet"] or "\\)" in r["snippet"]]
+    assert raw == [], f"search snippets show TeX: {raw}"
+    assert any(r["math"] for r in found), "no search snippet shows a typeset equation"
 
 
 # Facts that more than one page states for the same build, each as (key, value) read from a
@@ -478,14 +498,13 @@ def test_the_fact_reader_finds_each_kind_of_contradiction_planted_in_a_page():
                                       [table + [["Figure 7", "Sinusoidal", "32"]]]) == [(3, 4)]
 
 
-def test_no_page_states_a_count_or_scale_another_page_contradicts(browser, server):
+def test_no_page_states_a_count_or_scale_another_page_contradicts(pages):
     pages = ["index", *CHAPTERS]
     seen: dict = {}
     verdicts: dict = {}
     for page in pages:
         if page not in ARTICLES:
-            with Visit(browser, f"{server}/book/{page}.html") as visit:
-                article_text(visit, page)
+            article_text(pages(f"book/{page}.html"), page)
         for key, values in facts_of(ARTICLES[page]).items():
             for value in values:
                 seen.setdefault(key, {}).setdefault(value, []).append(page)
@@ -499,8 +518,7 @@ def test_no_page_states_a_count_or_scale_another_page_contradicts(browser, serve
     assert {page: status_contradictions(ARTICLES[page], finished) for page in pages
             if status_contradictions(ARTICLES[page], finished)} == {}
     if "references" not in ARTICLES:
-        with Visit(browser, f"{server}/book/references.html") as visit:
-            article_text(visit, "references")
+        article_text(pages("book/references.html"), "references")
     assert pointer_contradictions({page: ARTICLES[page] for page in [*pages, "references"]}) == []
     # the verdicts: read from the board, the chapters' tables and their sentences, never at odds
     assert {s for found in verdicts.values() for s, _, _ in found} >= {"smoke", BOOK_LONG}, verdicts
@@ -520,8 +538,17 @@ RESULTS_JS = """items => items.map(li => {
             math: p ? p.querySelectorAll('mjx-container').length : 0}; })"""
 
 
+SEARCHED: dict[str, list[dict]] = {}  # each query's results, searched once for the tests that read them
+
+
 def _results(browser, server, query: str) -> list[dict]:
     """Each result of ``query`` once its snippet is in and MathJax has typeset it."""
+    if query not in SEARCHED:
+        SEARCHED[query] = _search(browser, server, query)
+    return SEARCHED[query]
+
+
+def _search(browser, server, query: str) -> list[dict]:
     with Visit(browser, f"{server}/search.html?q={query}") as visit:
         page = visit.page
         page.wait_for_selector("#search-results li", timeout=30_000)
@@ -618,11 +645,7 @@ TITLES_PAST_EDGE_JS = """() => [...document.querySelectorAll('.js-plotly-plot')]
 @pytest.mark.parametrize("chapter", ["03_alibi_dissected", "10_long_runs"])
 def test_on_a_phone_every_figure_title_fits_its_figure(browser, server, chapter):
     """At 390 px a plotly title is wider than its figure; the book breaks it into lines that
-    fit (figure_titles.js), and leaves the desktop's titles as they are."""
-    with Visit(browser, f"{server}/book/{chapter}.html") as visit:
-        desktop = visit.page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
-                                      ".map(t => t.textContent)")
-        assert desktop and visit.page.evaluate(TITLES_PAST_EDGE_JS) == []
+    fit (figure_titles.js); the desktop's titles, as they are, fit too (checked with every chapter above)."""
     page = browser.new_page(viewport={"width": 390, "height": 800})
     try:
         page.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).hostname in (

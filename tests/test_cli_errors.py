@@ -20,8 +20,9 @@ from rflens.setup import presets
 
 
 @pytest.fixture()
-def store(store, own_data):
-    """The shared empty run store, with a data folder of its own (errors about data are tested here)."""
+def store(store, own_smoke_prose):
+    """An empty run store, with a data folder of its own (errors about data are tested here)
+    that holds the smoke prose corpus (built once, copied)."""
     return store
 
 
