@@ -287,6 +287,13 @@ def test_claim7_is_read_in_both_protocols_with_every_document_where_the_bundle_h
     uncapped = str(table2_protocols(pd.DataFrame([{**every, "ERF (4 L_tr input)": "200"}])))
     assert "reaches the start of the paper's input" in capped and "reaches the start" not in uncapped
     assert "not measured" in str(table2_protocols(tp.iloc[[0]]))  # a model trained before the bundle kept it
+    # the paper's rule in its own protocol: a Table 1 field that fills the 4 L_tr input asks for L_tr = 4 x its own
+    assert "fills the paper's input" in text and "4 $L_{tr}$ = 256: the $L_{tr}$ of this retraining" in text
+    shorter = str(table2_protocols(pd.DataFrame([{**every, "L_tr": 128}])))
+    assert "4 $L_{tr}$ = 256: this retraining used 128" in shorter
+    assert "fills" not in str(table2_protocols(pd.DataFrame([{**every, "Table 1 ERF (4 L_tr input)": "120"}])))
+    # the shipped bundle: the original Δ = 6 measured on the paper's input, its field filling it
+    assert row["Table 1 ERF (4 L_tr input)"].startswith("≥")
 
 
 def test_the_table2_sample_deviation_states_what_the_deep_bundle_scored():

@@ -720,6 +720,11 @@ def table2_protocols(tp: pd.DataFrame) -> Prose:
                  + (f"and {paper_input} on the paper's input of 4 L_tr" if paper_input != "–" else
                     "(on the paper's input of 4 L_tr it was not measured: that model ships no weights and was "
                     "trained before its bundle kept the gradient on that input)"))
+        if str(paper_input).startswith("≥"):  # the paper's rule, in the paper's protocol: train on that input's length
+            old_l_tr, l_tr = int(row["Table 1 L_tr"]), int(row["L_tr"])
+            field += (f" (it fills the paper's input, as Δ = 6's did in the paper, which then trained at that input's "
+                      f"length, 4 L_tr = {4 * old_l_tr}: "
+                      + ("the L_tr of this retraining)" if l_tr == 4 * old_l_tr else f"this retraining used {l_tr})"))
         text = (f"- {tex(row['retrained'])} (Table 1 at L_tr = {int(row['Table 1 L_tr'])}): {field}; its own ERF is "
                 f"{row['ERF (16 L_tr input)']} on 16 L_tr" + (f" and {row['ERF (4 L_tr input)']} on 4 L_tr"
                                                                if row["ERF (4 L_tr input)"] != "–" else ""))
