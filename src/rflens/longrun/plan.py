@@ -68,10 +68,17 @@ def by_experiment(run: LongRun) -> dict[str, list[LongModel]]:
 def keeps_weights(run: LongRun, spec: LongModel) -> bool:
     """Whether ``spec`` is shipped with its weights: the drift test's models, Sinusoidal
     with the paper's embeddings, whose gradient claim 8 reads again on other inputs
-    (Figure 7's 4 L_tr beside the bundle's 16 L_tr), and Table 2's models, which claim 7
-    decides (:func:`every_document_lengths`)."""
+    (Figure 7's 4 L_tr beside the bundle's 16 L_tr), Table 2's models, which claim 7
+    decides (:func:`every_document_lengths`), and the Table 1 models they retrain, whose
+    field on the paper's input is claim 7's premise (:func:`table2_partners`)."""
     return (spec.name in run.drift_models or (spec.pos == "sinusoidal" and spec.settings().get("scale_embeddings") is False)
-            or every_document_lengths(run, spec) is not None)
+            or every_document_lengths(run, spec) is not None or spec.name in table2_partners(run))
+
+
+def table2_partners(run: LongRun) -> set[str]:
+    """The names of the Table 1 models (seed 0) that Table 2 trains again at a longer L_tr."""
+    table2 = next((specs for family, specs in by_experiment(run).items() if family.startswith("Table 2")), [])
+    return {LongModel(spec.pos, spec.overrides[:1], spec.corpus).name for spec in table2}
 
 
 def every_document_lengths(run: LongRun, spec: LongModel) -> list[int] | None:
