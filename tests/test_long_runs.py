@@ -101,11 +101,11 @@ def test_the_early_warning_flags_an_early_erf_beyond_l_tr_and_counts_what_follow
 
 
 def test_table2_pairs_compare_on_the_same_tokens_at_the_same_absolute_lengths(monkeypatch):
-    import rflens.longrun.compare as mod
+    import rflens.longrun.plan as mod
     from rflens.longrun.plan import LongModel
 
     retrained = LongModel("alibi", (("slope_shift", 4), ("batch_size", 2), ("l_tr", 512)))
-    monkeypatch.setattr(mod, "by_experiment", lambda scale: {"Table 2: retrained": [retrained]})
+    monkeypatch.setattr(mod, "by_experiment", lambda run: {"Table 2: retrained": [retrained]})
     t2 = lr.table2_pairs(CONTROL)
     assert list(t2["L"]) == [512, 1024, 2048, 4096, 8192]
     new, old = bundle.load(retrained.name, CONTROL), bundle.load("alibi_slope_shift=4", CONTROL)
@@ -117,11 +117,11 @@ def test_table2_pairs_compare_on_the_same_tokens_at_the_same_absolute_lengths(mo
 
 
 def test_table2_as_designed_reads_each_retrained_model_against_the_paper_and_the_receptive_field(monkeypatch):
-    import rflens.longrun.compare as mod
+    import rflens.longrun.plan as mod
     from rflens.longrun.plan import LongModel
 
     retrained = LongModel("alibi", (("slope_shift", 4), ("batch_size", 2), ("l_tr", 512)))
-    monkeypatch.setattr(mod, "by_experiment", lambda scale: {"Table 2: retrained": [retrained]})
+    monkeypatch.setattr(mod, "by_experiment", lambda run: {"Table 2: retrained": [retrained]})
     t2, em = lr.table2_pairs(CONTROL), bundle.table(CONTROL)
     last = em[em["name"] == retrained.name].sort_values("tokens").iloc[-1]
     assert lr.state(last) == "rises" and last["erf"] > last["l_tr"]  # the control's: it rises, its ERF beyond 512

@@ -18,7 +18,8 @@ import functools
 import numpy as np
 import pandas as pd
 
-from rflens.longrun.plan import by_experiment, further_seeds, LongModel, models, named as emergence_named, seeded
+from rflens.longrun.plan import (by_experiment, further_seeds, LongModel, models, named as emergence_named, seeded,
+                                 table2_retrainings)
 from rflens.measure.criterion import BREAKS, EXTRAPOLATION_TOLERANCE
 from rflens.setup import presets
 from rflens.setup.config import DataConfig
@@ -241,9 +242,7 @@ def _finished_table2(scale: str) -> list[tuple[LongModel, LongModel]]:
     """(retrained model, its Table 1 model) for each model of Table 2 that ``scale``'s bundle
     holds finished beside its finished Table 1 model."""
     done = bundle.complete(scale)
-    table2 = next((specs for family, specs in by_experiment(presets.get(scale)).items() if family.startswith("Table 2")), [])
-    pairs = [(spec, LongModel(spec.pos, spec.overrides[:1], spec.corpus)) for spec in table2]
-    return [(spec, partner) for spec, partner in pairs if spec.name in done and partner.name in done]
+    return [(spec, partner) for spec, partner in table2_retrainings(presets.get(scale)) if spec.name in done and partner.name in done]
 
 
 def table2_pairs(scale: str = SECOND) -> pd.DataFrame:

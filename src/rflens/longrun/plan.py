@@ -75,10 +75,16 @@ def keeps_weights(run: LongRun, spec: LongModel) -> bool:
             or every_document_lengths(run, spec) is not None or spec.name in table2_partners(run))
 
 
+def table2_retrainings(run: LongRun) -> list[tuple[LongModel, LongModel]]:
+    """(retrained model, its Table 1 model) for each model of Table 2: the Table 1 model is the
+    retrained one's first setting alone (its own L_tr and batch), seed 0."""
+    return [(spec, LongModel(spec.pos, spec.overrides[:1], spec.corpus))
+            for family, specs in by_experiment(run).items() if family.startswith("Table 2") for spec in specs]
+
+
 def table2_partners(run: LongRun) -> set[str]:
-    """The names of the Table 1 models (seed 0) that Table 2 trains again at a longer L_tr."""
-    table2 = next((specs for family, specs in by_experiment(run).items() if family.startswith("Table 2")), [])
-    return {LongModel(spec.pos, spec.overrides[:1], spec.corpus).name for spec in table2}
+    """The names of the Table 1 models that Table 2 trains again at a longer L_tr."""
+    return {partner.name for _, partner in table2_retrainings(run)}
 
 
 def every_document_lengths(run: LongRun, spec: LongModel) -> list[int] | None:
@@ -89,8 +95,7 @@ def every_document_lengths(run: LongRun, spec: LongModel) -> list[int] | None:
     from rflens.measure.criterion import EXTRAPOLATION_HORIZON
 
     base = spec.name.partition("_seed=")[0]
-    table2 = next((specs for family, specs in by_experiment(run).items() if family.startswith("Table 2")), [])
-    if base not in {s.name for s in table2}:
+    if base not in {retrained.name for retrained, _ in table2_retrainings(run)}:
         return None
     l_tr = int(spec.settings().get("l_tr", run.train.l_tr))
     return [l_tr * m for m in run.eval.length_mults if l_tr * m <= EXTRAPOLATION_HORIZON * run.train.l_tr] or None
@@ -214,11 +219,8 @@ def models(run: LongRun) -> list[LongModel]:
     # each Table 1 sweep's failing end (of the sweeps the run has), then NoPE
     first = [LongModel(f.pos, ((f.setting, max(getattr(sw, f.setting))),)) for f in _FIRST if getattr(sw, f.setting)]
     first += [LongModel(p) for p in sw.beside_figure7 if p == "nope"]
-    groups = by_experiment(run)
-    table2 = [spec for family, specs in groups.items() if family.startswith("Table 2") for spec in specs]
-    partners = [LongModel(spec.pos, spec.overrides[:1]) for spec in table2]
-    rest = [spec for specs in groups.values() for spec in specs]
-    return list(dict.fromkeys(first + [s for pair in zip(table2, partners) for s in pair] + rest))
+    rest = [spec for specs in by_experiment(run).values() for spec in specs]
+    return list(dict.fromkeys(first + [s for pair in table2_retrainings(run) for s in pair] + rest))
 
 
 def sizes(run: LongRun) -> list[int]:
